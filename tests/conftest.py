@@ -1,0 +1,41 @@
+"""Shared test fixtures: where the real traces live, and a small in-code trace builder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from traceforge.model import Trace, TraceMeta
+
+REPO = Path(__file__).resolve().parents[1]
+#: Our own fixtures (copied from shared/fixtures/{h100,h200-*} and captured by traceforge).
+FIXTURES = REPO / "fixtures"
+#: The shared real-trace folder beside the repository (absent on some machines).
+SHARED = Path(os.environ.get("TRACEFORGE_SHARED_FIXTURES", REPO.parent / "shared" / "fixtures"))
+EXTERNAL = SHARED / "external"
+
+
+def shared(rel: str) -> Path:
+    """A file under shared/fixtures, or skip the test when it is not there."""
+    p = SHARED / rel
+    if not p.exists():
+        pytest.skip(f"shared fixture {rel} not present")
+    return p
+
+
+def ev(name: str, kind: str = "kernel", ts: int = 0, dur: int = 0, **kw: Any) -> dict[str, Any]:
+    """One event row for Trace.from_events (times in ns)."""
+    row: dict[str, Any] = {"name": name, "kind": kind, "ts": ts, "dur": dur}
+    if kind in ("kernel", "memcpy", "memset", "gpu_annotation"):
+        row.setdefault("device", 0)
+        row.setdefault("stream", 7)
+    row.update(kw)
+    return row
+
+
+def make_trace(rows: list[dict[str, Any]], **meta: Any) -> Trace:
+    """A Trace from ``ev`` rows; ``meta`` keywords go to TraceMeta."""
+    return Trace.from_events(rows, TraceMeta(format="synthetic", **meta))

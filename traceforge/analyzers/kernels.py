@@ -1,0 +1,100 @@
+"""Kernel tables: GPU time per kernel, family or class."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceforge.analyzers.kernel_names import classify
+from traceforge.model import Trace
+
+#: Columns of :func:`top_kernels`, in order (``full_name`` only when grouping by name).
+TOP_KERNEL_COLUMNS = (
+    "name", "class", "family", "calls", "total_us", "pct", "avg_us", "min_us", "max_us"
+)
+
+BY = ("name", "family", "class")
+
+
+def kernel_table(trace: Trace, *, include_memory: bool = False) -> pd.DataFrame:
+    """One row per GPU kernel (and copies/memsets if asked) with class, family, short name.
+
+    Columns: row, name (full), short, class, family, ts, dur, device, stream, corr, ext, graph.
+    """
+    kinds = ("kernel", "memcpy", "memset") if include_memory else ("kernel",)
+    k = trace.of_kind(*kinds)
+    names = k["name"].astype(str)
+    info = {n: classify(n) for n in names.unique()}
+    kind = k["kind"].astype(str).to_numpy()
+    cls = np.array([info[n].cls for n in names], dtype=object)
+    fam = np.array([info[n].family for n in names], dtype=object)
+    # A memcpy/memset row is classed by its kind, whatever its name says.
+    cls = np.where(kind == "kernel", cls, kind)
+    fam = np.where(kind == "kernel", fam, kind)
+    return pd.DataFrame(
+        {
+            "row": k.index.to_numpy(),
+            "name": names.to_numpy(),
+            "short": [info[n].short for n in names],
+            "class": cls,
+            "family": fam,
+            "ts": k["ts"].to_numpy(),
+            "dur": k["dur"].to_numpy(),
+            "device": k["device"].to_numpy(),
+            "stream": k["stream"].to_numpy(),
+            "corr": k["corr"].to_numpy(),
+            "ext": k["ext"].to_numpy(),
+            "graph": k["graph"].to_numpy(),
+        }
+    )
+
+
+def top_kernels(
+    trace: Trace, n: int | None = None, *, by: str = "name", include_memory: bool = False
+) -> pd.DataFrame:
+    """Kernels by total GPU time: calls, total/avg/min/max (us) and % of all kernel time.
+
+    ``by`` groups by full kernel ``name`` (default, shown short), ``family`` or ``class``.
+    Durations are summed in integer ns and converted once, so totals are exact.
+    """
+    if by not in BY:
+        raise ValueError(f"by must be one of {BY}")
+    kt = kernel_table(trace, include_memory=include_memory)
+    key = {"name": "name", "family": "family", "class": "class"}[by]
+    if kt.empty:
+        cols = list(TOP_KERNEL_COLUMNS) + (["full_name"] if by == "name" else [])
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
+    g = kt.groupby(key, sort=False, observed=True)
+    agg = g["dur"].agg(["count", "sum", "min", "max"])
+    first = g[["short", "class", "family"]].first()
+    total = int(kt["dur"].sum())
+    out = pd.DataFrame(
+        {
+            "name": first["short"] if by == "name" else agg.index.to_numpy(),
+            "class": first["class"] if by != "family" else first["class"],
+            "family": first["family"] if by != "class" else "",
+            "calls": agg["count"].astype(np.int64),
+            "total_us": agg["sum"] / 1e3,
+            "pct": 100.0 * agg["sum"] / total if total else 0.0,
+            "avg_us": agg["sum"] / agg["count"] / 1e3,
+            "min_us": agg["min"] / 1e3,
+            "max_us": agg["max"] / 1e3,
+        }
+    )
+    if by == "class":
+        out["class"] = agg.index.to_numpy()
+        out["name"] = agg.index.to_numpy()
+        # The families that make up each class, by time: "nvjet_sm90, cutlass".
+        fam_time = kt.groupby([key, "family"], observed=True)["dur"].sum()
+        out["family"] = [
+            ", ".join(fam_time.loc[c].sort_values(ascending=False).index.astype(str))
+            for c in agg.index
+        ]
+    if by == "family":
+        out["family"] = agg.index.to_numpy()
+    if by == "name":
+        out["full_name"] = agg.index.to_numpy()
+    out = out.reset_index(drop=True)
+    out = out.sort_values(["total_us", "name"], ascending=[False, True], kind="stable")
+    out = out.reset_index(drop=True)
+    return out if n is None else out.head(n)

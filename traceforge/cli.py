@@ -1,0 +1,67 @@
+"""The ``traceforge`` command line: parse, call the library, render, exit.
+
+Each verb lives in its own small module under ``traceforge/commands/`` and is listed once
+in :data:`COMMANDS`. Only :func:`main` maps ``TraceforgeError`` to exit codes and one-line
+messages on stderr (2: bad input or usage, 1: other failures).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+
+from traceforge.errors import TraceforgeError
+
+#: Modules under traceforge.commands, each exposing a click command named ``command``.
+COMMANDS: tuple[str, ...] = (
+    "top_kernels",
+    "ops",
+    "info",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="traceforge")
+def cli() -> None:
+    """Analyze GPU traces of ML workloads: Kineto JSON, Nsight Systems, rocprof, Perfetto."""
+
+
+for _name in COMMANDS:
+    cli.add_command(importlib.import_module(f"traceforge.commands.{_name}").command)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Run the CLI; errors become one line on stderr and an exit code, never a traceback."""
+    try:
+        return cli.main(args=argv, prog_name="traceforge", standalone_mode=False)
+    except TraceforgeError as e:
+        click.echo(f"traceforge: error: {e}", err=True)
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("traceforge: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)
+    except KeyboardInterrupt:
+        click.echo("traceforge: interrupted", err=True)
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - last resort: one line, not a traceback
+        if os.environ.get("TRACEFORGE_DEBUG"):
+            raise
+        click.echo(
+            f"traceforge: internal error: {type(e).__name__}: {e} "
+            "(set TRACEFORGE_DEBUG=1 for a traceback, and please report it)",
+            err=True,
+        )
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

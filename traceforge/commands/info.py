@@ -1,0 +1,5 @@
+"""placeholder"""
+import click
+@click.command("info")
+def command() -> None:
+    """placeholder"""

@@ -1,0 +1,5 @@
+"""placeholder"""
+import click
+@click.command("ops")
+def command() -> None:
+    """placeholder"""

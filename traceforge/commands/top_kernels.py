@@ -1,0 +1,31 @@
+"""``traceforge top-kernels TRACE``: the kernels that take the GPU's time."""
+
+from __future__ import annotations
+
+import click
+
+from traceforge.analyzers.kernels import BY, TOP_KERNEL_COLUMNS, top_kernels
+from traceforge.commands.options import emit, format_option, trace_argument
+from traceforge.formats import load
+from traceforge.render import render_frame
+
+
+@click.command("top-kernels")
+@trace_argument
+@click.option("-n", "limit", type=int, default=20, show_default=True, help="Rows to show (0: all).")
+@click.option("--by", type=click.Choice(BY), default="name", show_default=True,
+              help="Group by kernel name, family (nvjet_sm90, triton_tem_fused, ...) or class.")
+@click.option("--include-memory", is_flag=True, help="Also count memcpy and memset activity.")
+@format_option
+def command(trace: str, limit: int, by: str, include_memory: bool, fmt: str) -> None:
+    """Kernels by total GPU time, with class, family, calls and avg/min/max."""
+    t = load(trace)
+    df = top_kernels(t, None if limit <= 0 else limit, by=by, include_memory=include_memory)
+    if fmt in ("table", "md"):
+        df = df[list(TOP_KERNEL_COLUMNS)]
+        if by != "name":
+            df = df.drop(columns=["name"])
+    notes = tuple(t.meta.notes)
+    if t.kernels().empty:
+        notes += ("No GPU kernels in this trace (CPU-only or GPU activity not recorded).",)
+    emit(render_frame(df, fmt, title=f"Top kernels by {by}: {trace}", notes=notes))

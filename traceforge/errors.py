@@ -1,0 +1,50 @@
+"""The one exception tree of traceforge.
+
+    TraceforgeError                 base: every error traceforge raises on purpose
+    ├── TraceFormatError            an input file is missing, unreadable or not a trace we know
+    ├── AnalysisError               an analysis cannot run on this input (e.g. mixed runs)
+    ├── CaptureError                a profiler run could not be started or written
+    └── UsageError                  options that contradict each other
+
+Only ``traceforge.cli`` maps these to exit codes (2 for input/usage problems, 1 otherwise).
+Messages are one line and name the file they are about, so the CLI can print them as is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TraceforgeError(Exception):
+    """Base class of every error traceforge raises on purpose."""
+
+    exit_code = 1
+
+
+class TraceFormatError(TraceforgeError):
+    """An input file is missing, unreadable, truncated or not a supported trace."""
+
+    exit_code = 2
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class AnalysisError(TraceforgeError):
+    """An analysis cannot run on the given traces."""
+
+    exit_code = 2
+
+
+class CaptureError(TraceforgeError):
+    """A profiler run could not be started, or its trace could not be written."""
+
+    exit_code = 2
+
+
+class UsageError(TraceforgeError):
+    """Options or arguments that contradict each other."""
+
+    exit_code = 2

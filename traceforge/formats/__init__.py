@@ -1,0 +1,68 @@
+"""Readers: one module per format, each ``path -> Trace``.
+
+A reader module has ``NAME`` (str), ``sniff(path, head: bytes) -> bool`` (decides from the
+content, the name only as a hint) and ``read(path) -> Trace``. :func:`load` tries them in
+the order of :data:`READERS` and raises one ``TraceFormatError`` line when none fits.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+from traceforge.errors import TraceFormatError
+from traceforge.model import Trace
+
+#: Reader modules in the order they are tried (module names under traceforge.formats).
+READERS: tuple[str, ...] = ("chrome",)
+
+SUPPORTED = "Kineto/Chrome trace JSON (.json, .json.gz)"
+
+
+def _reader(name: str) -> ModuleType:
+    return importlib.import_module(f"traceforge.formats.{name}")
+
+
+def read_head(path: Path, n: int = 4096) -> bytes:
+    """First ``n`` bytes of the file's content, gunzipped when the file is gzip."""
+    with path.open("rb") as f:
+        head = f.read(n)
+    if head[:2] == b"\x1f\x8b":
+        try:
+            with gzip.open(path, "rb") as g:
+                return g.read(n)
+        except (OSError, EOFError) as e:
+            raise TraceFormatError(path, f"truncated or corrupt gzip ({e})") from None
+    return head
+
+
+def load(path: str | Path) -> Trace:
+    """Read any supported trace file (format sniffed from its content) into a Trace."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceFormatError(p, "no such file")
+    if p.is_dir():
+        for name in READERS:
+            mod = _reader(name)
+            if getattr(mod, "READS_DIRECTORIES", False) and mod.sniff(p, b""):
+                trace: Trace = mod.read(p)
+                return trace
+        raise TraceFormatError(p, "is a directory, not a trace file")
+    try:
+        size = p.stat().st_size
+    except OSError as e:
+        raise TraceFormatError(p, f"cannot read ({e.strerror})") from None
+    if size == 0:
+        raise TraceFormatError(p, "empty file")
+    try:
+        head = read_head(p)
+    except PermissionError:
+        raise TraceFormatError(p, "permission denied") from None
+    for name in READERS:
+        mod = _reader(name)
+        if mod.sniff(p, head):
+            trace = mod.read(p)
+            return trace
+    raise TraceFormatError(p, f"not a supported trace (supported: {SUPPORTED})")

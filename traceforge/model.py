@@ -1,0 +1,268 @@
+"""The normalized trace model that every reader produces and every analyzer consumes.
+
+A :class:`Trace` is one profiler output of one process (one rank): an ``events`` table in
+:data:`EVENT_COLUMNS`, a ``flows`` table, and :class:`TraceMeta`. Only readers in
+``traceforge.formats`` know file formats; everything downstream reads these columns.
+
+Times are int64 nanoseconds relative to the trace start; ``meta.base_ns`` is the absolute
+time (epoch ns where the source gives one) of ``ts == 0``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Every value the ``kind`` column may hold.
+KINDS: tuple[str, ...] = (
+    "kernel",  # GPU kernel execution
+    "memcpy",  # GPU copy (HtoD, DtoH, DtoD, PtoP)
+    "memset",  # GPU memset
+    "runtime",  # CUDA/HIP runtime API call on the host
+    "driver",  # CUDA driver API call on the host (cuLaunchKernel, ...)
+    "cpu_op",  # framework operator (aten::mm, ...)
+    "user_annotation",  # record_function / NVTX / roctx range on the host
+    "gpu_annotation",  # the GPU-side projection of a user annotation
+    "python",  # python_function stack frames
+    "sync",  # synchronization seen by the profiler (stream/event/device sync)
+    "other",  # anything else kept for completeness (spans, instants, overhead)
+)
+
+#: GPU activity kinds: the events that occupy a device.
+GPU_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
+
+#: Columns of ``Trace.events`` and their dtypes. -1 means "not known / not applicable".
+EVENT_COLUMNS: dict[str, str] = {
+    "name": "category",  # full event name as the source wrote it (kernels: demangled)
+    "kind": "category",  # one of KINDS
+    "cat": "category",  # the source's own category string (Kineto ``cat``, nsys table, ...)
+    "ts": "int64",  # start, ns since trace start
+    "dur": "int64",  # duration, ns (>= 0)
+    "pid": "int64",  # host process id; for GPU events the source's device row id
+    "tid": "int64",  # host thread id; for GPU events the stream
+    "device": "int64",  # GPU index, -1 for host events
+    "stream": "int64",  # GPU stream / HIP queue, -1 for host events
+    "corr": "int64",  # correlation id linking a launch API call to its GPU activity
+    "ext": "int64",  # external id linking a cpu_op to the runtime calls it made
+    "graph": "int64",  # CUDA/HIP graph id of a kernel replayed from a graph, else -1
+    "rank": "int64",  # distributed rank, -1 when unknown
+}
+
+_INT_COLUMNS = [c for c, t in EVENT_COLUMNS.items() if t == "int64"]
+
+#: Columns of ``Trace.flows`` (Chrome-trace ``s``/``t``/``f`` flow events).
+FLOW_COLUMNS: dict[str, str] = {
+    "id": "int64",
+    "cat": "category",
+    "ph": "category",
+    "ts": "int64",
+    "pid": "int64",
+    "tid": "int64",
+}
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator as described by the trace."""
+
+    id: int
+    name: str
+    vendor: str = ""  # "nvidia", "amd", or "" when unknown
+    sms: int | None = None  # streaming multiprocessors / compute units
+    memory_bytes: int | None = None
+    compute_capability: str | None = None  # "9.0" on NVIDIA, gfx arch on AMD
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """What the trace says about where and how it was recorded."""
+
+    path: str = ""
+    format: str = ""  # "kineto", "nsys-sqlite", "rocprofv3-csv", ...
+    base_ns: int = 0  # absolute time of ts == 0 (epoch ns when the source gives one)
+    rank: int | None = None
+    world_size: int | None = None
+    devices: tuple[Device, ...] = ()
+    versions: dict[str, str] = field(default_factory=dict)  # torch, cuda_runtime, driver, ...
+    distributed: dict[str, Any] = field(default_factory=dict)  # Kineto ``distributedInfo``
+    process_names: dict[int, str] = field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # plain-language remarks, e.g. "CPU-only trace: no kernels"
+    extra: dict[str, Any] = field(default_factory=dict)  # e.g. the ``traceforge`` capture block
+
+
+ArgsProvider = Callable[[np.ndarray], list[dict[str, Any]]]
+
+
+def _no_args(rows: np.ndarray) -> list[dict[str, Any]]:
+    return [{} for _ in range(len(rows))]
+
+
+def _empty_frame(columns: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
+
+
+def normalize_events(df: pd.DataFrame) -> pd.DataFrame:
+    """Return ``df`` with every column of EVENT_COLUMNS, in order and with its dtype.
+
+    Readers and test builders call this once; missing int columns become -1.
+    """
+    n = len(df)
+    out: dict[str, Any] = {}
+    for col, dtype in EVENT_COLUMNS.items():
+        if col in df.columns:
+            s = df[col]
+        elif dtype == "int64":
+            s = pd.Series(np.full(n, -1, dtype=np.int64), index=df.index)
+        elif col == "cat":
+            s = pd.Series([""] * n, index=df.index)
+        else:
+            raise ValueError(f"events need a {col!r} column")
+        if col == "kind":
+            s = pd.Categorical(s.astype(str) if s.dtype != "category" else s, categories=KINDS)
+            if pd.isna(s).any():
+                raise ValueError("kind holds values outside KINDS")
+        elif dtype == "category" and s.dtype != "category":
+            s = s.astype("category")
+        elif dtype == "int64" and s.dtype != np.int64:
+            s = s.astype(np.int64)
+        out[col] = s
+    res = pd.DataFrame(out, index=pd.RangeIndex(n))
+    return res
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """One process's profile: events, flows and metadata.
+
+    Build one with a reader (``traceforge.load``) or :meth:`from_events`; the constructor
+    does no I/O. ``events`` rows keep their position for :meth:`args`.
+    """
+
+    events: pd.DataFrame
+    meta: TraceMeta = field(default_factory=TraceMeta)
+    flows: pd.DataFrame = field(default_factory=lambda: _empty_frame(FLOW_COLUMNS))
+    args_provider: ArgsProvider = field(default=_no_args, repr=False)
+
+    def __post_init__(self) -> None:
+        missing = [c for c in EVENT_COLUMNS if c not in self.events.columns]
+        if missing:
+            raise ValueError(f"events lack columns {missing}; use Trace.from_events")
+        if (self.events["dur"] < 0).any():
+            raise ValueError("events have negative durations")
+
+    @classmethod
+    def from_events(
+        cls,
+        events: pd.DataFrame | Sequence[dict[str, Any]],
+        meta: TraceMeta | None = None,
+        *,
+        flows: pd.DataFrame | None = None,
+        args: Sequence[dict[str, Any]] | None = None,
+    ) -> Trace:
+        """Build a trace from rows or a frame, normalizing dtypes (tests and readers)."""
+        df = events if isinstance(events, pd.DataFrame) else pd.DataFrame(list(events))
+        if "cat" not in df.columns and "kind" in df.columns:
+            df = df.assign(cat=df["kind"].astype(str))
+        ev = normalize_events(df.reset_index(drop=True))
+        provider: ArgsProvider = _no_args
+        if args is not None:
+            stored = list(args)
+
+            def provider(rows: np.ndarray) -> list[dict[str, Any]]:
+                return [dict(stored[int(i)] or {}) for i in rows]
+
+        fl = _empty_frame(FLOW_COLUMNS) if flows is None else flows
+        return cls(ev, meta or TraceMeta(), fl, provider)
+
+    # -- selections ---------------------------------------------------------------------
+    def of_kind(self, *kinds: str) -> pd.DataFrame:
+        """Rows whose ``kind`` is one of ``kinds`` (original row labels kept)."""
+        return self.events[self.events["kind"].isin(kinds)]
+
+    def kernels(self) -> pd.DataFrame:
+        """GPU kernel rows."""
+        return self.of_kind("kernel")
+
+    def gpu(self) -> pd.DataFrame:
+        """Kernel, memcpy and memset rows: everything that occupies a device."""
+        return self.of_kind(*GPU_KINDS)
+
+    def args(self, rows: Iterable[int] | int) -> list[dict[str, Any]]:
+        """Decode the source's ``args`` of the given row labels (lazily, on demand)."""
+        arr = np.atleast_1d(np.asarray(rows if not isinstance(rows, int) else [rows]))
+        return self.args_provider(arr.astype(np.int64))
+
+    def steps(self) -> pd.DataFrame:
+        """Profiler steps (``ProfilerStep#N`` host ranges) with ``step, ts, dur, end``.
+
+        Empty when the trace has no steps; analyzers then treat the whole span as one.
+        """
+        ann = self.events[self.events["kind"].isin(("user_annotation", "cpu_op"))]
+        names = ann["name"].astype(str)
+        m = names.str.extract(r"^ProfilerStep#(\d+)$")[0]
+        sel = ann[m.notna()]
+        if sel.empty:
+            return pd.DataFrame(
+                {"step": pd.Series([], dtype=np.int64), "ts": pd.Series([], dtype=np.int64),
+                 "dur": pd.Series([], dtype=np.int64), "end": pd.Series([], dtype=np.int64)}
+            )
+        out = pd.DataFrame(
+            {
+                "step": m[m.notna()].astype(np.int64).to_numpy(),
+                "ts": sel["ts"].to_numpy(),
+                "dur": sel["dur"].to_numpy(),
+            }
+        )
+        out["end"] = out["ts"] + out["dur"]
+        # One step can appear twice (cpu_op and user_annotation rows): keep the longest.
+        out = out.sort_values(["step", "dur"]).drop_duplicates("step", keep="last")
+        return out.sort_values("ts").reset_index(drop=True)
+
+    # -- derived facts ------------------------------------------------------------------
+    @property
+    def span_ns(self) -> int:
+        """Time from the first event's start to the last event's end."""
+        ev = self.events
+        if ev.empty:
+            return 0
+        return int((ev["ts"] + ev["dur"]).max() - ev["ts"].min())
+
+    def window(self, start_ns: int, end_ns: int) -> Trace:
+        """Events that overlap ``[start_ns, end_ns)``, with row labels kept for ``args``."""
+        ev = self.events
+        sel = ev[(ev["ts"] < end_ns) & (ev["ts"] + ev["dur"] > start_ns)]
+        return replace(self, events=sel)
+
+    def counts(self) -> dict[str, int]:
+        """Number of events of each kind (kinds with none are left out)."""
+        vc = self.events["kind"].value_counts()
+        return {str(k): int(v) for k, v in vc.items() if v}
+
+    # -- display ------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        m = self.meta
+        dev = ", ".join(sorted({d.name for d in m.devices})) or "no device info"
+        kinds = ", ".join(f"{k}={v}" for k, v in self.counts().items())
+        rank = "" if m.rank is None else f" rank={m.rank}"
+        return (
+            f"<Trace {m.format or 'unknown'} {m.path or '(in memory)'}{rank}: "
+            f"{len(self.events)} events ({kinds}), span {self.span_ns / 1e6:.3f} ms, {dev}>"
+        )
+
+    def _repr_html_(self) -> str:
+        m = self.meta
+        rows = "".join(
+            f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in self.counts().items()
+        )
+        dev = html.escape(", ".join(d.name for d in m.devices) or "no device info")
+        return (
+            f"<div><b>Trace</b> {html.escape(m.format)} <code>{html.escape(m.path)}</code><br>"
+            f"span {self.span_ns / 1e6:.3f} ms · {dev} · rank {m.rank}"
+            f"<table><tr><th>kind</th><th>events</th></tr>{rows}</table></div>"
+        )
