@@ -1,0 +1,41 @@
+"""traceforge: trace analysis for GPU machine-learning workloads.
+
+    import traceforge as tf
+    t = tf.load("trace.pt.trace.json.gz")
+    tf.top_kernels(t)       # pandas DataFrame
+    tf.ops(t)
+
+Every analysis is a plain function ``Trace -> DataFrame`` (or a small result of frames).
+"""
+
+from __future__ import annotations
+
+from traceforge.analyzers.kernel_names import classify, short_name
+from traceforge.analyzers.kernels import kernel_table, top_kernels
+from traceforge.errors import (
+    AnalysisError,
+    CaptureError,
+    TraceFormatError,
+    TraceforgeError,
+    UsageError,
+)
+from traceforge.formats import load
+from traceforge.model import Device, Trace, TraceMeta
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AnalysisError",
+    "CaptureError",
+    "Device",
+    "Trace",
+    "TraceFormatError",
+    "TraceMeta",
+    "TraceforgeError",
+    "UsageError",
+    "classify",
+    "kernel_table",
+    "load",
+    "short_name",
+    "top_kernels",
+]
