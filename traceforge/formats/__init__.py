@@ -60,6 +60,8 @@ def load(path: str | Path) -> Trace:
         head = read_head(p)
     except PermissionError:
         raise TraceFormatError(p, "permission denied") from None
+    if not head.strip():
+        raise TraceFormatError(p, "empty file")
     for name in READERS:
         mod = _reader(name)
         if mod.sniff(p, head):

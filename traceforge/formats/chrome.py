@@ -53,7 +53,7 @@ class _Event(msgspec.Struct, gc=False):
 
 
 class _Doc(msgspec.Struct, gc=False):
-    traceEvents: list[_Event] = []
+    traceEvents: list[_Event] | None = None
     deviceProperties: list[dict[str, Any]] | None = None
     distributedInfo: dict[str, Any] | None = None
     baseTimeNanoseconds: int | None = None
@@ -143,13 +143,20 @@ def _decode(path: Path, raw: bytes) -> tuple[list[Any], _Doc, bool]:
         if is_list:
             return msgspec.json.decode(raw, type=list[_Event]), _Doc(), True
         doc = msgspec.json.decode(raw, type=_Doc)
+        if doc.traceEvents is None:
+            raise TraceFormatError(path, "JSON but not a trace (no traceEvents list)")
         return doc.traceEvents, doc, True
     except msgspec.ValidationError:
         pass
     except msgspec.DecodeError as e:
         raise _decode_error(path, raw, e) from None
+    except UnicodeDecodeError:
+        raise TraceFormatError(path, "not valid UTF-8 text") from None
     # Lenient path: plain objects, coerced field by field below.
-    obj = msgspec.json.decode(raw)
+    try:
+        obj = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise _decode_error(path, raw, e) from None
     if isinstance(obj, list):
         return [_loose(e) for e in obj if isinstance(e, dict)], _Doc(), False
     if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
@@ -294,6 +301,9 @@ def _read(p: Path) -> Trace:
     if not isinstance(events, list):
         raise TraceFormatError(p, "JSON but not a trace (no traceEvents list)")
     n_all = len(events)
+    if not any(e.ph for e in events):
+        what = "a JSON list without trace events" if doc.traceEvents is None else "no events"
+        raise TraceFormatError(p, f"not a trace ({what})")
     ph_cat = _categorical(_take(attrgetter("ph"), events))
     phs = np.asarray(ph_cat.categories, dtype=object)[ph_cat.codes]
     ph_codes = ph_cat.codes
@@ -530,11 +540,21 @@ class _LazyArgs:
     def _load(self) -> list[msgspec.Raw]:
         if self._raws is None:
             raw = _read_bytes(self.path)
-            if raw.lstrip()[:1] == b"[":
-                items = msgspec.json.decode(raw, type=list[_ArgsOnly])
-            else:
-                items = msgspec.json.decode(raw, type=_ArgsDoc).traceEvents
-            self._raws = [it.args for it in items]
+            try:
+                if raw.lstrip()[:1] == b"[":
+                    items = msgspec.json.decode(raw, type=list[_ArgsOnly])
+                else:
+                    items = msgspec.json.decode(raw, type=_ArgsDoc).traceEvents
+                self._raws = [it.args for it in items]
+            except msgspec.ValidationError:
+                # Files that needed the lenient reader: re-encode each event's args.
+                obj = msgspec.json.decode(raw)
+                evs = obj if isinstance(obj, list) else obj.get("traceEvents", [])
+                enc = msgspec.json.encode
+                self._raws = [
+                    msgspec.Raw(enc(e.get("args") or {})) if isinstance(e, dict) else msgspec.Raw()
+                    for e in evs
+                ]
         return self._raws
 
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
