@@ -100,7 +100,8 @@ def _raw_step_kernels(path: Path) -> tuple[int, int, float, int]:
              if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"
              and e.get("cat") == "user_annotation"]
     launch = {e["args"]["correlation"]: e["ts"] for e in evs
-              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+              if e.get("cat") in ("cuda_runtime", "cuda_driver")
+              and "correlation" in e.get("args", {})}
     n, total, names = 0, 0.0, set()
     for e in evs:
         if e.get("cat") != "kernel":

@@ -10,6 +10,7 @@ Every analysis is a plain function ``Trace -> DataFrame`` (or a small result of 
 
 from __future__ import annotations
 
+from traceforge.analyzers.diff import TraceDiff, diff
 from traceforge.analyzers.kernel_names import classify, short_name
 from traceforge.analyzers.kernels import kernel_table, top_kernels
 from traceforge.errors import (
@@ -30,10 +31,12 @@ __all__ = [
     "Device",
     "Trace",
     "TraceFormatError",
+    "TraceDiff",
     "TraceMeta",
     "TraceforgeError",
     "UsageError",
     "classify",
+    "diff",
     "kernel_table",
     "load",
     "short_name",
