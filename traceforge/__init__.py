@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from traceforge.analyzers.diff import TraceDiff, diff
 from traceforge.analyzers.kernel_names import classify, short_name
+from traceforge.analyzers.breakdown import breakdown
+from traceforge.analyzers.idle import IdleReport, idle_gaps
 from traceforge.analyzers.kernels import kernel_table, top_kernels
+from traceforge.analyzers.launch import LaunchReport, gpu_activity, launch_overhead
+from traceforge.analyzers.overlap import OverlapReport, overlap
 from traceforge.errors import (
     AnalysisError,
     CaptureError,
@@ -21,6 +25,7 @@ from traceforge.errors import (
     UsageError,
 )
 from traceforge.formats import load
+from traceforge.formats.run import load_run
 from traceforge.model import Device, Trace, TraceMeta
 
 __version__ = "0.1.0"
@@ -29,16 +34,25 @@ __all__ = [
     "AnalysisError",
     "CaptureError",
     "Device",
+    "IdleReport",
+    "LaunchReport",
+    "OverlapReport",
     "Trace",
     "TraceFormatError",
     "TraceDiff",
     "TraceMeta",
     "TraceforgeError",
     "UsageError",
+    "breakdown",
     "classify",
     "diff",
+    "gpu_activity",
+    "idle_gaps",
     "kernel_table",
+    "launch_overhead",
     "load",
+    "load_run",
+    "overlap",
     "short_name",
     "top_kernels",
 ]

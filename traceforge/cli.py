@@ -22,6 +22,11 @@ COMMANDS: tuple[str, ...] = (
     "ops",
     "info",
     "diff",
+    "open",
+    "idle",
+    "overlap",
+    "breakdown",
+    "launch",
 )
 
 

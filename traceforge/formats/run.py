@@ -1,0 +1,99 @@
+"""A multi-rank run: one trace file per rank, read in parallel and ordered by rank.
+
+Ranks come from each file's ``distributedInfo`` (``meta.rank``), else from the file name
+(``rank3``, ``rank-3``, ``rank_3``, ``worker3``: HTA takes the first ``"rank": N`` it finds
+and falls back to rank 0, so two rank-less files silently collide there, HTA#107).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from traceforge.errors import AnalysisError, TraceFormatError
+from traceforge.formats import SUPPORTED, load
+from traceforge.model import Trace
+
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+_TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def rank_from_name(path: str | Path) -> int | None:
+    """The rank a file name states (``worker3_step_12...``, ``rank-0.Apr...``), if any."""
+    m = _RANK_IN_NAME.search(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def _files(paths: Sequence[str | Path] | str | Path) -> list[Path]:
+    if isinstance(paths, (str, Path)):
+        p = Path(paths)
+        if not p.exists():
+            raise TraceFormatError(p, "no such file or directory")
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir()
+                           if f.is_file() and f.name.endswith(_TRACE_SUFFIXES))
+            if not files:
+                raise TraceFormatError(p, f"directory holds no trace files ({SUPPORTED})")
+            return files
+        return [p]
+    return [Path(x) for x in paths]
+
+
+def load_run(paths: Sequence[str | Path] | str | Path, *, workers: int | None = None
+             ) -> list[Trace]:
+    """Read the traces of one run (a directory or a list of files), sorted by rank.
+
+    Files are parsed in a process pool when there are several (parsing is CPU-bound and
+    holds the GIL). Raises AnalysisError naming the files when two claim the same rank or
+    when the files come from different runs (different world sizes or NCCL versions).
+    """
+    files = _files(paths)
+    if len(files) == 1:
+        traces = [load(files[0])]
+    else:
+        n = min(len(files), workers or os.cpu_count() or 1)
+        if n <= 1:
+            traces = [load(f) for f in files]
+        else:
+            with ProcessPoolExecutor(max_workers=n) as pool:
+                traces = list(pool.map(load, files))
+    ranked: list[tuple[int, Trace]] = []
+    for f, t in zip(files, traces, strict=True):
+        r = t.meta.rank if t.meta.rank is not None else rank_from_name(f)
+        if r is None:
+            r = 0 if len(files) == 1 else None
+        if r is None:
+            raise AnalysisError(f"{f}: no rank in distributedInfo or in the file name")
+        if t.meta.rank is None:
+            t = replace(t, meta=replace(t.meta, rank=r))
+            t.events["rank"] = r
+        ranked.append((r, t))
+    _check_one_run(ranked)
+    ranked.sort(key=lambda x: x[0])
+    return [t for _, t in ranked]
+
+
+def _check_one_run(ranked: list[tuple[int, Trace]]) -> None:
+    seen: dict[int, str] = {}
+    for r, t in ranked:
+        if r in seen:
+            raise AnalysisError(f"{seen[r]} and {t.meta.path} both claim rank {r}")
+        seen[r] = t.meta.path
+    for key in ("world_size", "nccl_version", "backend"):
+        vals = {t.meta.path: t.meta.distributed.get(key) for _, t in ranked
+                if t.meta.distributed.get(key) is not None}
+        if len(set(map(str, vals.values()))) > 1:
+            a, b = _two_different(vals)
+            raise AnalysisError(
+                f"{a} and {b} come from different runs ({key} {vals[a]} vs {vals[b]})")
+
+
+def _two_different(vals: dict[str, object]) -> tuple[str, str]:
+    items = list(vals.items())
+    first = items[0]
+    other = next(k for k, v in items if str(v) != str(first[1]))
+    return first[0], other
