@@ -1,0 +1,408 @@
+"""Nsight Systems reader: the SQLite export (``nsys export --type sqlite``) and ``.nsys-rep``.
+
+Tables read (each only when present; columns are looked up, never assumed, because they
+change between export schema versions 2.x (nsys 2022) and 3.x (2024-2025)):
+``CUPTI_ACTIVITY_KIND_KERNEL`` / ``_MEMCPY`` / ``_MEMSET`` / ``_RUNTIME`` / ``_SYNCHRONIZATION``,
+``NVTX_EVENTS``, ``OSRT_API``, ``TARGET_INFO_GPU``, ``PROCESSES``, ``ThreadNames``, the export
+metadata table (``META_DATA_EXPORT``, ``EXPORT_META_DATA`` before 2023) and
+``TARGET_INFO_SESSION_START_TIME``. Strings are ids into ``StringIds``. Times are ns since
+the session start. ``globalTid`` packs pid and tid: pid = (gTid >> 24) & 0xFFFFFF,
+tid = gTid & 0xFFFFFF (``globalPid`` is the same with tid 0).
+
+A report of several processes (torchrun under nsys) becomes one trace whose ``rank``
+column numbers the processes that ran GPU work (in pid order) and whose ``pid`` of host
+rows is the OS pid; correlation ids are per process, so pair them within one rank.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceforge.errors import TraceFormatError
+from traceforge.formats import sqlite_db
+from traceforge.formats.sqlite_db import pick
+from traceforge.model import Device, Trace, TraceMeta, normalize_events
+
+NAME = "nsys-sqlite"
+SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep")
+
+#: ``.nsys-rep`` / ``.qdrep`` files start with this banner (a historical product name).
+REP_MAGIC = b"NVIDIA Tegra Profiler Report"
+
+_KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+_MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+_MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+_RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+_SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+_NVTX = "NVTX_EVENTS"
+_OSRT = "OSRT_API"
+#: Tables whose presence (with StringIds) makes a database an nsys export.
+SIGNATURE = (_KERNEL, _RUNTIME, _NVTX, "TARGET_INFO_SESSION_START_TIME")
+
+# NVTX_EVENTS.eventType values (nsys exporter docs): ranges, marks, domain names.
+NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN = 34, 59, 60, 75
+
+# ENUM_CUDA_MEMCPY_OPER ids -> Kineto-style short direction (the enum table, when present,
+# gives nsys's own labels for the event name).
+_COPY_DIR = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
+             7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
+
+_GPU_ARGS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
+             "staticSharedMemory", "dynamicSharedMemory", "graphNodeId", "contextId")
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """An ``.nsys-rep`` banner, or any SQLite database not claimed by an earlier reader.
+
+    SQLite readers for rocpd and legacy rocprof come first in READERS; this one claims the
+    rest so that a database that is no nsys export gets an error naming the missing tables.
+    """
+    return head.startswith(REP_MAGIC) or sqlite_db.is_sqlite(head)
+
+
+def read(path: str | Path) -> Trace:
+    """Read an nsys SQLite export (or ``.nsys-rep``, exported with nsys) into a Trace."""
+    p = Path(path)
+    with p.open("rb") as f:
+        banner = f.read(len(REP_MAGIC))
+    if banner == REP_MAGIC:
+        return _read_rep(p)
+    have = sqlite_db.tables(p)
+    if "StringIds" not in have or not any(t in have for t in SIGNATURE):
+        missing = ["StringIds"] if "StringIds" not in have else []
+        missing.append(" or ".join(SIGNATURE))
+        raise TraceFormatError(
+            p, "SQLite database but not an Nsight Systems export, nor rocpd/rocprof "
+            f"(missing tables: {', '.join(missing)})"
+        )
+    with sqlite_db.connect(p) as conn:
+        return _read_db(p, conn, have)
+
+
+def nsys_binary() -> str | None:
+    """The nsys executable: ``$TRACEFORGE_NSYS`` or ``nsys`` on PATH."""
+    env = os.environ.get("TRACEFORGE_NSYS")
+    if env:
+        return env if Path(env).exists() else None
+    return shutil.which("nsys")
+
+
+def _read_rep(p: Path) -> Trace:
+    exe = nsys_binary()
+    if exe is None:
+        raise TraceFormatError(
+            p, "an .nsys-rep needs nsys to export it: run `nsys export --type sqlite "
+            f"{p.name}` and pass the .sqlite (or set TRACEFORGE_NSYS to the nsys binary)"
+        )
+    # Export into a private temp dir: nothing is ever written beside the input.
+    with tempfile.TemporaryDirectory(prefix="traceforge-nsys-") as tmp:
+        out = Path(tmp) / (p.stem + ".sqlite")
+        cmd = [exe, "export", "--type", "sqlite", "--force-overwrite", "true",
+               "--output", str(out), str(p)]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise TraceFormatError(p, f"nsys export failed ({e})") from None
+        if res.returncode != 0 or not out.exists():
+            last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise TraceFormatError(p, f"nsys export failed: {last[0]}")
+        trace = read(out)
+    return Trace(trace.events, _with_path(trace.meta, p), trace.flows, trace.args_provider)
+
+
+def _with_path(m: TraceMeta, p: Path) -> TraceMeta:
+    from dataclasses import replace
+
+    return replace(m, path=str(p), extra={**m.extra, "exported_with": "nsys export"})
+
+
+def _strings(conn: sqlite3.Connection, col: str) -> str:
+    return f"(SELECT value FROM StringIds WHERE id = {col})"
+
+
+def _pid_sql(col: str) -> str:
+    return f"(({col} >> 24) & 16777215)"
+
+
+def _kernels(conn: sqlite3.Connection) -> pd.DataFrame:
+    c = sqlite_db.columns(conn, _KERNEL)
+    name = "COALESCE({}, {}, {})".format(
+        *(_strings(conn, f"k.{n}") if n in c else "NULL"
+          for n in ("demangledName", "shortName", "mangledName"))
+    )
+    short = _strings(conn, "k.shortName") if "shortName" in c else "NULL"
+    extra = ", ".join(pick(c, a, prefix="k.") for a in _GPU_ARGS)
+    graph = pick(c, "graphId", prefix="k.")
+    df = sqlite_db.frame(conn, f"""
+        SELECT k.start AS ts, k."end" - k.start AS dur, k.deviceId AS device,
+               k.streamId AS stream, k.correlationId AS corr, {_pid_sql('k.globalPid')} AS hpid,
+               {name} AS name, {short} AS short_name, {graph}, {extra}
+        FROM {_KERNEL} k""")
+    df["kind"], df["cat"] = "kernel", "kernel"
+    return df
+
+
+def _copies(conn: sqlite3.Connection, table: str, enum_labels: dict[int, str]) -> pd.DataFrame:
+    c = sqlite_db.columns(conn, table)
+    is_copy = table == _MEMCPY
+    fields = ["bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId",
+              "graphNodeId"] if is_copy else ["bytes", "value", "memKind", "graphNodeId"]
+    extra = ", ".join(pick(c, f, prefix="m.") for f in fields)
+    df = sqlite_db.frame(conn, f"""
+        SELECT m.start AS ts, m."end" - m.start AS dur, m.deviceId AS device,
+               m.streamId AS stream, m.correlationId AS corr,
+               {_pid_sql('m.globalPid')} AS hpid, {extra}
+        FROM {table} m""")
+    if is_copy:
+        kinds = df["copyKind"].fillna(0).astype(np.int64)
+        df["direction"] = kinds.map(_COPY_DIR).fillna("Unknown")
+        # nsys names copies by its enum label: "[CUDA memcpy Host-to-Device]".
+        df["name"] = [f"[CUDA memcpy {enum_labels.get(int(k), _COPY_DIR.get(int(k), k))}]"
+                      for k in kinds]
+        df["kind"], df["cat"] = "memcpy", "gpu_memcpy"
+    else:
+        df["name"] = "[CUDA memset]"
+        df["kind"], df["cat"] = "memset", "gpu_memset"
+    return df
+
+
+def _api(conn: sqlite3.Connection) -> pd.DataFrame:
+    c = sqlite_db.columns(conn, _RUNTIME)
+    # 2022 exports carry both nameId and an (empty) name column; nameId is the one filled.
+    name = _strings(conn, "r.nameId") if "nameId" in c else 'r."name"'
+    df = sqlite_db.frame(conn, f"""
+        SELECT r.start AS ts, r."end" - r.start AS dur, r.correlationId AS corr,
+               r.globalTid AS gtid, {name} AS name, {pick(c, 'returnValue', prefix='r.')}
+        FROM {_RUNTIME} r""")
+    raw = df["name"].fillna("").astype(str)
+    # CUPTI names carry the API version ("cudaLaunchKernel_v7000"); nsys's own reports and
+    # Kineto drop it, so equal calls compare equal across formats.
+    df["name"] = raw.str.replace(r"_v\d+$", "", regex=True)
+    driver = raw.str.match(r"^cu[A-Z]") & ~raw.str.startswith("cuda")
+    df["kind"] = np.where(driver, "driver", "runtime")
+    df["cat"] = np.where(driver, "cuda_driver", "cuda_runtime")
+    return df
+
+
+def _sync(conn: sqlite3.Connection) -> pd.DataFrame:
+    c = sqlite_db.columns(conn, _SYNC)
+    labels = _enum(conn, "ENUM_CUPTI_SYNC_TYPE")
+    df = sqlite_db.frame(conn, f"""
+        SELECT s.start AS ts, s."end" - s.start AS dur, s.deviceId AS device,
+               s.streamId AS stream, s.correlationId AS corr,
+               {_pid_sql('s.globalPid')} AS hpid, {pick(c, 'syncType', prefix='s.')}
+        FROM {_SYNC} s""")
+    df["name"] = [labels.get(int(t), "Synchronization") if pd.notna(t) else "Synchronization"
+                  for t in df["syncType"]]
+    df["kind"], df["cat"] = "sync", "cuda_sync"
+    return df
+
+
+def _nvtx(conn: sqlite3.Connection) -> tuple[pd.DataFrame, int]:
+    c = sqlite_db.columns(conn, _NVTX)
+    text = "COALESCE(n.text, {})".format(_strings(conn, "n.textId") if "textId" in c else "NULL")
+    dom = pick(c, "domainId", prefix="n.")
+    df = sqlite_db.frame(conn, f"""
+        SELECT n.start AS ts, n."end" AS te, n.eventType AS etype, n.globalTid AS gtid,
+               {text} AS text, {dom}
+        FROM {_NVTX} n WHERE n.eventType IN
+            ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_DOMAIN})""")
+    domains = {int(d): str(t) for d, t in
+               df.loc[df["etype"] == NVTX_DOMAIN, ["domainId", "text"]].itertuples(index=False)
+               if pd.notna(d)}
+    df = df[df["etype"] != NVTX_DOMAIN]
+    is_range = df["etype"].isin((NVTX_PUSHPOP, NVTX_STARTEND))
+    unfinished = int((is_range & df["te"].isna()).sum())
+    # A range that never ended (the process exited inside it) has no duration to report.
+    df = df[~(is_range & df["te"].isna())].copy()
+    dom_ids = df["domainId"].fillna(0).astype(np.int64)
+    txt = df["text"].fillna("").astype(str)
+    # Named domains are shown "domain:text", the way nsys's nvtx_sum report names them.
+    df["name"] = [f"{domains[d]}:{t}" if d in domains else t
+                  for d, t in zip(dom_ids.tolist(), txt.tolist(), strict=True)]
+    df["dur"] = np.where(df["etype"] == NVTX_MARK, 0, df["te"].fillna(df["ts"]) - df["ts"])
+    df["style"] = np.where(df["etype"] == NVTX_STARTEND, "StartEnd",
+                           np.where(df["etype"] == NVTX_MARK, "Mark", "PushPop"))
+    df["domain"] = [domains.get(d, "") for d in dom_ids.tolist()]
+    df["kind"] = np.where(df["etype"] == NVTX_MARK, "other", "user_annotation")
+    df["cat"] = "nvtx"
+    return df.drop(columns=["te", "etype", "text", "domainId"]), unfinished
+
+
+def _osrt(conn: sqlite3.Connection) -> pd.DataFrame:
+    df = sqlite_db.frame(conn, f"""
+        SELECT o.start AS ts, o."end" - o.start AS dur, o.globalTid AS gtid,
+               {_strings(conn, 'o.nameId')} AS name FROM {_OSRT} o""")
+    df["kind"], df["cat"] = "other", "osrt"
+    return df
+
+
+def _enum(conn: sqlite3.Connection, table: str) -> dict[int, str]:
+    c = sqlite_db.columns(conn, table)
+    if "id" not in c:
+        return {}
+    col = "label" if "label" in c else "name"
+    return {int(i): str(v) for i, v in conn.execute(f'SELECT id, "{col}" FROM {table}')}
+
+
+def _meta_table(conn: sqlite3.Connection, have: frozenset[str]) -> dict[str, str]:
+    for t in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if t in have:
+            return {str(k): str(v) for k, v in conn.execute(f"SELECT name, value FROM {t}")}
+    return {}
+
+
+def _devices(conn: sqlite3.Connection, have: frozenset[str]) -> tuple[Device, ...]:
+    if "TARGET_INFO_GPU" not in have:
+        return ()
+    c = sqlite_db.columns(conn, "TARGET_INFO_GPU")
+    sel = ", ".join(pick(c, *w, alias=a) for a, w in (
+        ("id", ("id",)), ("name", ("name",)), ("sms", ("smCount",)),
+        ("mem", ("totalMemory",)), ("major", ("computeMajor", "smMajor")),
+        ("minor", ("computeMinor", "smMinor"))))
+    out: list[Device] = []
+    for i, name, sms, mem, major, minor in conn.execute(f"SELECT {sel} FROM TARGET_INFO_GPU"):
+        out.append(Device(
+            id=int(i) if i is not None else len(out), name=str(name or ""), vendor="nvidia",
+            sms=int(sms) if sms else None, memory_bytes=int(mem) if mem else None,
+            compute_capability=f"{major}.{minor}" if major is not None else None))
+    return tuple(sorted(out, key=lambda d: d.id))
+
+
+def _read_db(p: Path, conn: sqlite3.Connection, have: frozenset[str]) -> Trace:
+    parts: list[pd.DataFrame] = []
+    if _KERNEL in have:
+        parts.append(_kernels(conn))
+    labels = _enum(conn, "ENUM_CUDA_MEMCPY_OPER") if "ENUM_CUDA_MEMCPY_OPER" in have else {}
+    for t in (_MEMCPY, _MEMSET):
+        if t in have:
+            parts.append(_copies(conn, t, labels))
+    if _SYNC in have:
+        parts.append(_sync(conn))
+    if _RUNTIME in have:
+        parts.append(_api(conn))
+    unfinished = 0
+    if _NVTX in have:
+        nv, unfinished = _nvtx(conn)
+        parts.append(nv)
+    if _OSRT in have:
+        parts.append(_osrt(conn))
+    parts = [d for d in parts if not d.empty]
+    df = pd.concat(parts, ignore_index=True, sort=False) if parts else pd.DataFrame(
+        {c: pd.Series([], dtype=object) for c in ("name", "kind", "cat", "ts", "dur")})
+    df = _layout(df)
+    meta = _meta(p, conn, have, df, unfinished)
+    df = df.sort_values("ts", kind="stable").reset_index(drop=True)
+    events = normalize_events(df)
+    return Trace(events, meta, args_provider=_Args(df))
+
+
+def _layout(df: pd.DataFrame) -> pd.DataFrame:
+    """Fill pid/tid/device/stream/rank from the nsys ids (see the module docstring)."""
+    n = len(df)
+    for col in ("ts", "dur", "device", "stream", "corr", "hpid", "gtid", "graphId"):
+        if col not in df.columns:
+            df[col] = np.nan
+    gtid = df["gtid"].fillna(-1).astype(np.int64).to_numpy()
+    host = gtid >= 0
+    hpid = np.where(host, (gtid >> 24) & 0xFFFFFF, df["hpid"].fillna(-1).astype(np.int64))
+    device = df["device"].fillna(-1).astype(np.int64).to_numpy()
+    stream = df["stream"].fillna(-1).astype(np.int64).to_numpy()
+    df["host_pid"] = hpid
+    # GPU rows follow Kineto's layout: pid = device, tid = stream.
+    df["pid"] = np.where(host, hpid, device)
+    df["tid"] = np.where(host, gtid & 0xFFFFFF, stream)
+    df["device"], df["stream"] = device, stream
+    df["corr"] = df["corr"].fillna(-1).astype(np.int64)
+    graph = df["graphId"].fillna(-1).astype(np.int64).to_numpy()
+    if "graphNodeId" in df.columns:
+        # Exports without a graphId column still mark graph-node kernels: the replaying
+        # cudaGraphLaunch's correlation id then stands in for the graph.
+        node = df["graphNodeId"].notna().to_numpy()
+        graph = np.where((graph < 0) & node, df["corr"].to_numpy(), graph)
+    df["graph"] = graph
+    gpu_pids = sorted(set(hpid[(device >= 0) & (hpid >= 0)].tolist()))
+    if len(gpu_pids) > 1:
+        rank_of = {pid: r for r, pid in enumerate(gpu_pids)}
+        df["rank"] = [rank_of.get(int(x), -1) for x in hpid]
+    else:
+        df["rank"] = np.full(n, -1, dtype=np.int64)
+    df["ts"] = df["ts"].astype(np.int64)
+    df["dur"] = df["dur"].fillna(0).astype(np.int64).clip(lower=0)
+    out: pd.DataFrame = df.drop(columns=["gtid", "hpid", "graphId"])
+    return out
+
+
+def _meta(p: Path, conn: sqlite3.Connection, have: frozenset[str], df: pd.DataFrame,
+          unfinished: int) -> TraceMeta:
+    info = _meta_table(conn, have)
+    session = 0
+    if "TARGET_INFO_SESSION_START_TIME" in have:
+        row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+        session = int(row[0]) if row and row[0] is not None else 0
+    t0 = int(df["ts"].min()) if len(df) else 0
+    df["ts"] -= t0
+    pids = sorted(set(df["host_pid"].tolist()) - {-1})
+    procs: dict[int, str] = {}
+    threads: dict[tuple[int, int], str] = {}
+    if "PROCESSES" in have and pids:
+        q = f"SELECT pid, name FROM PROCESSES WHERE pid IN ({','.join(map(str, pids))})"
+        procs = {int(a): str(b) for a, b in conn.execute(q) if b}
+    if "ThreadNames" in have and pids:
+        q = "SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"
+        for g, name in conn.execute(q):
+            pid, tid = (int(g) >> 24) & 0xFFFFFF, int(g) & 0xFFFFFF
+            if pid in procs or pid in pids:
+                threads[(pid, tid)] = str(name)
+    versions = {k: info[src] for k, src in (("nsys", "EXPORT_PRODUCT_VERSION"),
+                                             ("nsys_export_schema", "EXPORT_SCHEMA_VERSION"))
+                if src in info}
+    notes: list[str] = []
+    if unfinished:
+        notes.append(f"{unfinished} NVTX ranges never ended and were left out")
+    ranks = sorted(set(df["rank"].tolist()) - {-1})
+    if ranks:
+        notes.append(f"{len(ranks)} processes ran GPU work: rank numbers them in pid order")
+    return TraceMeta(
+        path=str(p), format=NAME, base_ns=session + t0 if session else t0,
+        world_size=len(ranks) or None, devices=_devices(conn, have), versions=versions,
+        process_names=procs, thread_names=threads, notes=tuple(notes),
+        extra={"nsys_session_start_ns": session} if session else {},
+    )
+
+
+_ARG_COLUMNS = ("short_name", "bytes", "direction", "copyKind", "srcKind", "dstKind",
+                "srcDeviceId", "dstDeviceId", "value", "memKind", "returnValue", "syncType",
+                "style", "domain", "host_pid") + _GPU_ARGS
+
+
+class _Args:
+    """Per-row source fields (grid, bytes, NVTX domain, ...), built into dicts on demand."""
+
+    def __init__(self, df: pd.DataFrame) -> None:
+        self.cols = {c: df[c].to_numpy() for c in _ARG_COLUMNS if c in df.columns}
+
+    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        out = []
+        for r in rows.tolist():
+            d: dict[str, Any] = {}
+            for k, arr in self.cols.items():
+                v = arr[r]
+                if v is None or (isinstance(v, float) and v != v):
+                    continue
+                if k == "host_pid" and v < 0:
+                    continue
+                v = v.item() if hasattr(v, "item") else v
+                # Columns with gaps come back as floats from pandas; ids stay integers.
+                d[k] = int(v) if isinstance(v, float) and v.is_integer() else v
+            out.append(d)
+        return out
