@@ -1,0 +1,123 @@
+"""``traceforge open``: the one-file loopback server, tested over real HTTP."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import traceforge as tf
+from tests.conftest import shared
+from traceforge import perfetto_ui as ui
+from traceforge.cli import cli
+from traceforge.errors import TraceforgeError, UsageError
+
+ORIGIN = "https://ui.perfetto.dev"
+
+
+def _get(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, method=method, data=b"x" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), b""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serves_one_path_with_cors_then_exits() -> None:
+    data = b'{"traceEvents": []}'
+    server = ui.bind("t.json", data, origin=ORIGIN, port=0)
+    host, port = server.server_address[:2]
+    assert host == "127.0.0.1"  # loopback only
+    done: list[bool] = []
+    th = threading.Thread(target=lambda: done.append(ui.serve_until_fetched(server, timeout_s=20)))
+    th.start()
+    base = f"http://127.0.0.1:{port}"
+    assert _get(base + "/other.json")[0] == 404
+    assert _get(base + "/")[0] == 404
+    assert _get(base + "/t.json/../etc/passwd")[0] == 404
+    assert _get(base + "/t.json", "POST")[0] == 404
+    assert th.is_alive()  # none of those was the fetch
+    status, headers, body = _get(base + "/t.json?x=1")
+    assert status == 200 and body == data
+    assert headers["Access-Control-Allow-Origin"] == ORIGIN
+    th.join(5)
+    assert not th.is_alive() and done == [True]
+    with pytest.raises(OSError):  # the port is closed after the fetch
+        socket.create_connection(("127.0.0.1", port), timeout=1)
+
+
+def test_busy_port_is_one_clear_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(TraceforgeError, match=f"port {port} .* busy"):
+            ui.bind("t.json", b"{}", port=port)
+
+
+def test_link_and_parsers() -> None:
+    assert ui.ui_url("a b.json") == (
+        "https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/a%20b.json"
+    )
+    assert ui.ui_url("x.json", origin="http://localhost:10000/").startswith(
+        "http://localhost:10000/#!/?url="
+    )
+    assert ui.parse_window("10ms:2s") == (10_000_000, 2_000_000_000)
+    assert ui.parse_window(":300us")[1] == 300_000
+    assert ui.parse_steps("2-4,7") == [2, 3, 4, 7]
+    with pytest.raises(UsageError):
+        ui.parse_window("5:1")
+    assert ui.loaded_size(gzip.compress(b"x" * 10_000)) == 10_000
+
+
+def test_trimmed_payload_reads_back(tmp_path: Path) -> None:
+    src = shared("h100/compiled.pt.trace.json.gz")
+    name, whole = ui.payload(src)
+    assert name == src.name and whole == src.read_bytes()  # Kineto files are served as is
+    name, data = ui.payload(src, steps=[3])
+    assert name == "compiled.traceforge.json"
+    out = tmp_path / name
+    out.write_bytes(data)
+    t, back = tf.load(src), tf.load(out)
+    assert list(back.steps()["step"]) == [3]
+    assert 0 < len(back.kernels()) < len(t.kernels())
+    with pytest.raises(UsageError, match="no profiler step"):
+        ui.payload(src, steps=[99])
+
+
+def test_cli_open_exits_after_fetch(monkeypatch: pytest.MonkeyPatch) -> None:
+    src = shared("h100/compiled.pt.trace.json.gz")
+    port = _free_port()
+    monkeypatch.setattr(ui, "PORT", port)
+    result: list[object] = []
+    th = threading.Thread(target=lambda: result.append(CliRunner().invoke(
+        cli, ["open", str(src), "--no-browser", "--timeout", "20"])))
+    th.start()
+    deadline = time.monotonic() + 10
+    status = 0
+    while time.monotonic() < deadline:
+        try:
+            status, headers, body = _get(f"http://127.0.0.1:{port}/{src.name}")
+            break
+        except urllib.error.URLError:
+            time.sleep(0.05)
+    assert status == 200 and body == src.read_bytes()
+    assert headers["Access-Control-Allow-Origin"] == ORIGIN
+    th.join(10)
+    r = result[0]
+    assert r.exit_code == 0, r.output  # type: ignore[attr-defined]
+    assert f"#!/?url=http://127.0.0.1:{port}/{src.name}" in r.output  # type: ignore[attr-defined]
