@@ -21,6 +21,7 @@ COMMANDS: tuple[str, ...] = (
     "top_kernels",
     "ops",
     "info",
+    "convert",
     "diff",
     "open",
     "idle",

@@ -16,7 +16,7 @@ from traceforge.errors import TraceFormatError
 from traceforge.model import Trace
 
 #: Reader modules in the order they are tried (module names under traceforge.formats).
-READERS: tuple[str, ...] = ("nsys", "chrome")
+READERS: tuple[str, ...] = ("nsys", "perfetto", "chrome")
 
 SUPPORTED = "Kineto/Chrome trace JSON (.json, .json.gz)"
 
