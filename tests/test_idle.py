@@ -88,7 +88,8 @@ def test_steps_split_the_gpu_timeline() -> None:
     rows = [
         ev("ProfilerStep#1", "user_annotation", 0, 100, tid=1),
         ev("ProfilerStep#2", "user_annotation", 100, 100, tid=1),
-        ev("cudaLaunchKernel", "runtime", 10, 5, corr=1, tid=1), ev("K1", "kernel", 50, 100, corr=1),
+        ev("cudaLaunchKernel", "runtime", 10, 5, corr=1, tid=1),
+        ev("K1", "kernel", 50, 100, corr=1),
         ev("cudaLaunchKernel", "runtime", 110, 5, corr=2, tid=1),
         ev("K2", "kernel", 170, 30, corr=2),
     ]

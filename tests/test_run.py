@@ -47,7 +47,8 @@ def test_ranks_from_names_and_duplicates(tmp_path: Path) -> None:
     _write(tmp_path / "rank0.json", None)
     assert [t.meta.rank for t in tf.load_run(tmp_path)] == [0, 1]
     _write(tmp_path / "other.json", 1)
-    with pytest.raises(AnalysisError, match=r"(rank1|other)\.json and .*(rank1|other)\.json both claim rank 1"):
+    dup = r"(rank1|other)\.json and .*(rank1|other)\.json both claim rank 1"
+    with pytest.raises(AnalysisError, match=dup):
         tf.load_run(tmp_path)
 
 

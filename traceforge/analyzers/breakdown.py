@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -20,8 +21,17 @@ from traceforge.analyzers.launch import gpu_activity, step_windows
 from traceforge.model import Trace
 
 BREAKDOWN_COLUMNS = (
-    "rank", "step", "window_ns", "compute_ns", "exposed_comm_ns", "memory_ns", "idle_ns",
-    "compute_pct", "exposed_comm_pct", "memory_pct", "idle_pct",
+    "rank",
+    "step",
+    "window_ns",
+    "compute_ns",
+    "exposed_comm_ns",
+    "memory_ns",
+    "idle_ns",
+    "compute_pct",
+    "exposed_comm_pct",
+    "memory_pct",
+    "idle_pct",
 )
 
 
@@ -40,10 +50,12 @@ def activity_sets(acts: pd.DataFrame) -> Sets:
     is_mem = acts["kind"].isin(("memcpy", "memset")).to_numpy()
     is_comm = (acts["cls"] == "communication").to_numpy() & ~is_mem
     comp = acts[~is_mem & ~is_comm]
-    rep = comp[comp["replay"] >= 0].groupby("replay")[["ts", "end"]].agg(
-        {"ts": "min", "end": "max"})
-    compute = iv.merge(np.concatenate([comp["ts"], rep["ts"]]),
-                       np.concatenate([comp["end"], rep["end"]]))
+    rep = (
+        comp[comp["replay"] >= 0].groupby("replay")[["ts", "end"]].agg({"ts": "min", "end": "max"})
+    )
+    compute = iv.merge(
+        np.concatenate([comp["ts"], rep["ts"]]), np.concatenate([comp["end"], rep["end"]])
+    )
     c = acts[is_comm]
     comm = iv.merge(c["ts"].to_numpy(), c["end"].to_numpy())
     m = acts[is_mem]
@@ -56,8 +68,9 @@ def rank_of(trace: Trace, default: int = 0) -> int:
     return default if trace.meta.rank is None else int(trace.meta.rank)
 
 
-def breakdown(traces: Trace | Sequence[Trace], *, steps: Sequence[int] | None = None
-              ) -> pd.DataFrame:
+def breakdown(
+    traces: Trace | Sequence[Trace], *, steps: Sequence[int] | None = None
+) -> pd.DataFrame:
     """One row per rank and step (and a ``step == -1`` total per rank when there are
     several steps) with the four parts in ns and as % of the step window."""
     ts = [traces] if isinstance(traces, Trace) else list(traces)
@@ -68,13 +81,15 @@ def breakdown(traces: Trace | Sequence[Trace], *, steps: Sequence[int] | None = 
             continue
         sets = activity_sets(acts)
         win = step_windows(t, acts, steps)
-        per = [_parts(sets, int(w.ts), int(w.end)) for w in win.itertuples(index=False)]
+        per = [
+            _parts(sets, int(cast(int, w.ts)), int(cast(int, w.end)))
+            for w in win.itertuples(index=False)
+        ]
         for w, p in zip(win.itertuples(index=False), per, strict=True):
-            rows.append(_row(rank_of(t, i), int(w.step), p))
+            rows.append(_row(rank_of(t, i), int(cast(int, w.step)), p))
         if len(per) > 1:
-            rows.append(_row(rank_of(t, i), -1, tuple(int(sum(x)) for x in zip(*per,
-                                                                                strict=True))))
-    return pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS))
+            rows.append(_row(rank_of(t, i), -1, tuple(int(sum(x)) for x in zip(*per, strict=True))))
+    return cast("pd.DataFrame", pd.DataFrame(rows, columns=list(BREAKDOWN_COLUMNS)))
 
 
 def _parts(s: Sets, lo: int, hi: int) -> tuple[int, int, int, int, int]:
@@ -92,7 +107,16 @@ def _row(rank: int, step: int, p: tuple[int, ...]) -> dict[str, float | int]:
     def pct(x: int) -> float:
         return 100.0 * x / w if w else 0.0
 
-    return {"rank": rank, "step": step, "window_ns": w, "compute_ns": p[1],
-            "exposed_comm_ns": p[2], "memory_ns": p[3], "idle_ns": p[4],
-            "compute_pct": pct(p[1]), "exposed_comm_pct": pct(p[2]),
-            "memory_pct": pct(p[3]), "idle_pct": pct(p[4])}
+    return {
+        "rank": rank,
+        "step": step,
+        "window_ns": w,
+        "compute_ns": p[1],
+        "exposed_comm_ns": p[2],
+        "memory_ns": p[3],
+        "idle_ns": p[4],
+        "compute_pct": pct(p[1]),
+        "exposed_comm_pct": pct(p[2]),
+        "memory_pct": pct(p[3]),
+        "idle_pct": pct(p[4]),
+    }

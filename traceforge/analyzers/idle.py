@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -38,8 +39,19 @@ CAUSES: tuple[str, ...] = ("host_bound", "launch_latency", "sync", "other")
 #: Upper edges (us) of the gap-length histogram bins; the last bin is open.
 HIST_EDGES_US: tuple[float, ...] = (1, 10, 100, 1_000, 10_000)
 
-GAP_COLUMNS = ("device", "stream", "step", "ts", "dur", "cause", "next_name", "launch_name",
-               "launch_ts", "cpu_op", "annotation")
+GAP_COLUMNS = (
+    "device",
+    "stream",
+    "step",
+    "ts",
+    "dur",
+    "cause",
+    "next_name",
+    "launch_name",
+    "launch_ts",
+    "cpu_op",
+    "annotation",
+)
 
 
 @dataclass(frozen=True)
@@ -58,8 +70,13 @@ class IdleReport:
     span_ns: int
 
 
-def idle_gaps(trace: Trace, *, min_gap_ns: int = 0, per_stream: bool = False,
-              steps: Sequence[int] | None = None) -> IdleReport:
+def idle_gaps(
+    trace: Trace,
+    *,
+    min_gap_ns: int = 0,
+    per_stream: bool = False,
+    steps: Sequence[int] | None = None,
+) -> IdleReport:
     """Idle gaps of each device (and each stream when ``per_stream``) inside the steps.
 
     Gaps shorter than ``min_gap_ns`` still count in ``summary`` and ``histogram`` (with
@@ -73,10 +90,14 @@ def idle_gaps(trace: Trace, *, min_gap_ns: int = 0, per_stream: bool = False,
     parts: list[pd.DataFrame] = []
     for dev, a in acts.groupby("device", sort=True):
         a = a.reset_index(drop=True)
-        parts.append(_level_gaps(a, win, host, int(dev), -1))
+        parts.append(_level_gaps(a, win, host, int(cast(int, dev)), -1))
         if per_stream:
             for s, b in a.groupby("stream", sort=True):
-                parts.append(_level_gaps(b.reset_index(drop=True), win, host, int(dev), int(s)))
+                parts.append(
+                    _level_gaps(
+                        b.reset_index(drop=True), win, host, int(cast(int, dev)), int(cast(int, s))
+                    )
+                )
     gaps = pd.concat(parts, ignore_index=True)
     span = int((win["end"] - win["ts"]).sum())
     summary = _summary(gaps, span)
@@ -112,16 +133,19 @@ class _HostView:
         self.main_tid = int(counts.index[0]) if len(counts) else -1
 
 
-def _level_gaps(a: pd.DataFrame, win: pd.DataFrame, host: _HostView, dev: int,
-                stream: int) -> pd.DataFrame:
+def _level_gaps(
+    a: pd.DataFrame, win: pd.DataFrame, host: _HostView, dev: int, stream: int
+) -> pd.DataFrame:
     busy = busy_set(a)
     rows = []
     for w in win.itertuples(index=False):
-        h = iv.gaps(busy, int(w.ts), int(w.end))
+        h = iv.gaps(busy, int(cast(int, w.ts)), int(cast(int, w.end)))
         if len(h):
-            rows.append(pd.DataFrame({"step": int(w.step), "ts": h[:, 0], "end": h[:, 1]}))
+            rows.append(
+                pd.DataFrame({"step": int(cast(int, w.step)), "ts": h[:, 0], "end": h[:, 1]})
+            )
     if not rows:
-        return pd.DataFrame({c: [] for c in (*GAP_COLUMNS, "_tid", "_mid")})
+        return cast("pd.DataFrame", pd.DataFrame({c: [] for c in (*GAP_COLUMNS, "_tid", "_mid")}))
     g = pd.concat(rows, ignore_index=True)
     lo, hi = g["ts"].to_numpy(), g["end"].to_numpy()
     nxt = next_activity(a, hi)
@@ -135,17 +159,26 @@ def _level_gaps(a: pd.DataFrame, win: pd.DataFrame, host: _HostView, dev: int,
     worked = _covered(host.work, lo, until) * 2 >= np.maximum(until - lo, 1)
     cause = np.select(
         [synced, (lts >= lo) & worked, (lts >= 0) & (lts < lo)],
-        ["sync", "host_bound", "launch_latency"], default="other",
+        ["sync", "host_bound", "launch_latency"],
+        default="other",
     )
     mid = lo + (hi - lo) // 2
-    return pd.DataFrame({
-        "device": dev, "stream": stream, "step": g["step"], "ts": lo, "dur": hi - lo,
-        "cause": cause,
-        "next_name": np.where(has, a["name"].to_numpy()[j], ""),
-        "launch_name": np.where(has, a["launch_name"].to_numpy()[j], ""),
-        "launch_ts": lts,
-        "_tid": ltid, "_mid": mid,
-    })
+    out: pd.DataFrame = pd.DataFrame(
+        {
+            "device": dev,
+            "stream": stream,
+            "step": g["step"],
+            "ts": lo,
+            "dur": hi - lo,
+            "cause": cause,
+            "next_name": np.where(has, a["name"].to_numpy()[j], ""),
+            "launch_name": np.where(has, a["launch_name"].to_numpy()[j], ""),
+            "launch_ts": lts,
+            "_tid": ltid,
+            "_mid": mid,
+        }
+    )
+    return out
 
 
 def _covered(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -156,11 +189,12 @@ def _covered(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
     def upto(x: np.ndarray) -> np.ndarray:
         i = np.searchsorted(s[:, 0], x, side="right")  # intervals starting at or before x
-        inside = np.where(i > 0, np.minimum(x, s[np.clip(i - 1, 0, None), 1])
-                          - s[np.clip(i - 1, 0, None), 0], 0)
+        inside = np.where(
+            i > 0, np.minimum(x, s[np.clip(i - 1, 0, None), 1]) - s[np.clip(i - 1, 0, None), 0], 0
+        )
         return np.asarray(cum[np.clip(i - 1, 0, None)] * (i > 0) + np.maximum(inside, 0))
 
-    return np.maximum(upto(hi) - upto(lo), 0)
+    return cast("np.ndarray", np.maximum(upto(hi) - upto(lo), 0))
 
 
 def _innermost(rows: pd.DataFrame, tids: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -199,29 +233,62 @@ def _summary(gaps: pd.DataFrame, span: int) -> pd.DataFrame:
             x = g[g["cause"] == c]
             ns = int(x["dur"].sum())
             idle += ns
-            rows.append({"device": int(dev), "stream": int(stream), "cause": c,
-                         "gaps": len(x), "idle_ns": ns, "pct": 100.0 * ns / span if span else 0.0})
-        rows.append({"device": int(dev), "stream": int(stream), "cause": "busy", "gaps": 0,
-                     "idle_ns": span - idle, "pct": 100.0 * (span - idle) / span if span else 0.0})
-    return pd.DataFrame(rows, columns=["device", "stream", "cause", "gaps", "idle_ns", "pct"])
+            rows.append(
+                {
+                    "device": int(cast(int, dev)),
+                    "stream": int(cast(int, stream)),
+                    "cause": c,
+                    "gaps": len(x),
+                    "idle_ns": ns,
+                    "pct": 100.0 * ns / span if span else 0.0,
+                }
+            )
+        rows.append(
+            {
+                "device": int(cast(int, dev)),
+                "stream": int(cast(int, stream)),
+                "cause": "busy",
+                "gaps": 0,
+                "idle_ns": span - idle,
+                "pct": 100.0 * (span - idle) / span if span else 0.0,
+            }
+        )
+    return cast(
+        "pd.DataFrame",
+        pd.DataFrame(rows, columns=["device", "stream", "cause", "gaps", "idle_ns", "pct"]),
+    )
 
 
 def _histogram(gaps: pd.DataFrame) -> pd.DataFrame:
     edges = np.array(HIST_EDGES_US) * 1e3
-    labels = [f"<{HIST_EDGES_US[0]:g}us"] + [
-        f"{a:g}-{b:g}us" for a, b in zip(HIST_EDGES_US[:-1], HIST_EDGES_US[1:], strict=True)
-    ] + [f">={HIST_EDGES_US[-1]:g}us"]
+    labels = (
+        [f"<{HIST_EDGES_US[0]:g}us"]
+        + [f"{a:g}-{b:g}us" for a, b in zip(HIST_EDGES_US[:-1], HIST_EDGES_US[1:], strict=True)]
+        + [f">={HIST_EDGES_US[-1]:g}us"]
+    )
     rows = []
     for (dev, stream), g in gaps.groupby(["device", "stream"], sort=True):
         b = np.searchsorted(edges, g["dur"].to_numpy(), side="right")
         for i, lab in enumerate(labels):
             sel = b == i
-            rows.append({"device": int(dev), "stream": int(stream), "bin": lab,
-                         "gaps": int(sel.sum()), "idle_ns": int(g["dur"].to_numpy()[sel].sum())})
-    return pd.DataFrame(rows, columns=["device", "stream", "bin", "gaps", "idle_ns"])
+            rows.append(
+                {
+                    "device": int(cast(int, dev)),
+                    "stream": int(cast(int, stream)),
+                    "bin": lab,
+                    "gaps": int(sel.sum()),
+                    "idle_ns": int(g["dur"].to_numpy()[sel].sum()),
+                }
+            )
+    return cast(
+        "pd.DataFrame", pd.DataFrame(rows, columns=["device", "stream", "bin", "gaps", "idle_ns"])
+    )
 
 
 def _empty() -> IdleReport:
-    return IdleReport(pd.DataFrame({c: [] for c in GAP_COLUMNS}),
-                      _summary(pd.DataFrame({c: [] for c in GAP_COLUMNS}), 0),
-                      _histogram(pd.DataFrame({c: [] for c in GAP_COLUMNS})), 0)
+    return IdleReport(
+        pd.DataFrame({c: [] for c in GAP_COLUMNS}),
+        _summary(pd.DataFrame({c: [] for c in GAP_COLUMNS}), 0),
+        _histogram(pd.DataFrame({c: [] for c in GAP_COLUMNS})),
+        0,
+    )

@@ -9,6 +9,8 @@ overlap, breakdown, launch) builds its busy/comm/compute sets here, so "overlap"
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 EMPTY = np.zeros((0, 2), dtype=np.int64)
@@ -21,7 +23,7 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     keep = e > s
     s, e = s[keep], e[keep]
     if len(s) == 0:
-        return EMPTY.copy()
+        return cast("np.ndarray", EMPTY.copy())
     order = np.argsort(s, kind="stable")
     s, e = s[order], e[order]
     reach = np.maximum.accumulate(e)
@@ -44,7 +46,7 @@ def from_frame_cols(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
 def _combine(a: np.ndarray, b: np.ndarray, op: str) -> np.ndarray:
     """Sweep both sets at once and keep the pieces where ``op`` holds of (in a, in b)."""
     if len(a) == 0 and len(b) == 0:
-        return EMPTY.copy()
+        return cast("np.ndarray", EMPTY.copy())
     pos = np.concatenate([a[:, 0], a[:, 1], b[:, 0], b[:, 1]])
     da = np.concatenate([np.ones(len(a)), -np.ones(len(a)), np.zeros(2 * len(b))])
     db = np.concatenate([np.zeros(2 * len(a)), np.ones(len(b)), -np.ones(len(b))])
@@ -71,23 +73,23 @@ def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Time covered by both ``a`` and ``b``."""
     if len(a) == 0 or len(b) == 0:
-        return EMPTY.copy()
+        return cast("np.ndarray", EMPTY.copy())
     return _combine(a, b, "and")
 
 
 def difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Time covered by ``a`` but not by ``b``."""
     if len(a) == 0:
-        return EMPTY.copy()
+        return cast("np.ndarray", EMPTY.copy())
     if len(b) == 0:
-        return a.copy()
+        return cast("np.ndarray", a.copy())
     return _combine(a, b, "minus")
 
 
 def clip(a: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """The part of ``a`` inside ``[lo, hi)``."""
     if hi <= lo or len(a) == 0:
-        return EMPTY.copy()
+        return cast("np.ndarray", EMPTY.copy())
     c = np.column_stack([np.maximum(a[:, 0], lo), np.minimum(a[:, 1], hi)])
     return c[c[:, 1] > c[:, 0]]
 
@@ -95,7 +97,7 @@ def clip(a: np.ndarray, lo: int, hi: int) -> np.ndarray:
 def gaps(a: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """The holes of ``a`` inside ``[lo, hi)`` (its complement there)."""
     if hi <= lo:
-        return EMPTY.copy()
+        return cast("np.ndarray", EMPTY.copy())
     return difference(np.array([[lo, hi]], dtype=np.int64), a)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -21,29 +22,71 @@ from traceforge.model import GPU_KINDS, Trace
 
 GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
 LAUNCH_APIS = GRAPH_LAUNCH_APIS | {
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-    "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernelMultiDevice",
-    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
-    "hipExtModuleLaunchKernel", "hipLaunchCooperativeKernel",
-    "cudaMemcpyAsync", "cudaMemsetAsync", "cudaMemcpy2DAsync", "cuMemcpyAsync",
-    "cuMemsetD8Async", "cuMemsetD32Async", "hipMemcpyAsync", "hipMemsetAsync",
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice",
+    "hipLaunchKernel",
+    "hipExtLaunchKernel",
+    "hipModuleLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipLaunchCooperativeKernel",
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "cudaMemcpy2DAsync",
+    "cuMemcpyAsync",
+    "cuMemsetD8Async",
+    "cuMemsetD32Async",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
     "hipMemcpyWithStream",
 }
 #: Host calls that block the CPU until the GPU (or a stream/event) catches up. The
 #: synchronous copies are listed because a DtoH ``cudaMemcpy`` waits for all prior work.
-SYNC_APIS = frozenset({
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-    "cudaStreamWaitEvent", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
-    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
-    "hipStreamWaitEvent", "cudaMemcpy", "hipMemcpy", "cudaMemcpy2D", "cuMemcpyDtoH",
-    "cuMemcpyDtoH_v2",
-})
+SYNC_APIS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaStreamWaitEvent",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipStreamWaitEvent",
+        "cudaMemcpy",
+        "hipMemcpy",
+        "cudaMemcpy2D",
+        "cuMemcpyDtoH",
+        "cuMemcpyDtoH_v2",
+    }
+)
 
 #: Columns of :func:`gpu_activity`.
 ACTIVITY_COLUMNS = (
-    "row", "name", "kind", "cls", "device", "stream", "ts", "end", "corr", "ext", "graph",
-    "replay", "launch_row", "launch_name", "launch_ts", "launch_end", "launch_tid",
-    "op_row", "op_name",
+    "row",
+    "name",
+    "kind",
+    "cls",
+    "device",
+    "stream",
+    "ts",
+    "end",
+    "corr",
+    "ext",
+    "graph",
+    "replay",
+    "launch_row",
+    "launch_name",
+    "launch_ts",
+    "launch_end",
+    "launch_tid",
+    "op_row",
+    "op_name",
 )
 
 
@@ -63,29 +106,49 @@ def gpu_activity(trace: Trace) -> pd.DataFrame:
     kind = g["kind"].astype(str).to_numpy()
     cls_of = {n: classify(n).cls for n in pd.unique(names)}
     cls = np.where(kind == "kernel", np.array([cls_of[n] for n in names], dtype=object), kind)
-    out = pd.DataFrame({
-        "row": g.index.to_numpy(), "name": names, "kind": kind, "cls": cls,
-        "device": g["device"].to_numpy(), "stream": g["stream"].to_numpy(),
-        "ts": g["ts"].to_numpy(), "end": (g["ts"] + g["dur"]).to_numpy(),
-        "corr": g["corr"].to_numpy(), "ext": g["ext"].to_numpy(), "graph": g["graph"].to_numpy(),
-    })
+    out = pd.DataFrame(
+        {
+            "row": g.index.to_numpy(),
+            "name": names,
+            "kind": kind,
+            "cls": cls,
+            "device": g["device"].to_numpy(),
+            "stream": g["stream"].to_numpy(),
+            "ts": g["ts"].to_numpy(),
+            "end": (g["ts"] + g["dur"]).to_numpy(),
+            "corr": g["corr"].to_numpy(),
+            "ext": g["ext"].to_numpy(),
+            "graph": g["graph"].to_numpy(),
+        }
+    )
     host = ev[ev["kind"].isin(("runtime", "driver")) & (ev["corr"] >= 0)]
     if not host.empty:
         hname = host["name"].astype(str)
         # One corr can appear on a runtime call and the driver call beneath it; the known
         # launch API wins, then the outermost (earliest) call.
-        h = pd.DataFrame({
-            "corr": host["corr"].to_numpy(), "launch_row": host.index.to_numpy(),
-            "launch_name": hname.to_numpy(), "launch_ts": host["ts"].to_numpy(),
-            "launch_end": (host["ts"] + host["dur"]).to_numpy(),
-            "launch_tid": host["tid"].to_numpy(), "launch_ext": host["ext"].to_numpy(),
-            "known": hname.isin(LAUNCH_APIS).to_numpy(),
-        }).sort_values(["known", "launch_ts"], ascending=[False, True], kind="stable")
+        h = pd.DataFrame(
+            {
+                "corr": host["corr"].to_numpy(),
+                "launch_row": host.index.to_numpy(),
+                "launch_name": hname.to_numpy(),
+                "launch_ts": host["ts"].to_numpy(),
+                "launch_end": (host["ts"] + host["dur"]).to_numpy(),
+                "launch_tid": host["tid"].to_numpy(),
+                "launch_ext": host["ext"].to_numpy(),
+                "known": hname.isin(LAUNCH_APIS).to_numpy(),
+            }
+        ).sort_values(["known", "launch_ts"], ascending=[False, True], kind="stable")
         h = h.drop_duplicates("corr").drop(columns="known")
         out = out.merge(h, on="corr", how="left")
     else:
-        out = out.assign(launch_row=np.nan, launch_name=None, launch_ts=np.nan,
-                         launch_end=np.nan, launch_tid=np.nan, launch_ext=np.nan)
+        out = out.assign(
+            launch_row=np.nan,
+            launch_name=None,
+            launch_ts=np.nan,
+            launch_end=np.nan,
+            launch_tid=np.nan,
+            launch_ext=np.nan,
+        )
     for c in ("launch_row", "launch_ts", "launch_end", "launch_tid", "launch_ext"):
         out[c] = out[c].fillna(-1).astype(np.int64)
     out["launch_name"] = out["launch_name"].fillna("").astype(str)
@@ -102,14 +165,15 @@ def gpu_activity(trace: Trace) -> pd.DataFrame:
     out["op_name"] = op_name.reindex(ext).fillna("").astype(str).to_numpy()
     out["replay"] = _replays(out)
     out = out.sort_values(["ts", "end"], kind="stable").reset_index(drop=True)
-    return out[list(ACTIVITY_COLUMNS)]
+    return cast("pd.DataFrame", out[list(ACTIVITY_COLUMNS)])
 
 
 def _replays(a: pd.DataFrame) -> np.ndarray:
     corr = a["corr"].to_numpy()
     shared = pd.Series(corr).map(pd.Series(corr).value_counts()).to_numpy() > 1
     is_graph = (
-        a["launch_name"].isin(GRAPH_LAUNCH_APIS).to_numpy() | (a["graph"].to_numpy() >= 0)
+        a["launch_name"].isin(GRAPH_LAUNCH_APIS).to_numpy()
+        | (a["graph"].to_numpy() >= 0)
         | (shared & (corr >= 0))
     )
     return np.where(is_graph & (corr >= 0), corr, -1)
@@ -128,8 +192,9 @@ def busy_set(acts: pd.DataFrame) -> np.ndarray:
     return iv.merge(s, e)
 
 
-def step_windows(trace: Trace, acts: pd.DataFrame, steps: Sequence[int] | None = None
-                 ) -> pd.DataFrame:
+def step_windows(
+    trace: Trace, acts: pd.DataFrame, steps: Sequence[int] | None = None
+) -> pd.DataFrame:
     """GPU-side windows of the profiler steps: ``step, host_ts, host_end, ts, end``.
 
     Steps are host ranges, but the GPU runs behind the host, so a step's GPU window starts
@@ -144,8 +209,10 @@ def step_windows(trace: Trace, acts: pd.DataFrame, steps: Sequence[int] | None =
     if st.empty:
         lo = int(acts["ts"].min()) if len(acts) else 0
         hi = int(acts["end"].max()) if len(acts) else 0
-        return pd.DataFrame({"step": [-1], "host_ts": [lo], "host_end": [hi],
-                             "ts": [lo], "end": [hi]})
+        one: pd.DataFrame = pd.DataFrame(
+            {"step": [-1], "host_ts": [lo], "host_end": [hi], "ts": [lo], "end": [hi]}
+        )
+        return one
     hts, hend = st["ts"].to_numpy(), st["end"].to_numpy()
     lts = acts["launch_ts"].to_numpy()
     mapped = lts >= 0
@@ -157,11 +224,12 @@ def step_windows(trace: Trace, acts: pd.DataFrame, steps: Sequence[int] | None =
     gstart = np.maximum.accumulate(gstart)
     gend = np.append(gstart[1:], int(last.get(len(st) - 1, hend[-1])))
     gend = np.maximum(gend, gstart)
-    out = pd.DataFrame({"step": st["step"].to_numpy(), "host_ts": hts, "host_end": hend,
-                        "ts": gstart, "end": gend})
+    out = pd.DataFrame(
+        {"step": st["step"].to_numpy(), "host_ts": hts, "host_end": hend, "ts": gstart, "end": gend}
+    )
     if steps is not None:
         out = out[out["step"].isin(list(steps))]
-    return out.reset_index(drop=True)
+    return cast("pd.DataFrame", out.reset_index(drop=True))
 
 
 def assign_step(windows: pd.DataFrame, t: np.ndarray) -> np.ndarray:
@@ -187,8 +255,9 @@ class LaunchReport:
     steps: pd.DataFrame
 
 
-def launch_overhead(trace: Trace, *, steps: Sequence[int] | None = None,
-                    bound_pct: float = 50.0) -> LaunchReport:
+def launch_overhead(
+    trace: Trace, *, steps: Sequence[int] | None = None, bound_pct: float = 50.0
+) -> LaunchReport:
     """Launch delay and cost per kernel, and per step whether the GPU waited on the CPU.
 
     ``host_wait_ns`` is GPU idle time in the step whose next activity's launch call began
@@ -205,15 +274,24 @@ def launch_overhead(trace: Trace, *, steps: Sequence[int] | None = None,
     delay = np.where(has & first_in_replay, acts["ts"] - acts["launch_ts"], -1)
     ldur = np.where(has, acts["launch_end"] - acts["launch_ts"], -1)
     dur = (acts["end"] - acts["ts"]).to_numpy()
-    kern = pd.DataFrame({
-        "name": acts["name"], "kind": acts["kind"], "stream": acts["stream"],
-        "ts": acts["ts"], "dur": dur, "launch_name": acts["launch_name"],
-        "launch_delay_ns": delay, "launch_dur_ns": ldur, "replay": acts["replay"],
-        "op_name": acts["op_name"], "step": assign_step(win, acts["ts"].to_numpy()),
-    })
+    kern = pd.DataFrame(
+        {
+            "name": acts["name"],
+            "kind": acts["kind"],
+            "stream": acts["stream"],
+            "ts": acts["ts"],
+            "dur": dur,
+            "launch_name": acts["launch_name"],
+            "launch_delay_ns": delay,
+            "launch_dur_ns": ldur,
+            "replay": acts["replay"],
+            "op_name": acts["op_name"],
+            "step": assign_step(win, acts["ts"].to_numpy()),
+        }
+    )
     rows = []
     for w in win.itertuples(index=False):
-        lo, hi = int(w.ts), int(w.end)
+        lo, hi = int(cast(int, w.ts)), int(cast(int, w.end))
         sel = (acts["ts"] >= lo).to_numpy() & (acts["ts"] < hi).to_numpy()
         a = acts[sel]
         busy = iv.clip(busy_set(a), lo, hi)
@@ -223,22 +301,39 @@ def launch_overhead(trace: Trace, *, steps: Sequence[int] | None = None,
         d = k["launch_delay_ns"][k["launch_delay_ns"] >= 0]
         span = hi - lo
         pct = 100.0 * wait / span if span else 0.0
-        rows.append({
-            "step": int(w.step), "kernels": len(a),
-            "launches": int(a.loc[a["launch_row"] >= 0, "launch_row"].nunique()),
-            "graph_replays": int(a.loc[a["replay"] >= 0, "replay"].nunique()),
-            "window_ns": span, "busy_ns": iv.total(busy), "host_wait_ns": wait,
-            "host_wait_pct": pct, "short_kernels": short,
-            "short_pct": 100.0 * short / len(a) if len(a) else 0.0,
-            "median_launch_delay_us": float(d.median()) / 1e3 if len(d) else float("nan"),
-            "verdict": "launch-bound" if pct > bound_pct else "gpu-bound",
-        })
+        rows.append(
+            {
+                "step": int(cast(int, w.step)),
+                "kernels": len(a),
+                "launches": int(a.loc[a["launch_row"] >= 0, "launch_row"].nunique()),
+                "graph_replays": int(a.loc[a["replay"] >= 0, "replay"].nunique()),
+                "window_ns": span,
+                "busy_ns": iv.total(busy),
+                "host_wait_ns": wait,
+                "host_wait_pct": pct,
+                "short_kernels": short,
+                "short_pct": 100.0 * short / len(a) if len(a) else 0.0,
+                "median_launch_delay_us": float(d.median()) / 1e3 if len(d) else float("nan"),
+                "verdict": "launch-bound" if pct > bound_pct else "gpu-bound",
+            }
+        )
     return LaunchReport(kern, pd.DataFrame(rows, columns=list(_STEP_COLUMNS)))
 
 
-_STEP_COLUMNS = ("step", "kernels", "launches", "graph_replays", "window_ns", "busy_ns",
-                 "host_wait_ns", "host_wait_pct", "short_kernels", "short_pct",
-                 "median_launch_delay_us", "verdict")
+_STEP_COLUMNS = (
+    "step",
+    "kernels",
+    "launches",
+    "graph_replays",
+    "window_ns",
+    "busy_ns",
+    "host_wait_ns",
+    "host_wait_pct",
+    "short_kernels",
+    "short_pct",
+    "median_launch_delay_us",
+    "verdict",
+)
 
 
 def host_wait(acts: pd.DataFrame, busy: np.ndarray, lo: int, hi: int) -> int:

@@ -18,8 +18,17 @@ from traceforge.analyzers.breakdown import activity_sets, rank_of
 from traceforge.analyzers.launch import gpu_activity, step_windows
 from traceforge.model import Trace
 
-OVERLAP_COLUMNS = ("rank", "window_ns", "comm_ns", "compute_ns", "overlap_ns",
-                   "exposed_comm_ns", "overlap_pct", "exposed_comm_pct", "comm_kernels")
+OVERLAP_COLUMNS = (
+    "rank",
+    "window_ns",
+    "comm_ns",
+    "compute_ns",
+    "overlap_ns",
+    "exposed_comm_ns",
+    "overlap_pct",
+    "exposed_comm_pct",
+    "comm_kernels",
+)
 SKEW_COLUMNS = ("rank", "collectives", "last_count", "last_pct", "mean_lag_us", "max_lag_us")
 
 
@@ -34,8 +43,9 @@ class OverlapReport:
     notes: tuple[str, ...] = ()
 
 
-def overlap(traces: Trace | Sequence[Trace], *, steps: Sequence[int] | None = None
-            ) -> OverlapReport:
+def overlap(
+    traces: Trace | Sequence[Trace], *, steps: Sequence[int] | None = None
+) -> OverlapReport:
     """Overlap of communication with compute per rank, inside the step windows."""
     ts = [traces] if isinstance(traces, Trace) else list(traces)
     rows = []
@@ -57,13 +67,19 @@ def overlap(traces: Trace | Sequence[Trace], *, steps: Sequence[int] | None = No
         cts = acts.loc[is_comm, "ts"].to_numpy()
         inside = _inside(windows, cts)
         starts[rank] = cts[inside] + t.meta.base_ns
-        rows.append({
-            "rank": rank, "window_ns": w, "comm_ns": c, "compute_ns": iv.total(comp),
-            "overlap_ns": both, "exposed_comm_ns": exposed,
-            "overlap_pct": 100.0 * both / c if c else float("nan"),
-            "exposed_comm_pct": 100.0 * exposed / w if w else 0.0,
-            "comm_kernels": int(inside.sum()),
-        })
+        rows.append(
+            {
+                "rank": rank,
+                "window_ns": w,
+                "comm_ns": c,
+                "compute_ns": iv.total(comp),
+                "overlap_ns": both,
+                "exposed_comm_ns": exposed,
+                "overlap_pct": 100.0 * both / c if c else float("nan"),
+                "exposed_comm_pct": 100.0 * exposed / w if w else 0.0,
+                "comm_kernels": int(inside.sum()),
+            }
+        )
     ranks = pd.DataFrame(rows, columns=list(OVERLAP_COLUMNS))
     skew, notes = _skew(starts)
     return OverlapReport(ranks, skew, notes)
@@ -88,16 +104,24 @@ def _skew(starts: dict[int, np.ndarray]) -> tuple[pd.DataFrame, tuple[str, ...]]
     n = min(counts.values())
     notes: tuple[str, ...] = ()
     if len(set(counts.values())) > 1:
-        notes = (f"ranks ran different numbers of communication kernels ({counts}); "
-                 f"skew compares the first {n} of each",)
+        notes = (
+            f"ranks ran different numbers of communication kernels ({counts}); "
+            f"skew compares the first {n} of each",
+        )
     if n == 0:
         return pd.DataFrame(columns=list(SKEW_COLUMNS)), notes
     m = np.stack([np.sort(starts[r])[:n] for r in ranks])  # ranks x collectives
     lag = m - m.min(axis=0)
     last = np.argmax(m, axis=0)
-    rows = [{
-        "rank": r, "collectives": n, "last_count": int((last == k).sum()),
-        "last_pct": 100.0 * float((last == k).mean()),
-        "mean_lag_us": float(lag[k].mean()) / 1e3, "max_lag_us": float(lag[k].max()) / 1e3,
-    } for k, r in enumerate(ranks)]
+    rows = [
+        {
+            "rank": r,
+            "collectives": n,
+            "last_count": int((last == k).sum()),
+            "last_pct": 100.0 * float((last == k).mean()),
+            "mean_lag_us": float(lag[k].mean()) / 1e3,
+            "max_lag_us": float(lag[k].max()) / 1e3,
+        }
+        for k, r in enumerate(ranks)
+    ]
     return pd.DataFrame(rows, columns=list(SKEW_COLUMNS)), notes
