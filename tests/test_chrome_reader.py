@@ -35,6 +35,10 @@ def kineto_doc(**top: Any) -> dict[str, Any]:
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 10, "tid": 11, "ts": 1005.0},
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 0, "tid": 7, "ts": 1012.125,
          "bp": "e"},
+        {"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": 3, "pid": 10, "tid": 11,
+         "ts": 1001.0},
+        {"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 3, "pid": 10, "tid": 12,
+         "ts": 1030.0, "bp": "e"},
         {"ph": "M", "name": "process_name", "pid": 10, "tid": 0, "args": {"name": "python3"}},
         {"ph": "M", "name": "thread_name", "pid": 10, "tid": 11, "args": {"name": "main"}},
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 10, "tid": 11,
@@ -74,7 +78,10 @@ def test_kinds_links_and_lazy_args(tmp_path: Path) -> None:
     assert launch["corr"] == k["corr"] and launch["device"] == -1
     (args,) = t.args(t.kernels().index)
     assert args["grid"] == [4, 1, 1] and args["block"] == [128, 1, 1]
-    assert set(t.flows["ph"].astype(str)) == {"s", "f"}
+    # ac2g flows are not tabled (the same link is the shared correlation id); others are.
+    fl = t.flows
+    assert fl["cat"].astype(str).tolist() == ["fwdbwd", "fwdbwd"]
+    assert fl["ph"].astype(str).tolist() == ["s", "f"] and fl["ts"].tolist() == [2000, 31000]
     assert t.meta.process_names[10] == "python3"
     assert t.meta.thread_names[(10, 11)] == "main"
     steps = t.steps()

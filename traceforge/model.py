@@ -113,6 +113,10 @@ def normalize_events(df: pd.DataFrame) -> pd.DataFrame:
     Readers and test builders call this once; missing int columns become -1.
     """
     n = len(df)
+    if list(df.columns) == list(EVENT_COLUMNS) and all(
+        str(df[c].dtype) == t for c, t in EVENT_COLUMNS.items()
+    ) and isinstance(df.index, pd.RangeIndex) and list(df["kind"].cat.categories) == list(KINDS):
+        return df  # already normalized (readers build columns in their final dtypes)
     out: dict[str, Any] = {}
     for col, dtype in EVENT_COLUMNS.items():
         if col in df.columns:

@@ -13,6 +13,7 @@ import gc
 import gzip
 import zlib
 from collections.abc import Callable, Sequence
+from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
-from traceforge.model import FLOW_COLUMNS, Device, Trace, TraceMeta, normalize_events
+from traceforge.model import FLOW_COLUMNS, KINDS, Device, Trace, TraceMeta, normalize_events
 
 NAME = "kineto"
 SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
@@ -232,6 +233,7 @@ def us_to_ns(us: np.ndarray) -> np.ndarray:
 
 
 def _floats(path: Path, values: list[Any], what: str) -> np.ndarray:
+    """float64 array; None becomes NaN (the caller reports it), numeric strings are parsed."""
     try:
         return np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
@@ -240,11 +242,13 @@ def _floats(path: Path, values: list[Any], what: str) -> np.ndarray:
 
 
 def _is_number(v: Any) -> bool:
+    if v is None:
+        return True
     try:
         float(v)
     except (TypeError, ValueError):
         return False
-    return v is not None
+    return True
 
 
 class _Ids:
@@ -256,12 +260,12 @@ class _Ids:
     def column(self, values: list[Any]) -> np.ndarray:
         # Nearly all ids are ints; Kineto's few string pids ("Spans", "Traces") and legacy
         # string tids are fixed up one by one instead of sending every value through Python.
-        odd = [i for i, v in enumerate(values) if type(v) is not int]
-        if odd:
-            values = list(values)
-            for i in odd:
-                values[i] = self.one(values[i])
-        return np.fromiter(values, dtype=np.int64, count=len(values))
+        if set(map(type, values)) <= {int}:
+            return np.array(values, dtype=np.int64)
+        # Map each distinct value once (there are few pids/tids), then broadcast.
+        codes, uniq = pd.factorize(np.array(values, dtype=object))
+        mapped = np.array([self.one(v) for v in uniq], dtype=np.int64)
+        return mapped[codes]
 
     def one(self, v: Any) -> int:
         if isinstance(v, int):
@@ -304,11 +308,11 @@ def _read(p: Path) -> Trace:
     if not any(e.ph for e in events):
         what = "a JSON list without trace events" if doc.traceEvents is None else "no events"
         raise TraceFormatError(p, f"not a trace ({what})")
-    ph_cat = _categorical(_take(attrgetter("ph"), events))
-    phs = np.asarray(ph_cat.categories, dtype=object)[ph_cat.codes]
-    ph_codes = ph_cat.codes
-    is_event = np.isin(ph_codes, [i for i, c in enumerate(ph_cat.categories) if c in _EVENT_PHASES])
-    is_flow = np.isin(ph_codes, [i for i, c in enumerate(ph_cat.categories) if c in _FLOW_PHASES])
+    # Phases are one-character strings (interned by CPython): a fixed-width numpy array
+    # compares them at C speed.
+    phs = np.array(_take(attrgetter("ph"), events), dtype="<U1")
+    is_event = np.isin(phs, _EVENT_PHASES)
+    is_flow = np.isin(phs, _FLOW_PHASES)
     idx_ev = np.flatnonzero(is_event)
     evs = [events[i] for i in idx_ev] if len(idx_ev) != n_all else events
     ids = _Ids()
@@ -318,24 +322,20 @@ def _read(p: Path) -> Trace:
     for i in np.flatnonzero(phs == "M"):
         _metadata_event(events[i], ids, process_names, thread_names)
 
-    ts_list = _take(attrgetter("ts"), evs)
-    if any(v is None for v in ts_list):
-        bad = next(k for k, v in enumerate(ts_list) if v is None)
-        raise TraceFormatError(p, f"event {int(idx_ev[bad])} ({evs[bad].name!r}) has no ts")
-    ts_us = _floats(p, ts_list, "ts")
+    # None (missing) becomes NaN in a float64 array; numeric strings are parsed.
+    ts_us = _floats(p, _take(attrgetter("ts"), evs), "ts")
     ph_ev = phs[idx_ev]
-    dur_list = _take(attrgetter("dur"), evs)
+    dur_us = _floats(p, _take(attrgetter("dur"), evs), "dur")
     is_x = ph_ev == "X"
-    missing_dur = is_x & np.fromiter((d is None for d in dur_list), dtype=bool, count=len(evs))
-    if missing_dur.any():
-        bad = int(np.flatnonzero(missing_dur)[0])
-        raise TraceFormatError(p, f"event {int(idx_ev[bad])} ({evs[bad].name!r}) has no dur")
-    dur_us = _floats(p, [0.0 if d is None else d for d in dur_list], "dur")
-    if (dur_us < 0).any():
-        bad = int(np.flatnonzero(dur_us < 0)[0])
-        raise TraceFormatError(
-            p, f"event {int(idx_ev[bad])} ({evs[bad].name!r}) has a negative duration"
-        )
+    for what, bad_mask in (
+        ("has no ts", np.isnan(ts_us)),
+        ("has no dur", is_x & np.isnan(dur_us)),
+        ("has a negative duration", dur_us < 0),
+    ):
+        if bad_mask.any():
+            bad = int(np.flatnonzero(bad_mask)[0])
+            raise TraceFormatError(p, f"event {int(idx_ev[bad])} ({evs[bad].name!r}) {what}")
+    dur_us = np.where(np.isnan(dur_us), 0.0, dur_us)
 
     ts_ns = us_to_ns(ts_us)
     dur_ns = us_to_ns(dur_us)
@@ -344,19 +344,26 @@ def _read(p: Path) -> Trace:
     pid = ids.column(_take(attrgetter("pid"), evs))
     tid = ids.column(_take(attrgetter("tid"), evs))
     args = _take(attrgetter("args"), evs)
-    ints = np.array(
-        list(map(attrgetter("ext", "correlation", "stream", "device", "graph"), args)),
+    n = len(args)
+    # One pass over the args structs: five ints per event, reshaped into columns.
+    ints = np.fromiter(
+        chain.from_iterable(map(attrgetter("ext", "correlation", "stream", "device", "graph"), args)),
         dtype=np.int64,
-    ).reshape(len(args), 5)
-    ext, corr, stream, device, graph = (ints[:, k] for k in range(5))
+        count=5 * n,
+    ).reshape(n, 5)
+    ext, corr, stream, device, graph = (ints[:, k].copy() for k in range(5))
     del args
 
     cat_cat = _categorical(cats)
+    # kind is built from the category codes, never from per-row strings.
     kind_of_code = np.array(
-        [_KIND_OF_CAT.get(str(c).lower(), "other") for c in cat_cat.categories], dtype=object
+        [KINDS.index(_KIND_OF_CAT.get(str(c).lower(), "other")) for c in cat_cat.categories]
+        + [KINDS.index("other")],
+        dtype=np.int8,
     )
-    kind = kind_of_code[cat_cat.codes] if len(kind_of_code) else np.array([], dtype=object)
-    is_gpu = np.isin(kind, ("kernel", "memcpy", "memset", "gpu_annotation", "sync"))
+    kind_codes = kind_of_code[cat_cat.codes]
+    gpu_codes = [KINDS.index(k) for k in ("kernel", "memcpy", "memset", "gpu_annotation", "sync")]
+    is_gpu = np.isin(kind_codes, gpu_codes)
     # GPU rows: Kineto puts the device in pid and the stream in tid; args say it too when
     # present (legacy traces only in args). Host rows carry no device/stream.
     device = np.where(is_gpu, np.where(device >= 0, device, pid), -1)
@@ -383,7 +390,7 @@ def _read(p: Path) -> Trace:
     frame = pd.DataFrame(
         {
             "name": _categorical(names),
-            "kind": kind,
+            "kind": pd.Categorical.from_codes(kind_codes, categories=KINDS),
             "cat": cat_cat,
             "ts": ts_ns - t0,
             "dur": dur_ns,
@@ -401,11 +408,11 @@ def _read(p: Path) -> Trace:
     if not keep.all():
         frame = frame[keep]
         src_index = src_index[keep]
-    frame = frame.reset_index(drop=True)
-    for col in ("name", "cat"):
-        frame[col] = frame[col].cat.remove_unused_categories()
-    ev_df = normalize_events(frame)
-    return Trace(ev_df, meta, flows, _LazyArgs(p, src_index))
+        frame = frame.reset_index(drop=True)
+        for col in ("name", "cat"):
+            frame[col] = frame[col].cat.remove_unused_categories()
+    # Columns are built in their final dtypes; normalize_events only checks and orders.
+    return Trace(normalize_events(frame), meta, flows, _LazyArgs(p, src_index))
 
 
 def _pair_begin_end(
@@ -443,15 +450,25 @@ def _flows(events: list[Any], idx: np.ndarray, phs: np.ndarray, ids: _Ids, p: Pa
     if len(idx) == 0:
         return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in FLOW_COLUMNS.items()})
     fl = [events[i] for i in idx]
-    ts = [0.0 if e.ts is None else e.ts for e in fl]
+    # ac2g flows (launch call -> GPU activity) repeat what the correlation ids on both
+    # events already say: the model keeps the link in ``corr`` and writers regenerate the
+    # arrows, so only other flows (fwdbwd, legacy async_cpu_to_gpu, ...) are tabled here.
+    cats = np.array(_take(attrgetter("cat"), fl), dtype=object)
+    other = np.flatnonzero(cats != "ac2g")
+    if len(other) != len(fl):
+        fl = [fl[i] for i in other]
+        idx = idx[other]
+    if not fl:
+        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in FLOW_COLUMNS.items()})
+    ts = _floats(p, _take(attrgetter("ts"), fl), "flow ts")
     return pd.DataFrame(
         {
-            "id": ids.column([e.id if e.id is not None else -1 for e in fl]),
-            "cat": pd.Categorical([e.cat for e in fl]),
-            "ph": pd.Categorical(phs[idx].tolist()),
-            "ts": us_to_ns(_floats(p, ts, "flow ts")),
-            "pid": ids.column([e.pid for e in fl]),
-            "tid": ids.column([e.tid for e in fl]),
+            "id": ids.column([-1 if v is None else v for v in _take(attrgetter("id"), fl)]),
+            "cat": _categorical(_take(attrgetter("cat"), fl)),
+            "ph": pd.Categorical(phs[idx].astype(object), categories=list(_FLOW_PHASES)),
+            "ts": us_to_ns(np.where(np.isnan(ts), 0.0, ts)),
+            "pid": ids.column(_take(attrgetter("pid"), fl)),
+            "tid": ids.column(_take(attrgetter("tid"), fl)),
         }
     )
 
