@@ -22,8 +22,10 @@ COMMANDS: tuple[str, ...] = (
     "ops",
     "info",
     "convert",
+    "capture",
     "diff",
     "open",
+    "report",
     "idle",
     "overlap",
     "breakdown",
@@ -31,14 +33,28 @@ COMMANDS: tuple[str, ...] = (
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """Imports a verb's module only when that verb runs (or help lists them all).
+
+    A cold ``traceforge top-kernels`` then pays for what top-kernels needs, not for the
+    HTTP server, report templates or capture machinery of other verbs.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n.replace("_", "-") for n in COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        mod = cmd_name.replace("-", "_")
+        if mod not in COMMANDS:
+            return None
+        command: click.Command = importlib.import_module(f"traceforge.commands.{mod}").command
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="traceforge")
 def cli() -> None:
     """Analyze GPU traces of ML workloads: Kineto JSON, Nsight Systems, rocprof, Perfetto."""
-
-
-for _name in COMMANDS:
-    cli.add_command(importlib.import_module(f"traceforge.commands.{_name}").command)
 
 
 def main(argv: list[str] | None = None) -> Any:
