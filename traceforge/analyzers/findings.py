@@ -1,0 +1,206 @@
+"""Findings: rules that turn a run's measurements into advice, each with its evidence.
+
+Every rule reads a :class:`~traceforge.analyzers.analysis.RunAnalysis` and returns zero or
+one :class:`Finding`. Thresholds are module constants so that reports can cite them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from traceforge.analyzers.analysis import RunAnalysis
+
+BUSY_PCT_MIN = 40.0  # below this the GPU mostly waits: the first thing to fix
+EXPOSED_COMM_PCT_MAX = 30.0  # communication not hidden behind compute, % of step time
+SYNC_IDLE_PCT_MIN = 1.0  # GPU idle caused by host synchronization, % of step time
+SYNC_HOST_PCT_MIN = 5.0  # host time spent blocked in sync calls, % of step time
+GEMM_PEAK_PCT_MIN = 30.0  # achieved GEMM throughput as % of the device's dense peak
+
+#: Dense (no sparsity) BF16 tensor-core peak, TFLOP/s, by device-name substring; the first
+#: match wins, so the more specific name comes first. Sources: NVIDIA H100 datasheet
+#: (BF16 1,979 TFLOPS SXM / 1,513 PCIe "with sparsity", i.e. 989 / 756 dense), NVIDIA H200
+#: datasheet (1,979 with sparsity -> 989), NVIDIA A100 datasheet (BF16 312, 624 sparse),
+#: AMD Instinct MI300X datasheet (BF16 1,307.4 dense), AMD Instinct MI350X datasheet
+#: (FP16/BF16 2.3 PFLOPS dense).
+PEAK_BF16_TFLOPS: tuple[tuple[str, float], ...] = (
+    ("H100 PCIe", 756.0),
+    ("H100", 989.0),
+    ("H200", 989.0),
+    ("A100", 312.0),
+    ("MI300X", 1307.0),
+    ("MI350X", 2300.0),
+)
+
+SEVERITIES = ("high", "medium", "low")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One piece of advice: what was seen (evidence, with numbers) and what to try."""
+
+    rule: str
+    severity: str  # one of SEVERITIES
+    title: str
+    evidence: str
+    advice: str
+    run: str = ""
+
+
+def peak_tflops(device_name: str) -> float | None:
+    """The device's dense BF16 peak from :data:`PEAK_BF16_TFLOPS`, or None when unknown."""
+    for key, peak in PEAK_BF16_TFLOPS:
+        if key.lower() in device_name.lower():
+            return peak
+    return None
+
+
+def _low_busy(r: RunAnalysis) -> Finding | None:
+    busy = r.facts.get("busy_pct")
+    if busy is None or busy >= BUSY_PCT_MIN:
+        return None
+    return Finding(
+        "gpu_busy_low", "high" if busy < BUSY_PCT_MIN / 2 else "medium",
+        f"GPU busy only {busy:.1f}% of step time",
+        f"GPU activity covers {busy:.1f}% of the steps' GPU windows "
+        f"(threshold {BUSY_PCT_MIN:.0f}%); the GPU is idle {100 - busy:.1f}% of the time.",
+        "Find what the GPU waits for in the idle-gap causes below: host-bound gaps mean the "
+        "CPU cannot issue work fast enough, sync gaps mean the loop drains the GPU.",
+    )
+
+
+def _launch_bound(r: RunAnalysis) -> Finding | None:
+    lo = r.launch
+    if lo.empty or "verdict" not in lo:
+        return None
+    bound = lo[lo["verdict"] == "launch-bound"]
+    if bound.empty:
+        return None
+    wait = float(bound["host_wait_pct"].mean())
+    short = float(bound["short_pct"].mean())
+    delay = float(bound["median_launch_delay_us"].median())
+    return Finding(
+        "launch_bound", "high",
+        f"{len(bound)} of {len(lo)} steps are launch-bound",
+        f"In those steps the GPU waited on the CPU for {wait:.0f}% of the step; {short:.0f}% "
+        f"of kernels ran for less time than their launch call took; median launch delay "
+        f"{delay:.1f} us; {int(bound['kernels'].sum())} kernels from "
+        f"{int(bound['launches'].sum())} launch calls.",
+        "Launch fewer, bigger kernels: capture the step in a CUDA graph "
+        "(torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph), or fuse kernels "
+        "with torch.compile; a larger batch also amortizes each launch.",
+    )
+
+
+def _exposed_comm(r: RunAnalysis) -> Finding | None:
+    ov = r.overlap
+    if ov.empty or "exposed_comm_pct" not in ov:
+        return None
+    bad = ov[ov["exposed_comm_pct"].astype(float) > EXPOSED_COMM_PCT_MAX]
+    if bad.empty:
+        return None
+    per = "; ".join(
+        f"rank {int(x.rank)}: {float(x.exposed_comm_pct):.0f}% exposed, "
+        f"{float(x.overlap_pct):.0f}% of communication overlapped"
+        for x in bad.itertuples(index=False)
+    )
+    skewed = len(ov) > 1 and float(ov["exposed_comm_pct"].min()) < EXPOSED_COMM_PCT_MAX
+    advice = ("Overlap communication with compute: DDP bucket_cap_mb / gradient_as_bucket_view, "
+              "FSDP forward/backward prefetch, or fewer, larger collectives.")
+    if skewed:
+        advice += (" Other ranks expose far less: the exposed time here is mostly waiting for "
+                   "a slower rank inside the collective, so look for the straggler's extra work.")
+    return Finding(
+        "exposed_comm", "high",
+        f"Exposed communication above {EXPOSED_COMM_PCT_MAX:.0f}% of step time",
+        per + ".", advice,
+    )
+
+
+def _copies(r: RunAnalysis) -> Finding | None:
+    c = r.copies
+    if c.empty:
+        return None
+    by = c.groupby("name")[["count", "total_us"]].sum().sort_values("total_us", ascending=False)
+    top = ", ".join(f"{n} x{int(v['count'])} ({v['total_us']:.0f} us)" for n, v in
+                    by.head(3).iterrows())
+    return Finding(
+        "host_device_copies", "medium",
+        f"{int(c['count'].sum())} host-device copies inside steps",
+        f"{top}; {float(c['total_us'].sum()) / 1e3:.2f} ms of copies in "
+        f"{c['step'].nunique()} step(s).",
+        "Keep tensors on the GPU across steps; for inputs, use pinned memory with "
+        "non_blocking=True (DataLoader(pin_memory=True)) so that copies overlap compute; "
+        "avoid .cpu()/.item()/.tolist() inside the step.",
+    )
+
+
+def _syncs(r: RunAnalysis) -> Finding | None:
+    step_ms = r.facts.get("step_ms")
+    steps = r.facts.get("steps", 1.0)
+    idle = r.idle_summary
+    sync_idle_pct = 0.0
+    if not idle.empty and "cause" in idle:
+        dev = idle[(idle["cause"] == "sync") & (idle["stream"] == -1)]
+        sync_idle_pct = float(dev["pct"].max()) if len(dev) else 0.0
+    host_ms = float(r.syncs["total_us"].sum()) / 1e3 if not r.syncs.empty else 0.0
+    host_pct = 100.0 * host_ms / (step_ms * steps) if step_ms else 0.0
+    if sync_idle_pct < SYNC_IDLE_PCT_MIN and host_pct < SYNC_HOST_PCT_MIN:
+        return None
+    calls = ", ".join(f"{x.name} x{int(x.calls)} ({float(x.total_us) / 1e3:.2f} ms)"
+                      for x in r.syncs.head(3).itertuples(index=False)) or "no sync API rows"
+    return Finding(
+        "sync_stalls", "medium" if sync_idle_pct >= 5 or host_pct >= 20 else "low",
+        "Synchronizations stall the GPU",
+        f"GPU idle caused by synchronization: {sync_idle_pct:.1f}% of step time; host blocked "
+        f"in sync calls inside steps: {host_pct:.1f}% ({calls}).",
+        "Remove synchronizing calls from the loop: .item(), .cpu(), print(tensor), "
+        "torch.cuda.synchronize(), blocking copies; log metrics every N steps instead.",
+    )
+
+
+def _gemm(r: RunAnalysis) -> Finding | None:
+    g = r.gemm
+    peak = peak_tflops(r.device_name)
+    if g.empty or peak is None:
+        return None
+    us = g["self_gpu_us"].astype(float)
+    achieved = float((g["tflops_per_s"].astype(float) * us).sum() / us.sum()) if us.sum() else 0.0
+    pct = 100.0 * achieved / peak
+    if pct >= GEMM_PEAK_PCT_MIN:
+        return None
+    per = "; ".join(
+        f"{x.op} {float(x.tflops_per_s):.1f} TFLOP/s ({100 * float(x.tflops_per_s) / peak:.1f}%) "
+        f"over {float(x.self_gpu_us) / 1e3:.2f} ms"
+        for x in g.sort_values("self_gpu_us", ascending=False).head(3).itertuples(index=False)
+    )
+    return Finding(
+        "gemm_below_peak", "medium",
+        f"GEMMs run at {pct:.1f}% of the {r.device_name} peak",
+        f"Time-weighted {achieved:.1f} TFLOP/s against a dense BF16 peak of {peak:.0f} "
+        f"(threshold {GEMM_PEAK_PCT_MIN:.0f}%): {per}.",
+        "Small or skinny GEMMs leave tensor cores idle: raise the batch size, keep dims "
+        "multiples of 64, run in bf16/fp8, or let torch.compile(mode=\"max-autotune\") "
+        "pick tiles and fuse epilogues.",
+    )
+
+
+RULES: tuple[Callable[[RunAnalysis], Finding | None], ...] = (
+    _low_busy, _launch_bound, _exposed_comm, _copies, _syncs, _gemm,
+)
+
+
+def findings(run: RunAnalysis) -> list[Finding]:
+    """Every rule's finding for ``run``, most severe first."""
+    out = [f for rule in RULES if (f := rule(run)) is not None]
+    out = [Finding(f.rule, f.severity, f.title, f.evidence, f.advice, run.label) for f in out]
+    return sorted(out, key=lambda f: SEVERITIES.index(f.severity))
+
+
+def findings_frame(items: list[Finding]) -> pd.DataFrame:
+    """Findings as a table: run, severity, rule, title, evidence, advice."""
+    cols = ["run", "severity", "rule", "title", "evidence", "advice"]
+    df: pd.DataFrame = pd.DataFrame([[getattr(f, c) for c in cols] for f in items], columns=cols)
+    return df

@@ -1,0 +1,89 @@
+"""``traceforge report TRACE... -o report.html|report.md``: findings, tables and plots."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from traceforge.errors import UsageError
+from traceforge.model import Trace
+
+SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+
+
+def _latency_file(path: str) -> dict[str, dict[str, float | str]]:
+    """``latency.json`` as written beside captures: rows of [mode, ms, Hz, peak GiB, ...]."""
+    import json
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        rows = doc["rows"]
+        return {str(r[0]): {"latency_ms": float(r[1]), "memory_gib": float(r[3]),
+                            "source": Path(path).name} for r in rows}
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+        raise UsageError(f"{path}: not a latency file with rows of [mode, ms, Hz, GiB] ({e})"
+                         ) from None
+
+
+def _load_all(paths: tuple[str, ...]) -> list[list[Trace]]:
+    from traceforge.analyzers.analysis import group_runs
+    from traceforge.formats import load
+    from traceforge.formats.run import load_run
+
+    runs: list[list[Trace]] = []
+    files: list[Trace] = []
+    for p in paths:
+        if Path(p).is_dir():
+            runs.append(load_run(p))  # a directory holds the ranks of one run
+        else:
+            files.append(load(p))
+    return runs + group_runs(files)
+
+
+@click.command("report")
+@click.argument("traces", nargs=-1, required=True,
+                type=click.Path(dir_okay=True, path_type=str))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+              help="report.html (self-contained, plots inline) or report.md (for PRs).")
+@click.option("--title", default="traceforge report", show_default=True)
+@click.option("--latency", "latency_path", type=click.Path(dir_okay=False, path_type=str),
+              help="latency.json measured outside the profiler (rows [mode, ms, Hz, GiB]); "
+                   "runs are matched to its modes by label.")
+@click.option("-n", "top", type=int, default=15, show_default=True,
+              help="Rows in the top-kernel and operator tables.")
+def command(traces: tuple[str, ...], output: str, title: str, latency_path: str | None,
+            top: int) -> None:
+    """Write one report over TRACES: several files of one distributed run become one run
+    with its ranks; otherwise each file (or directory) is a run and they are compared."""
+    from traceforge import __version__
+    from traceforge.analyzers.analysis import analyze, compare_runs
+    from traceforge.analyzers.findings import findings
+
+    out = Path(output)
+    fmt = SUFFIXES.get(out.suffix.lower())
+    if fmt is None:
+        raise UsageError(f"{output}: name the report .html or .md")
+    if any(out.resolve() == Path(t).resolve() for t in traces):
+        raise UsageError(f"{output}: is one of the input traces; name another output")
+    runs = [analyze(r, top=top) for r in _load_all(traces)]
+    if latency_path:
+        measured = _latency_file(latency_path)
+        runs = [replace(r, run_info={**r.run_info, **measured[r.label]})
+                if r.label in measured else r for r in runs]
+    found = [f for r in runs for f in findings(r)]
+    comparison = compare_runs(runs) if len(runs) > 1 else None
+    if fmt == "html":
+        from traceforge.render.html import render_html
+
+        text = render_html(runs, found, comparison=comparison, title=title, version=__version__)
+    else:
+        from traceforge.render.markdown import render_markdown
+
+        text = render_markdown(runs, found, comparison=comparison, title=title)
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"{output}: cannot write ({e.strerror})") from None
+    click.echo(f"wrote {output}: {len(runs)} run(s), {len(found)} finding(s)")

@@ -1,0 +1,235 @@
+"""The self-contained HTML report: one file, styles, script and charts inline, no network.
+
+Renders what :func:`traceforge.analyzers.analysis.analyze` and
+:func:`traceforge.analyzers.findings.findings` computed; it formats, never measures.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from traceforge.analyzers.analysis import RunAnalysis
+from traceforge.analyzers.findings import Finding
+from traceforge.render import svg
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;
+background:#fafafa}
+main{max-width:1100px;margin:0 auto;padding:16px 24px 64px}
+h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+h3{font-size:15px;margin:18px 0 6px}
+table{border-collapse:collapse;margin:6px 0 12px;font-size:12.5px;background:#fff}
+th,td{border:1px solid #e2e2e2;padding:3px 7px;text-align:left;vertical-align:top}
+th{background:#f0f0f0;cursor:pointer;user-select:none}td.n{text-align:right;
+font-variant-numeric:tabular-nums}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:8px 0}
+.card{background:#fff;border:1px solid #e2e2e2;border-radius:6px;padding:8px 14px;min-width:120px}
+.card b{display:block;font-size:20px}
+.finding{background:#fff;border-left:5px solid #bbb;border-radius:4px;padding:8px 12px;
+margin:8px 0}
+.finding.high{border-color:#e15759}.finding.medium{border-color:#f28e2b}
+.finding.low{border-color:#76b7b2}
+.sev{font-size:11px;text-transform:uppercase;color:#666;margin-right:6px}
+.chart text{font-size:11px;fill:#333}.note{color:#666;font-size:12.5px}
+details{margin:6px 0}summary{cursor:pointer;color:#335}
+code{background:#f0f0f0;padding:0 3px;border-radius:3px}
+"""
+
+# Sort a table by the clicked column (numbers numerically); nothing else runs.
+_JS = """
+document.querySelectorAll('table.sortable th').forEach(function (th, col) {
+  th.addEventListener('click', function () {
+    var table = th.closest('table');
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var asc = th.getAttribute('data-asc') !== '1';
+    th.setAttribute('data-asc', asc ? '1' : '0');
+    var idx = Array.prototype.indexOf.call(th.parentNode.children, th);
+    function key(r) {
+      var t = r.cells[idx] ? r.cells[idx].textContent.replace(/,/g, '') : '';
+      var v = parseFloat(t);
+      return isNaN(v) ? t : v;
+    }
+    rows.sort(function (a, b) {
+      var x = key(a), y = key(b);
+      if (x === y) { return 0; }
+      return ((x < y) ? -1 : 1) * (asc ? 1 : -1);
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  });
+});
+"""
+
+
+def _e(s: object) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _cell(v: Any, digits: int) -> tuple[str, bool]:
+    if hasattr(v, "item"):
+        v = v.item()
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "", True
+    if isinstance(v, bool):
+        return str(v), False
+    if isinstance(v, float):
+        return (f"{v:,.{digits}f}" if abs(v) < 1e15 else f"{v:.3e}"), True
+    if isinstance(v, int):
+        return f"{v:,}", True
+    return _e(v), False
+
+
+def table(df: pd.DataFrame, *, digits: int = 2, limit: int | None = None) -> str:
+    """A sortable HTML table of ``df`` (numbers right-aligned, NaN blank)."""
+    if df.empty:
+        return '<p class="note">(none)</p>'
+    shown = df if limit is None else df.head(limit)
+    head = "".join(f"<th>{_e(c)}</th>" for c in shown.columns)
+    rows = []
+    for row in shown.itertuples(index=False, name=None):
+        cells = []
+        for v in row:
+            text, num = _cell(v, digits)
+            cells.append(f'<td class="n">{text}</td>' if num else f"<td>{text}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = (f'<p class="note">{len(df) - len(shown)} more rows not shown.</p>'
+            if len(shown) < len(df) else "")
+    return (f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+            f"</tbody></table>{more}")
+
+
+def _finding(f: Finding, show_run: bool) -> str:
+    run = f" <span class=\"note\">[{_e(f.run)}]</span>" if show_run else ""
+    return (f'<div class="finding {_e(f.severity)}"><span class="sev">{_e(f.severity)}</span>'
+            f"<b>{_e(f.title)}</b>{run}<br>{_e(f.evidence)}<br><i>Try:</i> {_e(f.advice)}</div>")
+
+
+def _cards(r: RunAnalysis) -> str:
+    f = r.facts
+    items = [("device", r.device_name or "unknown"), ("ranks", f"{int(f.get('ranks', 1))}"),
+             ("span", f"{f.get('span_ms', 0):,.2f} ms")]
+    if "step_ms" in f:
+        items.append(("steps", f"{int(f.get('steps', 0))} x {f['step_ms']:,.2f} ms"))
+    if "busy_pct" in f:
+        items.append(("GPU busy", f"{f['busy_pct']:.1f}%"))
+    items.append(("kernels", f"{int(f.get('kernels', 0)):,}"))
+    return '<div class="cards">' + "".join(
+        f'<div class="card"><span class="note">{_e(k)}</span><b>{_e(v)}</b></div>'
+        for k, v in items) + "</div>"
+
+
+def _unavailable(r: RunAnalysis, name: str) -> str:
+    why = r.unavailable.get(name)
+    return f'<p class="note">Analysis unavailable: {_e(why)}</p>' if why else ""
+
+
+def _run_section(r: RunAnalysis, idx: int) -> str:
+    out = [f'<h2 id="run{idx}">Run: {_e(r.label)}</h2>',
+           '<p class="note">' + "<br>".join(_e(p) for p in r.paths) + "</p>", _cards(r)]
+    out.append("<h3>Overview</h3>" + table(r.overview) + table(r.devices))
+
+    out.append("<h3>GPU time by kernel class</h3>")
+    bc = r.by_class
+    if len(bc):
+        out.append(svg.hbar(list(bc["class"].astype(str)), list(bc["total_us"].astype(float)),
+                            unit="us"))
+    out.append(table(bc.drop(columns=["name"], errors="ignore")))
+
+    out.append("<h3>Top kernels</h3>")
+    tk = r.top_kernels
+    if len(tk):
+        out.append(svg.hbar(list(tk["name"].astype(str)), list(tk["total_us"].astype(float)),
+                            unit="us", colors=[svg.color(str(c)) for c in tk["class"]]))
+    out.append(table(tk.drop(columns=["full_name"], errors="ignore")))
+
+    out.append("<h3>Operators by self GPU time</h3>" + _unavailable(r, "ops") + table(r.ops))
+
+    out.append("<h3>Idle gaps by cause</h3>" + _unavailable(r, "idle"))
+    dev = r.idle_summary[r.idle_summary["stream"] == -1] if "stream" in r.idle_summary else None
+    if dev is not None and len(dev):
+        for d, g in dev.groupby("device"):
+            out.append(svg.stacked([(f"GPU {d}", [(str(c), float(p)) for c, p in
+                                                  zip(g["cause"], g["pct"], strict=True)])]))
+        out.append(table(dev.assign(idle_ms=dev["idle_ns"] / 1e6).drop(columns="idle_ns")))
+    hist = r.idle_histogram
+    if len(hist) and "stream" in hist:
+        hd = hist[hist["stream"] == -1].groupby("bin", sort=False)["gaps"].sum()
+        out.append("<h3>Gap-length histogram</h3>")
+        out.append(svg.vbar(list(hd.index.astype(str)), list(hd.astype(float)), unit="gaps"))
+    if len(r.idle_gaps) and "ts" in r.idle_gaps:
+        g = r.idle_gaps.assign(ts_ms=r.idle_gaps["ts"] / 1e6, dur_us=r.idle_gaps["dur"] / 1e3)
+        out.append("<details><summary>Longest gaps</summary>"
+                   + table(g.drop(columns=["ts", "dur"]), digits=3) + "</details>")
+
+    out.append("<h3>Step breakdown</h3>" + _unavailable(r, "breakdown"))
+    bd = r.breakdown
+    if len(bd) and "compute_pct" in bd:
+        rows = []
+        for rec in bd.to_dict("records"):
+            step = int(rec["step"])
+            rows.append((f"rank {int(rec['rank'])} " + ("all" if step == -1 else f"step {step}"),
+                         [(k, float(rec[f"{k}_pct"]))
+                          for k in ("compute", "exposed_comm", "memory", "idle")]))
+        out.append(svg.stacked(rows, label_w=140))
+    out.append(table(bd))
+
+    out.append("<h3>Communication / compute overlap per rank</h3>" + _unavailable(r, "overlap"))
+    ov = r.overlap
+    if len(ov) and "exposed_comm_pct" in ov and float(ov["comm_ns"].sum()) > 0:
+        out.append(svg.hbar([f"rank {int(x)}" for x in ov["rank"]],
+                            list(ov["overlap_pct"].fillna(0).astype(float)),
+                            unit="% of comm overlapped", label_w=100))
+        out.append(svg.hbar([f"rank {int(x)}" for x in ov["rank"]],
+                            list(ov["exposed_comm_pct"].astype(float)),
+                            unit="% of step exposed comm", label_w=100,
+                            colors=[svg.color("exposed_comm")] * len(ov)))
+    out.append(table(ov))
+
+    out.append("<h3>Launch overhead per step</h3>" + _unavailable(r, "launch") + table(r.launch))
+    out.append("<h3>Host-device copies inside steps</h3>" + table(r.copies))
+    out.append("<h3>Synchronizing calls inside steps</h3>" + table(r.syncs))
+    out.append("<h3>GEMM throughput</h3>" + table(r.gemm))
+
+    if len(r.timeline):
+        win = int(r.timeline.attrs.get("window_ns", int((r.timeline["ts"] + r.timeline["dur"])
+                                                         .max())))
+        out.append(f"<h3>Timeline of step {r.timeline_step}</h3>")
+        out.append(svg.timeline(r.timeline, win, title=f"step {r.timeline_step}"))
+        classes = sorted(set(r.timeline["cls"].astype(str)))
+        out.append('<p class="note">' + " ".join(
+            f'<span style="color:{svg.color(c)}">■</span> {_e(c)}' for c in classes) + "</p>")
+    return "\n".join(out)
+
+
+def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
+                comparison: pd.DataFrame | None = None, title: str = "traceforge report",
+                version: str = "") -> str:
+    """The whole report as one HTML document."""
+    body = [f"<h1>{_e(title)}</h1>",
+            f'<p class="note">traceforge {_e(version)} · {len(runs)} run(s)</p>']
+    if len(runs) > 1:
+        body.append("<nav>" + " · ".join(f'<a href="#run{i}">{_e(r.label)}</a>'
+                                         for i, r in enumerate(runs)) + "</nav>")
+    if comparison is not None and len(comparison):
+        body.append("<h2>Comparison</h2>")
+        lat = comparison.dropna(subset=["latency_ms"])
+        if len(lat):
+            body.append(svg.hbar(list(lat["run"].astype(str)),
+                                 list(lat["latency_ms"].astype(float)), unit="ms", label_w=160))
+        body.append(table(comparison))
+    body.append("<h2>Findings</h2>")
+    if found:
+        body += [_finding(f, len(runs) > 1) for f in found]
+    else:
+        body.append('<p class="note">No rule fired: nothing stands out.</p>')
+    body += [_run_section(r, i) for i, r in enumerate(runs)]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width\">"
+            f"<link rel=\"icon\" href=\"data:,\"><title>{_e(title)}</title>"
+            f"<style>{_CSS}</style></head><body><main>{''.join(body)}</main>"
+            f"<script>{_JS}</script></body></html>\n")
