@@ -163,3 +163,15 @@ def test_truncated_gzip_and_missing_file(tmp_path: Path) -> None:
         load(tmp_path / "missing.json")
     with pytest.raises(TraceFormatError, match="directory"):
         load(tmp_path)
+
+
+def test_unknown_category_still_loads_and_is_kind_other(tmp_path: Path) -> None:
+    # The fast schema decodes cat as a Literal of Kineto's categories; any other string
+    # takes the second typed schema and must give the same table.
+    doc = kineto_doc()
+    doc["traceEvents"].append({"ph": "X", "cat": "my_vendor_thing", "name": "x", "pid": 10,
+                               "tid": 11, "ts": 1002.0, "dur": 1.0})
+    t = load(write(tmp_path, doc))
+    row = t.events[t.events["name"] == "x"].iloc[0]
+    assert (row["cat"], row["kind"], row["dur"]) == ("my_vendor_thing", "other", 1000)
+    assert len(t.kernels()) == 1 and t.meta.notes == ()

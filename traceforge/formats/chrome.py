@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import numpy as np
@@ -41,9 +41,24 @@ class _Args(msgspec.Struct, frozen=True, gc=False):
 _NO_ARGS = _Args()
 
 
+# Every category Kineto writes (libkineto ActivityType.h), the flow categories and the
+# 2021 legacy names. Decoding ``cat`` as a Literal hands back one shared string object per
+# category instead of allocating one per event, which makes large traces load faster. A
+# file with any other category is decoded again with ``cat: str`` (_EventAnyCat).
+KnownCat = Literal[
+    "", "cpu_op", "user_annotation", "gpu_user_annotation", "gpu_memcpy", "gpu_memset",
+    "kernel", "external_correlation", "cuda_runtime", "cuda_driver", "cpu_instant_event",
+    "python_function", "overhead", "cuda_sync", "cuda_event", "glow_runtime", "mtia_runtime",
+    "mtia_ccp_events", "mtia_insight", "cuda_profiler_range", "hpu_op", "xpu_runtime",
+    "xpu_driver", "collective_comm", "privateuse1_runtime", "privateuse1_driver",
+    "ac2g", "fwdbwd", "Trace", "async_cpu_to_gpu", "async_gpu", "Operator", "Kernel",
+    "Runtime", "Memcpy", "Memset", "Python", "DataFlow",
+]
+
+
 class _Event(msgspec.Struct, gc=False):
     ph: str = ""
-    cat: str = ""
+    cat: KnownCat = ""
     name: str = ""
     pid: int | str = 0
     tid: int | str = 0
@@ -51,6 +66,10 @@ class _Event(msgspec.Struct, gc=False):
     dur: float | str | None = None
     id: int | str | None = None
     args: _Args = _NO_ARGS
+
+
+class _EventAnyCat(_Event, gc=False):
+    cat: str = ""  # type: ignore[assignment]
 
 
 class _Doc(msgspec.Struct, gc=False):
@@ -70,6 +89,10 @@ class _Doc(msgspec.Struct, gc=False):
     trace_id: Any = None
     traceforge: dict[str, Any] | None = None
     computeProperties: Any = None
+
+
+class _DocAnyCat(_Doc, gc=False):
+    traceEvents: list[_EventAnyCat] | None = None  # type: ignore[assignment]
 
 
 class _ArgsOnly(msgspec.Struct, gc=False):
@@ -140,19 +163,20 @@ def _decode_error(path: Path, raw: bytes, e: Exception) -> TraceFormatError:
 def _decode(path: Path, raw: bytes) -> tuple[list[Any], _Doc, bool]:
     """Typed decode; on a schema mismatch, a lenient decode. Returns (events, doc, typed)."""
     is_list = raw.lstrip()[:1] == b"["
-    try:
-        if is_list:
-            return msgspec.json.decode(raw, type=list[_Event]), _Doc(), True
-        doc = msgspec.json.decode(raw, type=_Doc)
-        if doc.traceEvents is None:
-            raise TraceFormatError(path, "JSON but not a trace (no traceEvents list)")
-        return doc.traceEvents, doc, True
-    except msgspec.ValidationError:
-        pass
-    except msgspec.DecodeError as e:
-        raise _decode_error(path, raw, e) from None
-    except UnicodeDecodeError:
-        raise TraceFormatError(path, "not valid UTF-8 text") from None
+    for ev_type, doc_type in ((_Event, _Doc), (_EventAnyCat, _DocAnyCat)):
+        try:
+            if is_list:
+                return msgspec.json.decode(raw, type=list[ev_type]), _Doc(), True
+            doc = msgspec.json.decode(raw, type=doc_type)
+            if doc.traceEvents is None:
+                raise TraceFormatError(path, "JSON but not a trace (no traceEvents list)")
+            return doc.traceEvents, doc, True
+        except msgspec.ValidationError:
+            continue
+        except msgspec.DecodeError as e:
+            raise _decode_error(path, raw, e) from None
+        except UnicodeDecodeError:
+            raise TraceFormatError(path, "not valid UTF-8 text") from None
     # Lenient path: plain objects, coerced field by field below.
     try:
         obj = msgspec.json.decode(raw)
