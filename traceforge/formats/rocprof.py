@@ -243,7 +243,7 @@ def _read_legacy_json(p: Path) -> pd.DataFrame:
             "name": name, "kind": kind, "cat": lane or "rocprof",
             "ts": int(a.get("BeginNs", float(e.get("ts", 0)) * 1000)),
             "end": int(a.get("EndNs", (float(e.get("ts", 0)) + float(e.get("dur", 0))) * 1000)),
-            "pid": dev if gpu else int(a.get("proc-id", e.get("tid", -1))),
+            "pid": dev if gpu else int(str(a.get("proc-id", e.get("tid", -1)))),
             "tid": int(a.get("queue-id", -1)) if gpu else int(e.get("tid", -1)),
             "device": dev if gpu else -1, "stream": int(a.get("queue-id", -1)) if gpu else -1,
             "host_pid": int(a.get("proc-id", -1)),
