@@ -10,10 +10,11 @@ correlation id, ...) go through a slower, lenient path that yields the same tabl
 from __future__ import annotations
 
 import gc
+import math
 import gzip
 import zlib
 from collections.abc import Callable, Sequence
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal
@@ -62,8 +63,9 @@ class _Event(msgspec.Struct, gc=False):
     name: str = ""
     pid: int | str = 0
     tid: int | str = 0
-    ts: float | str | None = None
-    dur: float | str | None = None
+    # NaN marks "absent" (instant events have no dur) so that both stay plain floats.
+    ts: float | str = math.nan
+    dur: float | str = math.nan
     id: int | str | None = None
     args: _Args = _NO_ARGS
 
@@ -123,6 +125,8 @@ _KIND_OF_CAT = {
 
 _EVENT_PHASES = ("X", "i", "I", "B", "E")
 _FLOW_PHASES = ("s", "t", "f")
+_PH_LETTERS = np.array(["X", "i", "I", "B", "E", "s", "t", "f", "M", "C", "?"], dtype="<U1")
+_PH_CODE = {c: i for i, c in enumerate(_PH_LETTERS[:-1].tolist())}  # -1 indexes "?"
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -230,8 +234,8 @@ def _loose(e: dict[str, Any]) -> _Event:
         name="" if name is None else str(name),
         pid=e.get("pid") if isinstance(e.get("pid"), (int, str)) else 0,
         tid=e.get("tid") if isinstance(e.get("tid"), (int, str)) else 0,
-        ts=ts if isinstance(ts, (int, float, str)) else None,
-        dur=dur if isinstance(dur, (int, float, str)) else None,
+        ts=ts if isinstance(ts, (int, float, str)) else math.nan,
+        dur=dur if isinstance(dur, (int, float, str)) else math.nan,
         id=e.get("id") if isinstance(e.get("id"), (int, str)) else None,
         args=args,
     )
@@ -284,12 +288,12 @@ class _Ids:
     def column(self, values: list[Any]) -> np.ndarray:
         # Nearly all ids are ints; Kineto's few string pids ("Spans", "Traces") and legacy
         # string tids are fixed up one by one instead of sending every value through Python.
-        if set(map(type, values)) <= {int}:
+        # The few distinct non-int values get an id each; ``dict.get(v, v)`` then maps
+        # every value at C speed (ints map to themselves).
+        fix = {v: self.one(v) for v in set(values) if type(v) is not int}
+        if not fix:
             return np.array(values, dtype=np.int64)
-        # Map each distinct value once (there are few pids/tids), then broadcast.
-        codes, uniq = pd.factorize(np.array(values, dtype=object))
-        mapped = np.array([self.one(v) for v in uniq], dtype=np.int64)
-        return mapped[codes]
+        return np.fromiter(map(fix.get, values, values), dtype=np.int64, count=len(values))
 
     def one(self, v: Any) -> int:
         if isinstance(v, int):
@@ -334,7 +338,13 @@ def _read(p: Path) -> Trace:
         raise TraceFormatError(p, f"not a trace ({what})")
     # Phases are one-character strings (interned by CPython): a fixed-width numpy array
     # compares them at C speed.
-    phs = np.array(_take(attrgetter("ph"), events), dtype="<U1")
+    # Phase letters -> small codes through dict.get at C speed; unknown phases get -1.
+    ph_code = np.fromiter(
+        map(_PH_CODE.get, _take(attrgetter("ph"), events), repeat(-1)),
+        dtype=np.int8,
+        count=n_all,
+    )
+    phs = _PH_LETTERS[ph_code]
     is_event = np.isin(phs, _EVENT_PHASES)
     is_flow = np.isin(phs, _FLOW_PHASES)
     idx_ev = np.flatnonzero(is_event)
@@ -347,9 +357,18 @@ def _read(p: Path) -> Trace:
         _metadata_event(events[i], ids, process_names, thread_names)
 
     # None (missing) becomes NaN in a float64 array; numeric strings are parsed.
-    ts_us = _floats(p, _take(attrgetter("ts"), evs), "ts")
     ph_ev = phs[idx_ev]
-    dur_us = _floats(p, _take(attrgetter("dur"), evs), "dur")
+    try:
+        # One pass for both: Kineto's ts and dur are always numbers.
+        tsdur = np.fromiter(
+            chain.from_iterable(map(attrgetter("ts", "dur"), evs)), dtype=np.float64,
+            count=2 * len(evs),
+        ).reshape(len(evs), 2)
+        ts_us, dur_us = tsdur[:, 0], tsdur[:, 1]
+    except (TypeError, ValueError):
+        # None (missing) becomes NaN, numeric strings are parsed; checked just below.
+        ts_us = _floats(p, _take(attrgetter("ts"), evs), "ts")
+        dur_us = _floats(p, _take(attrgetter("dur"), evs), "dur")
     is_x = ph_ev == "X"
     for what, bad_mask in (
         ("has no ts", np.isnan(ts_us)),
@@ -375,7 +394,7 @@ def _read(p: Path) -> Trace:
         dtype=np.int64,
         count=5 * n,
     ).reshape(n, 5)
-    ext, corr, stream, device, graph = (ints[:, k].copy() for k in range(5))
+    ext, corr, stream, device, graph = (ints[:, k] for k in range(5))
     del args
 
     cat_cat = _categorical(cats)
