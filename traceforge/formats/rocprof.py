@@ -42,6 +42,7 @@ _COUNTERS = ("Counter_Name", "Counter_Value")
 _DIRECTION = {"HOST_TO_DEVICE": "HtoD", "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD",
               "HOST_TO_HOST": "HtoH", "PEER_TO_PEER": "PtoP"}
 _LEGACY_DB = ("KERN", "OPS", "HIP")
+_MARKERS = frozenset(c for need in LAYOUTS.values() for c in need) | frozenset(_COUNTERS)
 
 
 def _df(data: Any) -> pd.DataFrame:
@@ -80,8 +81,9 @@ def sniff(path: Path, head: bytes) -> bool:
     if _is_legacy_json(head):
         return True
     cols = _header(head)
-    return bool(cols) and (_layout(cols) is not None or all(c in cols for c in _SUMMARY)
-                           or all(c in cols for c in _COUNTERS))
+    # Any header with rocprof's own column names is ours, so that a file with a missing
+    # column gets an error naming it instead of "not a supported trace".
+    return any(c in _MARKERS for c in cols) or all(c in cols for c in _SUMMARY)
 
 
 def _dir_files(d: Path) -> list[Path]:
