@@ -26,6 +26,7 @@ COMMANDS: tuple[str, ...] = (
     "diff",
     "open",
     "report",
+    "annotate",
     "idle",
     "overlap",
     "breakdown",

@@ -1,0 +1,108 @@
+"""Draw traceforge's analysis onto a Chrome trace document, for Perfetto.
+
+Adds, next to the trace's own tracks, one "traceforge" process per rank with a thread per
+idle cause (each gap a slice named by its cause), a thread of step windows, a thread that
+repeats the top-N kernels' slices, counter tracks of communication overlapped / exposed,
+and global instants at step starts; every kernel gets ``class``/``family`` args (and
+``top_kernel`` when it is among the top N). Everything is formatted from
+:class:`~traceforge.analyzers.analysis.Annotations`; nothing is measured here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traceforge.analyzers.analysis import Annotations
+from traceforge.model import Trace
+
+#: Chrome ``pid`` of the analysis tracks of rank 0 (+ rank for others): far above real pids
+#: and device rows, and inside int32 for the protobuf writer.
+ANALYSIS_PID = 1_900_000_000
+CAUSE_TIDS = {"host_bound": 1, "launch_latency": 2, "sync": 3, "other": 4}
+STEPS_TID = 10
+TOP_TID = 11
+CAT = "traceforge"
+
+
+def _us(ns: int) -> float:
+    return ns / 1000.0
+
+
+def _meta(pid: int, tid: int | None, name: str, sort: int) -> list[dict[str, Any]]:
+    if tid is None:
+        return [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                 "args": {"name": name}},
+                {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                 "args": {"sort_index": sort}}]
+    return [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
+            {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+             "args": {"sort_index": sort}}]
+
+
+def annotation_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
+    """The extra Chrome events: idle-gap slices, step windows and instants, top-N kernel
+    slices and overlap counters, on their own process named for the rank."""
+    pid = ANALYSIS_PID + ann.rank
+    ev: list[dict[str, Any]] = _meta(pid, None, f"traceforge analysis (rank {ann.rank})", -1)
+    gaps = ann.gaps
+    for cause, tid in CAUSE_TIDS.items():
+        ev += _meta(pid, tid, f"idle: {cause}", tid)
+    for g in gaps.to_dict("records"):
+        tid = CAUSE_TIDS.get(str(g["cause"]), CAUSE_TIDS["other"])
+        args = {"cause": str(g["cause"]), "gap_us": int(g["dur"]) / 1e3, "device": int(g["device"]),
+                "step": int(g["step"])}
+        for k in ("next_name", "launch_name", "cpu_op", "annotation"):
+            if g.get(k):
+                args[k] = str(g[k])
+        ev.append({"ph": "X", "cat": CAT, "name": str(g["cause"]), "pid": pid, "tid": tid,
+                   "ts": _us(int(g["ts"])), "dur": _us(int(g["dur"])), "args": args})
+    ev += _meta(pid, STEPS_TID, "GPU step windows", STEPS_TID)
+    for w in ann.windows.to_dict("records"):
+        lo, hi, step = int(w["ts"]), int(w["end"]), int(w["step"])
+        ev.append({"ph": "X", "cat": CAT, "name": f"step {step}", "pid": pid, "tid": STEPS_TID,
+                   "ts": _us(lo), "dur": _us(hi - lo), "args": {"step": step}})
+        ev.append({"ph": "i", "s": "g", "cat": CAT, "name": f"step {step} begins (GPU)",
+                   "pid": pid, "tid": STEPS_TID, "ts": _us(lo)})
+    ev += _meta(pid, TOP_TID, f"top {len(ann.top)} kernels by GPU time", TOP_TID)
+    rank_of = {n: i + 1 for i, n in enumerate(ann.top)}
+    kern = trace.kernels()
+    kern = kern[kern["name"].astype(str).isin(rank_of)]
+    for name, ts, dur in zip(kern["name"].astype(str), kern["ts"].tolist(),
+                             kern["dur"].tolist(), strict=True):
+        short = name if len(name) < 80 else name[:77] + "..."
+        ev.append({"ph": "X", "cat": CAT, "name": f"#{rank_of[name]} {short}", "pid": pid,
+                   "tid": TOP_TID, "ts": _us(int(ts)), "dur": _us(int(dur)),
+                   "args": {"top_kernel": rank_of[name], "kernel": name}})
+    series = f"comm/compute overlap (rank {ann.rank})"
+    for r in ann.overlap.to_dict("records"):
+        ev.append({"ph": "C", "cat": CAT, "name": series, "pid": pid, "tid": 0,
+                   "ts": _us(int(r["ts"])),
+                   "args": {"overlapped": int(r["overlapped"]), "exposed": int(r["exposed"])}})
+    return ev
+
+
+def tag_kernels(doc: dict[str, Any], ann: Annotations) -> None:
+    """Add ``class``/``family``/``detail`` (and ``top_kernel``) args to every kernel event
+    of ``doc`` in place; ``doc`` is the fresh document this module is building."""
+    rank_of = {n: i + 1 for i, n in enumerate(ann.top)}
+    for e in doc.get("traceEvents", []):
+        if e.get("ph") != "X" or str(e.get("cat", "")).lower() != "kernel":
+            continue
+        info = ann.kernel_classes.get(str(e.get("name")))
+        if info is None:
+            continue
+        args = e.setdefault("args", {})
+        args["class"], args["family"] = info[0], info[1]
+        if info[2]:
+            args["detail"] = info[2]
+        if e["name"] in rank_of:
+            args["top_kernel"] = rank_of[e["name"]]
+
+
+def annotated_document(trace: Trace, ann: Annotations) -> dict[str, Any]:
+    """The trace as a Chrome document with the analysis drawn on it."""
+    from traceforge.render.chrome_json import trace_to_chrome
+
+    doc = trace_to_chrome(trace, annotation_events(trace, ann))
+    tag_kernels(doc, ann)
+    return doc
