@@ -10,23 +10,24 @@ Every analysis is a plain function ``Trace -> DataFrame`` (or a small result of 
 
 from __future__ import annotations
 
-from traceforge.analyzers.diff import TraceDiff, diff
-from traceforge.analyzers.kernel_names import classify, short_name
 from traceforge.analyzers.breakdown import breakdown
+from traceforge.analyzers.diff import TraceDiff, diff
 from traceforge.analyzers.idle import IdleReport, idle_gaps
+from traceforge.analyzers.kernel_names import classify, short_name
 from traceforge.analyzers.kernels import kernel_table, top_kernels
 from traceforge.analyzers.launch import LaunchReport, gpu_activity, launch_overhead
 from traceforge.analyzers.overlap import OverlapReport, overlap
 from traceforge.errors import (
     AnalysisError,
     CaptureError,
-    TraceFormatError,
     TraceforgeError,
+    TraceFormatError,
     UsageError,
 )
 from traceforge.formats import load
 from traceforge.formats.run import load_run
 from traceforge.model import Device, Trace, TraceMeta
+from traceforge.perfetto_ui import open_in_perfetto
 
 __version__ = "0.1.0"
 
@@ -52,6 +53,7 @@ __all__ = [
     "launch_overhead",
     "load",
     "load_run",
+    "open_in_perfetto",
     "overlap",
     "short_name",
     "top_kernels",
