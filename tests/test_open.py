@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import socket
 import threading
 import time
@@ -121,3 +122,18 @@ def test_cli_open_exits_after_fetch(monkeypatch: pytest.MonkeyPatch) -> None:
     r = result[0]
     assert r.exit_code == 0, r.output  # type: ignore[attr-defined]
     assert f"#!/?url=http://127.0.0.1:{port}/{src.name}" in r.output  # type: ignore[attr-defined]
+
+
+def test_open_in_perfetto_for_notebooks() -> None:
+    # GIVEN a Trace in memory, WHEN opened with a fake browser on a free port
+    t = tf.load(shared("h100/compiled.pt.trace.json.gz"))
+    opened: list[str] = []
+    url = tf.open_in_perfetto(t, port=0, opener=opened.append)
+    # THEN the link the browser got serves the trace as Chrome JSON, once
+    assert opened == [url]
+    served = url.split("url=", 1)[1]
+    status, headers, body = _get(served)
+    assert status == 200 and headers["Access-Control-Allow-Origin"] == ORIGIN
+    doc = json.loads(body)
+    kernels = [x for x in doc["traceEvents"] if x.get("cat") == "kernel"]
+    assert len(kernels) == len(t.kernels())

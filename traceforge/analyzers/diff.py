@@ -120,6 +120,22 @@ def _facts(t: Trace) -> dict[str, float]:
         "kernels": len(kern) / per,
         "copies": float((gpu["kind"] == "memcpy").sum()) / per,
         "distinct kernels": float(kern["name"].nunique()),
+        **_launch_facts(t),
+    }
+
+
+def _launch_facts(t: Trace) -> dict[str, float]:
+    """Launch overhead per step: GPU time spent waiting on the CPU, and launch delay."""
+    from traceforge.analyzers.launch import launch_overhead
+
+    st = launch_overhead(t).steps
+    if st.empty:
+        return {"host wait": float("nan"), "launch delay (median)": float("nan"),
+                "launch-bound steps": 0.0}
+    return {
+        "host wait": float(st["host_wait_ns"].mean()) / 1e6,
+        "launch delay (median)": float(st["median_launch_delay_us"].median()),
+        "launch-bound steps": float((st["verdict"] == "launch-bound").sum()),
     }
 
 
@@ -127,6 +143,7 @@ _UNITS = {
     "span": "ms", "steps": "", "step time": "ms", "GPU time": "ms/step",
     "kernel time": "ms/step", "GPU busy": "ms/step", "GPU idle": "ms/step",
     "kernels": "per step", "copies": "per step", "distinct kernels": "",
+    "host wait": "ms/step", "launch delay (median)": "us", "launch-bound steps": "",
 }
 
 
