@@ -48,6 +48,7 @@ class TraceDiff:
     only_b: pd.DataFrame
     replacements: pd.DataFrame
     ops: pd.DataFrame
+    notes: tuple[str, ...] = ()
 
     def metric(self, name: str) -> tuple[float, float]:
         """The (a, b) values of one summary metric."""
@@ -286,7 +287,13 @@ def diff(a: Trace, b: Trace) -> TraceDiff:
     only_a, only_b = _only(pa, pb), _only(pb, pa)
     # _replacements reads the fused op list from full names, so it gets B's full rows.
     only_b_full = pb[~pb["name"].isin(set(pa["name"]))]
+    notes: tuple[str, ...] = ()
+    if a.steps().empty != b.steps().empty:
+        side = "A" if a.steps().empty else "B"
+        notes = (f"{side} has no profiler steps: its numbers cover the whole trace, the "
+                 "other side's one step; compare with care or trim both to one iteration.",)
     return TraceDiff(
+        notes=notes,
         summary=_summary(a, b),
         by_class=_grouped(sa, sb, "class", na, nb),
         by_family=_grouped(sa, sb, "family", na, nb),

@@ -26,7 +26,8 @@ SECTIONS: tuple[tuple[str, str], ...] = (
 def render_diff(d: TraceDiff, fmt: str, a: str, b: str, limit: int | None) -> str:
     """Every section of ``d`` in ``fmt``; JSON is one object keyed by section."""
     if fmt == "json":
-        return to_json_bytes({k: getattr(d, k) for k, _ in SECTIONS}).decode() + "\n"
+        doc = {k: getattr(d, k) for k, _ in SECTIONS} | {"notes": list(d.notes)}
+        return to_json_bytes(doc).decode() + "\n"
     parts = []
     for key, title in SECTIONS:
         df: pd.DataFrame = getattr(d, key)
@@ -41,7 +42,8 @@ def render_diff(d: TraceDiff, fmt: str, a: str, b: str, limit: int | None) -> st
         else:
             parts.append(render_frame(shown, fmt, title=title, notes=notes, digits=3))
     head = f"A = {a}\nB = {b}\n"
-    head += f"span speedup {d.span_speedup:.2f}x, GPU time speedup {d.gpu_speedup:.2f}x\n\n"
+    head += f"span speedup {d.span_speedup:.2f}x, GPU time speedup {d.gpu_speedup:.2f}x\n"
+    head += "".join(f"note: {n}\n" for n in d.notes) + "\n"
     return (head if fmt != "csv" else "") + "\n".join(parts)
 
 
