@@ -12,6 +12,7 @@ import importlib
 from pathlib import Path
 from types import ModuleType
 
+from traceforge import samples
 from traceforge.errors import TraceFormatError
 from traceforge.model import Trace
 
@@ -44,6 +45,10 @@ def read_head(path: Path, n: int = 4096) -> bytes:
 
 def load(path: str | Path) -> Trace:
     """Read any supported trace file (format sniffed from its content) into a Trace."""
+    if isinstance(path, str) and path.startswith(samples.PREFIX):
+        if path.removeprefix(samples.PREFIX) not in samples.names():
+            raise TraceFormatError(path, f"no such sample (have: {', '.join(samples.names())})")
+        path = samples.path(path)
     p = Path(path)
     if not p.exists():
         raise TraceFormatError(p, "no such file")
