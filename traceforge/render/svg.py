@@ -32,7 +32,7 @@ def _e(s: object) -> str:
 
 
 def _num(v: float) -> str:
-    if abs(v) >= 100:
+    if float(v).is_integer() or abs(v) >= 100:
         return f"{v:,.0f}"
     if abs(v) >= 1:
         return f"{v:,.2f}"
@@ -46,7 +46,8 @@ def hbar(labels: Sequence[str], values: Sequence[float], *, unit: str = "",
     row = 22
     h = n * row + 8
     vmax = max([float(v) for v in values] + [1e-12])
-    plot_w = width - label_w - 90
+    # Leave room right of the longest bar for its value and unit.
+    plot_w = width - label_w - 70 - 6 * len(unit)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" '
              f'height="{h}" viewBox="0 0 {width} {h}" role="img">']
     for i, (lab, v) in enumerate(zip(labels, values, strict=True)):
