@@ -10,18 +10,19 @@ fetched the file.
 
 from __future__ import annotations
 
-import errno
 import re
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from dataclasses import replace
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
-from traceforge.errors import TraceforgeError, UsageError
+from traceforge.errors import UsageError
 from traceforge.model import GPU_KINDS, Trace
+
+if TYPE_CHECKING:
+    from traceforge.ui_server import OneFileServer
 
 UI_ORIGIN = "https://ui.perfetto.dev"
 PORT = 9001
@@ -36,78 +37,19 @@ def ui_url(name: str, *, origin: str = UI_ORIGIN, port: int = PORT) -> str:
     return f"{origin.rstrip('/')}/#!/?url=http://{HOST}:{port}/{quote(name)}"
 
 
-@dataclass
-class _State:
-    name: str
-    data: bytes
-    origin: str
-    fetched: bool = False
-    requests: int = 0
-
-
-class _OneFileServer(HTTPServer):
-    # Refuse a port another process listens on: SO_REUSEADDR only skips TIME_WAIT on Linux,
-    # but on other systems it could let two servers share 9001, so leave it off.
-    allow_reuse_address = False
-
-    def __init__(self, port: int, state: _State) -> None:
-        self.state = state
-        super().__init__((HOST, port), _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _OneFileServer
-
-    def _cors(self) -> None:
-        self.send_header("Access-Control-Allow-Origin", self.server.state.origin)
-        self.send_header("Cache-Control", "no-cache")
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        st = self.server.state
-        st.requests += 1
-        if unquote(urlsplit(self.path).path) != "/" + st.name:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self._cors()
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(len(st.data)))
-        self.end_headers()
-        try:
-            self.wfile.write(st.data)
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            return  # the tab went away mid-transfer: keep serving, it may retry
-        st.fetched = True
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.server.state.requests += 1
-        self.send_error(404)
-
-    def do_OPTIONS(self) -> None:  # noqa: N802
-        self.send_response(204)
-        self._cors()
-        self.send_header("Access-Control-Allow-Methods", "GET")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass  # one line per request would bury the link we printed
-
-
-def bind(name: str, data: bytes, *, origin: str = UI_ORIGIN, port: int = PORT) -> _OneFileServer:
+def bind(name: str, data: bytes, *, origin: str = UI_ORIGIN, port: int = PORT) -> OneFileServer:
     """A server for one file on loopback; a busy port is one clear TraceforgeError."""
-    if "/" in name or not name:
-        raise UsageError(f"cannot serve {name!r}: give a plain file name")
-    try:
-        return _OneFileServer(port, _State(name, data, origin))
-    except OSError as e:
-        if e.errno == errno.EADDRINUSE:
-            raise TraceforgeError(
-                f"port {port} on {HOST} is busy (a running `trace_processor --httpd` or "
-                "another `traceforge open`?): stop it and retry; the Perfetto UI only "
-                f"fetches from port {PORT}"
-            ) from None
-        raise TraceforgeError(f"cannot listen on {HOST}:{port} ({e.strerror})") from None
+    # http.server loads only here: every CLI verb imports this package, few serve files.
+    from traceforge import ui_server
+
+    return ui_server.bind(name, data, origin=origin, port=port)
+
+
+def serve_until_fetched(server: OneFileServer, *, timeout_s: float | None = None) -> bool:
+    """Handle requests until the file was fetched once (True) or ``timeout_s`` ran out."""
+    from traceforge import ui_server
+
+    return ui_server.serve_until_fetched(server, timeout_s=timeout_s)
 
 
 def loaded_size(data: bytes) -> int:
@@ -115,20 +57,6 @@ def loaded_size(data: bytes) -> int:
     if data[:2] == b"\x1f\x8b" and len(data) >= 4:
         return max(len(data), int.from_bytes(data[-4:], "little"))
     return len(data)
-
-
-def serve_until_fetched(server: _OneFileServer, *, timeout_s: float | None = None) -> bool:
-    """Handle requests until the file was fetched once (True) or ``timeout_s`` ran out."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    server.timeout = 0.25  # wake up now and then to check the deadline and Ctrl-C
-    try:
-        while not server.state.fetched:
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            server.handle_request()
-        return True
-    finally:
-        server.server_close()
 
 
 # -- what to serve -------------------------------------------------------------------------
