@@ -137,3 +137,32 @@ def test_open_in_perfetto_for_notebooks() -> None:
     doc = json.loads(body)
     kernels = [x for x in doc["traceEvents"] if x.get("cat") == "kernel"]
     assert len(kernels) == len(t.kernels())
+
+
+def test_port_is_free_again_right_after_a_fetch() -> None:
+    # A second `traceforge open` right after the first must not see a busy port.
+    port = _free_port()
+    for _ in range(2):
+        server = ui.bind("t.json", b"{}", port=port)
+        th = threading.Thread(target=ui.serve_until_fetched, args=(server,),
+                              kwargs={"timeout_s": 10})
+        th.start()
+        assert _get(f"http://127.0.0.1:{port}/t.json")[0] == 200
+        th.join(5)
+        assert not th.is_alive()
+
+
+def test_cli_busy_port_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from traceforge.cli import main
+
+    src = shared("h100/compiled.pt.trace.json.gz")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        monkeypatch.setattr(ui, "PORT", s.getsockname()[1])
+        with pytest.raises(SystemExit) as exc:
+            main(["open", str(src), "--no-browser"])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "busy" in err[0] and "Traceback" not in err[0]

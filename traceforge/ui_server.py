@@ -29,9 +29,10 @@ class _State:
 
 
 class OneFileServer(HTTPServer):
-    # Refuse a port another process listens on: SO_REUSEADDR only skips TIME_WAIT on Linux,
-    # but on other systems it could let two servers share 9001, so leave it off.
-    allow_reuse_address = False
+    # SO_REUSEADDR, as Perfetto's open_trace_in_ui sets it: a second `open` right after the
+    # first must not fail on the first one's TIME_WAIT connections. On Linux and macOS it
+    # still refuses a port that another socket listens on, which is the busy-port error.
+    allow_reuse_address = True
 
     def __init__(self, port: int, state: _State) -> None:
         self.state = state
