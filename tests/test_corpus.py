@@ -59,7 +59,8 @@ def test_every_kineto_fixture_loads_with_invariants(path: Path) -> None:
 
 
 def test_sidecar_json_is_rejected_in_one_line() -> None:
-    p = SHARED / "external/tracelens/traces/inference/sglang_decode/capture_traces/execution_details.json"
+    p = (SHARED / "external/tracelens/traces/inference/sglang_decode/capture_traces"
+         / "execution_details.json")
     if not p.exists():
         pytest.skip("shared fixtures absent")
     with pytest.raises(TraceFormatError, match="not a trace"):

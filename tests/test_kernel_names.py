@@ -23,7 +23,8 @@ CASES = [
     ("triton_red_fused_add_addmm_mul_native_layer_norm_split_unsqueeze_view_5", "triton",
      "triton_red_fused"),
     ("triton_per_fused_add_native_layer_norm_view_37", "triton", "triton_per_fused"),
-    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4>>(Flash_fwd_params)",
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 64, 4>>"
+     "(Flash_fwd_params)",
      "attention", "flash_attn"),
     ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1"
      "_kernel0_0", "attention", "cudnn_sdpa"),
@@ -56,7 +57,9 @@ def test_short_names() -> None:
         "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, "
         "float>(int, float, c10::BFloat16 const*, c10::BFloat16 const*)"
     ) == "vectorized_layer_norm_kernel"
-    assert short_name(CASES[3][0]) == "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_64x2_tn_align2"
+    assert short_name(CASES[3][0]) == (
+        "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_64x2_tn_align2"
+    )
     assert short_name("triton_poi_fused_add_view_39") == "triton_poi_fused_add_view_39"
     assert short_name("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)") == (
         "ncclDevKernel_Generic"

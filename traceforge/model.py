@@ -103,8 +103,10 @@ def _no_args(rows: np.ndarray) -> list[dict[str, Any]]:
     return [{} for _ in range(len(rows))]
 
 
-def _empty_frame(columns: dict[str, str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
+def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
+    """An empty frame with the given column dtypes (e.g. FLOW_COLUMNS)."""
+    result: pd.DataFrame = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
+    return result
 
 
 def normalize_events(df: pd.DataFrame) -> pd.DataFrame:
@@ -128,16 +130,19 @@ def normalize_events(df: pd.DataFrame) -> pd.DataFrame:
         else:
             raise ValueError(f"events need a {col!r} column")
         if col == "kind":
-            s = pd.Categorical(s.astype(str) if s.dtype != "category" else s, categories=KINDS)
-            if pd.isna(s).any():
+            kinds = pd.Categorical(s.astype(str), categories=pd.Index(list(KINDS)))
+            if pd.isna(kinds).any():
                 raise ValueError("kind holds values outside KINDS")
-        elif dtype == "category" and s.dtype != "category":
+            out[col] = kinds
+            continue
+        if dtype == "category" and s.dtype != "category":
             s = s.astype("category")
         elif dtype == "int64" and s.dtype != np.int64:
             s = s.astype(np.int64)
         out[col] = s
     res = pd.DataFrame(out, index=pd.RangeIndex(n))
-    return res
+    result2: pd.DataFrame = res
+    return result2
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,7 +155,7 @@ class Trace:
 
     events: pd.DataFrame
     meta: TraceMeta = field(default_factory=TraceMeta)
-    flows: pd.DataFrame = field(default_factory=lambda: _empty_frame(FLOW_COLUMNS))
+    flows: pd.DataFrame = field(default_factory=lambda: empty_frame(FLOW_COLUMNS))
     args_provider: ArgsProvider = field(default=_no_args, repr=False)
 
     def __post_init__(self) -> None:
@@ -181,13 +186,14 @@ class Trace:
             def provider(rows: np.ndarray) -> list[dict[str, Any]]:
                 return [dict(stored[int(i)] or {}) for i in rows]
 
-        fl = _empty_frame(FLOW_COLUMNS) if flows is None else flows
+        fl = empty_frame(FLOW_COLUMNS) if flows is None else flows
         return cls(ev, meta or TraceMeta(), fl, provider)
 
     # -- selections ---------------------------------------------------------------------
     def of_kind(self, *kinds: str) -> pd.DataFrame:
         """Rows whose ``kind`` is one of ``kinds`` (original row labels kept)."""
-        return self.events[self.events["kind"].isin(kinds)]
+        result3: pd.DataFrame = self.events[self.events["kind"].isin(kinds)]
+        return result3
 
     def kernels(self) -> pd.DataFrame:
         """GPU kernel rows."""
@@ -212,10 +218,11 @@ class Trace:
         m = names.str.extract(r"^ProfilerStep#(\d+)$")[0]
         sel = ann[m.notna()]
         if sel.empty:
-            return pd.DataFrame(
+            result4: pd.DataFrame = pd.DataFrame(
                 {"step": pd.Series([], dtype=np.int64), "ts": pd.Series([], dtype=np.int64),
                  "dur": pd.Series([], dtype=np.int64), "end": pd.Series([], dtype=np.int64)}
             )
+            return result4
         out = pd.DataFrame(
             {
                 "step": m[m.notna()].astype(np.int64).to_numpy(),
@@ -226,7 +233,8 @@ class Trace:
         out["end"] = out["ts"] + out["dur"]
         # One step can appear twice (cpu_op and user_annotation rows): keep the longest.
         out = out.sort_values(["step", "dur"]).drop_duplicates("step", keep="last")
-        return out.sort_values("ts").reset_index(drop=True)
+        result5: pd.DataFrame = out.sort_values("ts").reset_index(drop=True)
+        return result5
 
     # -- derived facts ------------------------------------------------------------------
     @property

@@ -33,7 +33,8 @@ def _mm(dims: Dims, a: int = 0) -> int | None:
         return None
     m, k = x
     n = w[1]
-    return 2 * m * k * n
+    result: int = 2 * m * k * n
+    return result
 
 
 def _bmm(dims: Dims, a: int = 0) -> int | None:
@@ -43,7 +44,8 @@ def _bmm(dims: Dims, a: int = 0) -> int | None:
     if not (_is_shape(x) and _is_shape(w)) or len(x) != 3 or len(w) != 3:
         return None
     b, m, k = x
-    return 2 * b * m * k * w[2]
+    result2: int = 2 * b * m * k * w[2]
+    return result2
 
 
 def _matmul(dims: Dims) -> int | None:
@@ -59,7 +61,8 @@ def _matmul(dims: Dims) -> int | None:
     m, k = x[-2], x[-1]
     n = w[-1]
     batch = max(_prod(x[:-2]), _prod(w[:-2]))
-    return 2 * batch * m * k * n
+    result3: int = 2 * batch * m * k * n
+    return result3
 
 
 def _linear(dims: Dims) -> int | None:
@@ -68,7 +71,8 @@ def _linear(dims: Dims) -> int | None:
     x, w = dims[0], dims[1]
     if not x or len(w) != 2:
         return None
-    return 2 * _prod(x[:-1]) * x[-1] * w[0]
+    result4: int = 2 * _prod(x[:-1]) * x[-1] * w[0]
+    return result4
 
 
 _INTS = re.compile(r"-?\d+")
@@ -110,7 +114,8 @@ def _conv(dims: Dims, concrete: Sequence[Any] | None) -> int | None:
         out_spatial.append((size + 2 * p - d * (k - 1) - 1) // s + 1)
     n, cout = x[0], w[0]
     cin_per_group = w[1]
-    return 2 * n * cout * _prod(out_spatial) * cin_per_group * _prod(w[2:])
+    result5: int = 2 * n * cout * _prod(out_spatial) * cin_per_group * _prod(w[2:])
+    return result5
 
 
 def _sdpa_bhle(dims: Dims) -> int | None:
@@ -120,7 +125,8 @@ def _sdpa_bhle(dims: Dims) -> int | None:
     b, h, lq, e = dims[0]
     s = dims[1][2]
     ev = dims[2][3]
-    return 2 * b * h * lq * s * e + 2 * b * h * lq * s * ev
+    result6: int = 2 * b * h * lq * s * e + 2 * b * h * lq * s * ev
+    return result6
 
 
 def _sdpa_blhe(dims: Dims) -> int | None:
@@ -130,7 +136,8 @@ def _sdpa_blhe(dims: Dims) -> int | None:
     b, lq, h, e = dims[0]
     s = dims[1][1]
     ev = dims[2][3]
-    return 2 * b * h * lq * s * e + 2 * b * h * lq * s * ev
+    result7: int = 2 * b * h * lq * s * e + 2 * b * h * lq * s * ev
+    return result7
 
 
 _FORMULAS: dict[str, Callable[[Dims, Sequence[Any] | None], int | None]] = {

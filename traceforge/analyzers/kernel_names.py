@@ -49,7 +49,8 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
          "communication", "custom_allreduce"),
         (r"^Memcpy|^\[CUDA memcpy|^memcpy|CopyBuffer|copyBuffer", "memcpy", "memcpy"),
         (r"^Memset|^\[CUDA memset|fillBuffer", "memset", "memset"),
-        (r"pytorch_flash::|^(void )?flash_(fwd|bwd)|flash_attn|flashattn", "attention", "flash_attn"),
+        (r"pytorch_flash::|^(void )?flash_(fwd|bwd)|flash_attn|flashattn",
+         "attention", "flash_attn"),
         (r"sdpa.*flash|flash.*sdpa|cudnn_generated_fort_native_sdpa", "attention", "cudnn_sdpa"),
         (r"fmha", "attention", "fmha"),
         (r"^triton_.*attn|^attn_fwd|^_attn_fwd|unified_attention|paged_attention|"

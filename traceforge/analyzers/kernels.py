@@ -31,7 +31,7 @@ def kernel_table(trace: Trace, *, include_memory: bool = False) -> pd.DataFrame:
     # A memcpy/memset row is classed by its kind, whatever its name says.
     cls = np.where(kind == "kernel", cls, kind)
     fam = np.where(kind == "kernel", fam, kind)
-    return pd.DataFrame(
+    result: pd.DataFrame = pd.DataFrame(
         {
             "row": k.index.to_numpy(),
             "name": names.to_numpy(),
@@ -47,6 +47,7 @@ def kernel_table(trace: Trace, *, include_memory: bool = False) -> pd.DataFrame:
             "graph": k["graph"].to_numpy(),
         }
     )
+    return result
 
 
 def top_kernels(
@@ -63,7 +64,8 @@ def top_kernels(
     key = {"name": "name", "family": "family", "class": "class"}[by]
     if kt.empty:
         cols = list(TOP_KERNEL_COLUMNS) + (["full_name"] if by == "name" else [])
-        return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
+        result2: pd.DataFrame = pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
+        return result2
     g = kt.groupby(key, sort=False, observed=True)
     agg = g["dur"].agg(["count", "sum", "min", "max"])
     first = g[["short", "class", "family"]].first()
@@ -97,4 +99,5 @@ def top_kernels(
     out = out.reset_index(drop=True)
     out = out.sort_values(["total_us", "name"], ascending=[False, True], kind="stable")
     out = out.reset_index(drop=True)
-    return out if n is None else out.head(n)
+    result3: pd.DataFrame = out if n is None else out.head(n)
+    return result3

@@ -18,7 +18,8 @@ OPS_COLUMNS = ("op", "self_gpu_us", "pct", "calls", "kernels", "gflops", "tflops
 
 
 def _empty() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=object) for c in OPS_COLUMNS})
+    result: pd.DataFrame = pd.DataFrame({c: pd.Series([], dtype=object) for c in OPS_COLUMNS})
+    return result
 
 
 def kernel_ops(trace: Trace) -> pd.Series:
@@ -45,7 +46,8 @@ def kernel_ops(trace: Trace) -> pd.Series:
     via_corr = launch_ext.reindex(gpu["corr"].to_numpy()).to_numpy()
     ext = np.where(ext >= 0, ext, np.nan_to_num(via_corr, nan=-1)).astype(np.int64)
     names = by_ext.reindex(ext)
-    return pd.Series(names.to_numpy(), index=gpu.index, dtype=object)
+    result2: pd.Series = pd.Series(names.to_numpy(), index=gpu.index, dtype=object)
+    return result2
 
 
 def ops(trace: Trace, n: int | None = None, *, include_memory: bool = True) -> pd.DataFrame:
@@ -81,11 +83,13 @@ def ops(trace: Trace, n: int | None = None, *, include_memory: bool = True) -> p
     )
     fl = flops.reindex(g.index).to_numpy(dtype=float)
     out["gflops"] = fl / 1e9
+    self_ns = g["sum"].to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["tflops_per_s"] = np.where(g["sum"].to_numpy() > 0, fl / g["sum"].to_numpy() / 1e3, np.nan)
+        out["tflops_per_s"] = np.where(self_ns > 0, fl / self_ns / 1e3, np.nan)
     out = out.sort_values(["self_gpu_us", "op"], ascending=[False, True], kind="stable")
     out = out.reset_index(drop=True)
-    return out if n is None else out.head(n)
+    result3: pd.DataFrame = out if n is None else out.head(n)
+    return result3
 
 
 def _flops_by_op(

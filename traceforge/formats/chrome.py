@@ -10,8 +10,8 @@ correlation id, ...) go through a slower, lenient path that yields the same tabl
 from __future__ import annotations
 
 import gc
-import math
 import gzip
+import math
 import zlib
 from collections.abc import Callable, Sequence
 from itertools import chain, repeat
@@ -24,7 +24,15 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
-from traceforge.model import FLOW_COLUMNS, KINDS, Device, Trace, TraceMeta, normalize_events
+from traceforge.model import (
+    FLOW_COLUMNS,
+    KINDS,
+    Device,
+    Trace,
+    TraceMeta,
+    empty_frame,
+    normalize_events,
+)
 
 NAME = "kineto"
 SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
@@ -97,6 +105,13 @@ class _DocAnyCat(_Doc, gc=False):
     traceEvents: list[_EventAnyCat] | None = None  # type: ignore[assignment]
 
 
+#: (bare-list type, document type) pairs tried in order before the lenient path.
+_SCHEMAS: tuple[tuple[Any, type[_Doc]], ...] = (
+    (list[_Event], _Doc),
+    (list[_EventAnyCat], _DocAnyCat),
+)
+
+
 class _ArgsOnly(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw()
 
@@ -167,10 +182,10 @@ def _decode_error(path: Path, raw: bytes, e: Exception) -> TraceFormatError:
 def _decode(path: Path, raw: bytes) -> tuple[list[Any], _Doc, bool]:
     """Typed decode; on a schema mismatch, a lenient decode. Returns (events, doc, typed)."""
     is_list = raw.lstrip()[:1] == b"["
-    for ev_type, doc_type in ((_Event, _Doc), (_EventAnyCat, _DocAnyCat)):
+    for list_type, doc_type in _SCHEMAS:
         try:
             if is_list:
-                return msgspec.json.decode(raw, type=list[ev_type]), _Doc(), True
+                return msgspec.json.decode(raw, type=list_type), _Doc(), True
             doc = msgspec.json.decode(raw, type=doc_type)
             if doc.traceEvents is None:
                 raise TraceFormatError(path, "JSON but not a trace (no traceEvents list)")
@@ -228,12 +243,14 @@ def _loose(e: dict[str, Any]) -> _Event:
     name = e.get("name")
     ts = e.get("ts")
     dur = e.get("dur")
-    return _Event(
+    pid = e.get("pid")
+    tid = e.get("tid")
+    return _EventAnyCat(
         ph=str(e.get("ph") or ""),
         cat=str(e.get("cat") or ""),
         name="" if name is None else str(name),
-        pid=e.get("pid") if isinstance(e.get("pid"), (int, str)) else 0,
-        tid=e.get("tid") if isinstance(e.get("tid"), (int, str)) else 0,
+        pid=pid if isinstance(pid, (int, str)) else 0,
+        tid=tid if isinstance(tid, (int, str)) else 0,
         ts=ts if isinstance(ts, (int, float, str)) else math.nan,
         dur=dur if isinstance(dur, (int, float, str)) else math.nan,
         id=e.get("id") if isinstance(e.get("id"), (int, str)) else None,
@@ -306,7 +323,8 @@ class _Ids:
 
 def _categorical(values: list[str]) -> pd.Categorical:
     codes, uniques = pd.factorize(np.array(values, dtype=object))
-    return pd.Categorical.from_codes(codes, categories=uniques)
+    result: pd.Categorical = pd.Categorical.from_codes(codes, categories=pd.Index(uniques))
+    return result
 
 
 def _take(getter: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
@@ -389,8 +407,9 @@ def _read(p: Path) -> Trace:
     args = _take(attrgetter("args"), evs)
     n = len(args)
     # One pass over the args structs: five ints per event, reshaped into columns.
+    five = attrgetter("ext", "correlation", "stream", "device", "graph")
     ints = np.fromiter(
-        chain.from_iterable(map(attrgetter("ext", "correlation", "stream", "device", "graph"), args)),
+        chain.from_iterable(map(five, args)),
         dtype=np.int64,
         count=5 * n,
     ).reshape(n, 5)
@@ -433,7 +452,7 @@ def _read(p: Path) -> Trace:
     frame = pd.DataFrame(
         {
             "name": _categorical(names),
-            "kind": pd.Categorical.from_codes(kind_codes, categories=KINDS),
+            "kind": pd.Categorical.from_codes(kind_codes, categories=pd.Index(list(KINDS))),
             "cat": cat_cat,
             "ts": ts_ns - t0,
             "dur": dur_ns,
@@ -491,7 +510,7 @@ def _metadata_event(
 
 def _flows(events: list[Any], idx: np.ndarray, phs: np.ndarray, ids: _Ids, p: Path) -> pd.DataFrame:
     if len(idx) == 0:
-        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in FLOW_COLUMNS.items()})
+        return empty_frame(FLOW_COLUMNS)
     fl = [events[i] for i in idx]
     # ac2g flows (launch call -> GPU activity) repeat what the correlation ids on both
     # events already say: the model keeps the link in ``corr`` and writers regenerate the
@@ -502,9 +521,9 @@ def _flows(events: list[Any], idx: np.ndarray, phs: np.ndarray, ids: _Ids, p: Pa
         fl = [fl[i] for i in other]
         idx = idx[other]
     if not fl:
-        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in FLOW_COLUMNS.items()})
+        return empty_frame(FLOW_COLUMNS)
     ts = _floats(p, _take(attrgetter("ts"), fl), "flow ts")
-    return pd.DataFrame(
+    result4: pd.DataFrame = pd.DataFrame(
         {
             "id": ids.column([-1 if v is None else v for v in _take(attrgetter("id"), fl)]),
             "cat": _categorical(_take(attrgetter("cat"), fl)),
@@ -514,10 +533,11 @@ def _flows(events: list[Any], idx: np.ndarray, phs: np.ndarray, ids: _Ids, p: Pa
             "tid": ids.column(_take(attrgetter("tid"), fl)),
         }
     )
+    return result4
 
 
 def _devices(props: list[dict[str, Any]] | None) -> tuple[Device, ...]:
-    out = []
+    out: list[Device] = []
     for d in props or []:
         name = str(d.get("name", ""))
         major, minor = d.get("computeMajor"), d.get("computeMinor")

@@ -1,0 +1,67 @@
+"""Lint, types and layering are part of the test suite, so CI keeps them green."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PKG = REPO / "traceforge"
+
+#: Which top-level subpackages each may import (the architecture's downward arrows).
+ALLOWED = {
+    "model": set(),
+    "errors": set(),
+    "samples": set(),
+    "formats": {"model", "errors", "samples"},
+    "capture": {"model", "errors"},
+    "analyzers": {"model", "errors"},
+    "render": {"model", "errors", "analyzers", "formats"},
+    "commands": {"model", "errors", "analyzers", "formats", "render", "capture", "samples"},
+}
+
+
+def _tool(name: str) -> str:
+    exe = Path(sys.executable).with_name(name)
+    found = str(exe) if exe.exists() else shutil.which(name)
+    if not found:
+        pytest.skip(f"{name} not installed")
+    return found
+
+
+def test_ruff_clean() -> None:
+    r = subprocess.run([_tool("ruff"), "check", "traceforge", "tests", "benchmarks"],
+                       cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_mypy_strict_clean() -> None:
+    r = subprocess.run([_tool("mypy")], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _layer(path: Path) -> str:
+    rel = path.relative_to(PKG)
+    return rel.parts[0].removesuffix(".py") if rel.parts else ""
+
+
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
+def test_imports_point_downward(path: Path) -> None:
+    layer = _layer(path)
+    if layer not in ALLOWED:
+        return  # cli.py, __init__.py, __main__.py sit on top and may import anything
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(
+            "traceforge."
+        ):
+            target = node.module.split(".")[1]
+            assert target == layer or target in ALLOWED[layer], (
+                f"{path.relative_to(REPO)} imports traceforge.{target}"
+            )
