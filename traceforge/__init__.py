@@ -16,7 +16,9 @@ from traceforge.analyzers.idle import IdleReport, idle_gaps
 from traceforge.analyzers.kernel_names import classify, short_name
 from traceforge.analyzers.kernels import kernel_table, top_kernels
 from traceforge.analyzers.launch import LaunchReport, gpu_activity, launch_overhead
+from traceforge.analyzers.ops import ops
 from traceforge.analyzers.overlap import OverlapReport, overlap
+from traceforge.capture import capture, step
 from traceforge.errors import (
     AnalysisError,
     CaptureError,
@@ -45,6 +47,7 @@ __all__ = [
     "TraceforgeError",
     "UsageError",
     "breakdown",
+    "capture",
     "classify",
     "diff",
     "gpu_activity",
@@ -54,7 +57,9 @@ __all__ = [
     "load",
     "load_run",
     "open_in_perfetto",
+    "ops",
     "overlap",
     "short_name",
+    "step",
     "top_kernels",
 ]

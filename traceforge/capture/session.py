@@ -1,0 +1,361 @@
+"""One in-process capture: apply a mode, find steps, drive torch.profiler, write the results.
+
+    with traceforge.capture(mode="sdpa", out="traces") as run:
+        for batch in loader:
+            model(batch)
+            traceforge.step()
+
+The ``torch`` backend records a Kineto trace on the schedule ``--steps WAIT,WARMUP,ACTIVE``;
+the ``nvtx`` backend only marks steps as NVTX (roctx on ROCm) ranges, for runs that an outer
+nsys or rocprof process records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from traceforge.capture import metadata
+from traceforge.capture.modes import ModeState, apply_mode, dynamo_counters
+from traceforge.capture.options import CaptureOptions, Steps
+from traceforge.capture.steps import WHOLE_RUN, StepTracker
+from traceforge.capture.trace_file import check_writable, embed_metadata, write_summary
+from traceforge.errors import UsageError
+
+IN_PROCESS_BACKENDS = ("torch", "nvtx")
+#: Warnings that traceforge's own machinery causes, not the target: Kineto's note that each
+#: schedule cycle clears events (intended), and torch.compile's note that global module hooks
+#: (our step detection, which counts only top-level calls) also see the OptimizedModule.
+_EXPECTED_WARNINGS = (".*clears events at the end of each cycle",
+                      ".*when there are global hooks on modules")
+
+
+@dataclass
+class StepRecord:
+    """One finished step: wall time (GPU synchronized) and peak GPU memory during it."""
+
+    index: int
+    wall_s: float
+    peak_bytes: int | None
+    graphs_compiled: int  # dynamo graphs compiled during this step
+
+
+@dataclass
+class Run:
+    """A capture in progress, then its outcome; ``summary`` is what went to disk."""
+
+    options: CaptureOptions
+    stem: str
+    rank: int | None
+    command: list[str] = field(default_factory=list)
+    script: str | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    step_source: str = WHOLE_RUN
+    exit_status: int = 0
+    error: str | None = None
+    interrupted: bool = False
+    trace_path: Path | None = None
+    summary_path: Path | None = None
+    recorded_steps: list[int] = field(default_factory=list)
+    mode_state: ModeState | None = None
+    notes: list[str] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _rank() -> int | None:
+    r = os.environ.get("RANK")
+    return int(r) if r is not None and r.isdigit() else None
+
+
+def _schedule_action(steps: Steps, k: int) -> Any:
+    """The profiler action of step ``k``.
+
+    Step 0 is recorded (and saved) provisionally: if the program never marks a step, the
+    whole run is that one step; if it does, the real window replaces it.
+    """
+    from torch.profiler import ProfilerAction
+
+    start = steps.wait + steps.warmup
+    if k == 0 and steps.wait > 0:
+        return ProfilerAction.RECORD_AND_SAVE
+    if k < steps.wait:
+        return ProfilerAction.NONE
+    if k < start:
+        return ProfilerAction.WARMUP
+    if k < start + steps.active - 1:
+        return ProfilerAction.RECORD
+    if k == start + steps.active - 1:
+        return ProfilerAction.RECORD_AND_SAVE
+    return ProfilerAction.NONE
+
+
+class _Recorder:
+    """The moving parts of a capture between start and finish."""
+
+    def __init__(self, run: Run, out: Path) -> None:
+        self.run = run
+        self.out = out
+        self.steps = run.options.schedule()
+        self.prof: Any = None
+        self.raw: Path | None = None  # Kineto JSON of the real window
+        self.raw_step0: Path | None = None  # provisional whole-run / step-0 recording
+        self.last = time.perf_counter()
+        self.graphs_seen = dynamo_counters()[0]
+        self.nvtx_open = False
+        self.tracker = StepTracker(self.on_step)
+
+    # -- profiler callbacks --------------------------------------------------------------
+    def on_ready(self, prof: Any) -> None:
+        k = prof.step_num
+        provisional = k == 1 and self.steps.wait > 0
+        path = self.out / f".{self.run.stem}.{'step0' if provisional else 'window'}.raw.json"
+        prof.export_chrome_trace(str(path))
+        if provisional:
+            self.raw_step0 = path
+            return
+        self.raw = path
+        start = self.steps.wait + self.steps.warmup
+        if k == 0 and not self.run.steps:
+            self.run.recorded_steps = [0]
+        else:
+            # k is the step in progress when recording stopped: the window's end when it ran
+            # to completion, a partial step when the run ended or was interrupted inside it.
+            self.run.recorded_steps = list(range(start, min(k + 1, start + self.steps.active)))
+
+    def on_step(self) -> None:
+        import torch
+
+        tc: Any = torch.cuda  # some of its functions are untyped
+        cuda = tc.is_available() and tc.is_initialized()
+        if cuda:
+            # Without a sync the wall time would be the launch time, not the step's.
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        peak: int | None = None
+        if cuda:
+            peak = int(torch.cuda.max_memory_allocated())
+            torch.cuda.reset_peak_memory_stats()
+        graphs = dynamo_counters()[0]
+        self.run.steps.append(StepRecord(len(self.run.steps), now - self.last, peak,
+                                         graphs - self.graphs_seen))
+        self.graphs_seen = graphs
+        self.last = now
+        if self.prof is not None:
+            self.prof.step()
+        if self.run.options.backend == "nvtx":
+            self._nvtx_next()
+
+    def _nvtx_next(self) -> None:
+        import torch
+
+        nvtx: Any = torch.cuda.nvtx  # untyped functions
+        try:
+            if self.nvtx_open:
+                nvtx.range_pop()
+            nvtx.range_push(f"step {len(self.run.steps)}")
+        except RuntimeError:  # a CPU build of torch has no NVTX: run on, unmarked
+            if "NVTX unavailable" not in " ".join(self.run.notes):
+                self.run.notes.append("NVTX unavailable in this torch build: steps not marked")
+            self.nvtx_open = False
+            return
+        self.nvtx_open = True
+
+    # -- start / stop --------------------------------------------------------------------
+    def start(self) -> None:
+        import torch
+
+        if self.run.options.backend == "torch":
+            from torch.profiler import ProfilerActivity, profile
+
+            acts = [ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                acts.append(ProfilerActivity.CUDA)
+            self.prof = profile(
+                activities=acts,
+                schedule=lambda k: _schedule_action(self.steps, k),
+                on_trace_ready=self.on_ready,
+                record_shapes=self.run.options.record_shapes,
+                profile_memory=self.run.options.memory,
+                with_stack=self.run.options.with_stack,
+            )
+            self.prof.start()
+        else:
+            self._nvtx_next()
+        self.tracker.install()
+        self.last = time.perf_counter()
+
+    def stop(self) -> None:
+        self.tracker.remove()
+        self.run.step_source = self.tracker.description
+        if self.prof is not None:
+            self.prof.stop()
+        if self.nvtx_open:
+            import torch
+
+            nvtx: Any = torch.cuda.nvtx
+            nvtx.range_pop()
+            self.nvtx_open = False
+
+
+def _stem(options: CaptureOptions, rank: int | None) -> str:
+    suffix = f".rank{rank}" if rank is not None else ""
+    return f"{options.name}.{options.mode}{suffix}"
+
+
+def _finish(rec: _Recorder, t0: float) -> None:
+    run = rec.run
+    opts = run.options
+    state = run.mode_state
+    if state is not None:
+        state.finish()
+    tail = time.perf_counter() - rec.last
+    trace_file: dict[str, Any] | None = None
+    raw = rec.raw
+    if raw is None and rec.raw_step0 is not None:
+        raw, run.recorded_steps = rec.raw_step0, [0]
+        run.notes.append(
+            f"the run ended after {len(run.steps)} step(s), before the window "
+            f"--steps {rec.steps}; kept the recording of step 0 instead"
+        )
+    elif raw is None and opts.backend == "torch":
+        run.notes.append("no steps were recorded: the run ended before the profiler's window")
+    summary: dict[str, Any] = {
+        "version": 1,
+        "mode": state.as_dict() if state else {"mode": opts.mode},
+        "backend": opts.backend,
+        "rank": run.rank,
+        "steps": {
+            "source": run.step_source,
+            "schedule": {"wait": rec.steps.wait, "warmup": rec.steps.warmup,
+                         "active": rec.steps.active},
+            "recorded": run.recorded_steps,
+            "wall_s": [round(s.wall_s, 6) for s in run.steps],
+            "peak_memory_bytes": [s.peak_bytes for s in run.steps],
+            "graphs_compiled": [s.graphs_compiled for s in run.steps],
+            "tail_s": round(tail, 6),
+        },
+        "total_s": round(time.perf_counter() - t0, 6),
+        "exit_status": run.exit_status,
+        "error": run.error,
+        "interrupted": run.interrupted,
+        "notes": run.notes,
+        **metadata.host_info(run.script, run.command),
+        **metadata.torch_info(),
+    }
+    if state is not None and state.mode == "compiled":
+        recorded = [s.graphs_compiled for s in run.steps if s.index in run.recorded_steps]
+        if sum(recorded):
+            run.notes.append(f"{sum(recorded)} graph(s) compiled inside the recorded steps; "
+                             "raise WAIT in --steps to keep compilation out of the trace")
+    if raw is not None:
+        dest = rec.out / f"{run.stem}.pt.trace.json.gz"
+        kernels = embed_metadata(raw, dest, summary)
+        trace_file = {"path": dest.name, "bytes": dest.stat().st_size, "kernel_events": kernels}
+        run.trace_path = dest
+    for p in (rec.raw, rec.raw_step0):
+        if p is not None:
+            p.unlink(missing_ok=True)
+    summary["trace"] = trace_file
+    run.summary_path = rec.out / f"{run.stem}.summary.json"
+    write_summary(run.summary_path, summary)
+    run.summary = summary
+
+
+def report_lines(run: Run) -> list[str]:
+    """What the capture did, in a few lines for the terminal."""
+    state = run.mode_state
+    lines = [f"mode {run.options.mode}: " + "; ".join(state.actions if state else [])]
+    if state is not None and state.mode == "compiled":
+        graphs, breaks = state.compile_counts()
+        lines.append(f"compiled {graphs} graph(s), {breaks} graph break(s)")
+    lines += state.warnings if state else []
+    done = len(run.steps)
+    if run.options.backend == "nvtx":
+        lines.append(f"steps from {run.step_source}: {done} step(s) finished, "
+                     "each an NVTX range 'step N'")
+    else:
+        lines.append(f"steps from {run.step_source}: {done} step(s) finished, "
+                     f"recorded {run.recorded_steps or 'none'}")
+    if run.error:
+        lines.append(f"target: {run.error} (exit status {run.exit_status})")
+    lines += run.notes
+    if run.trace_path is not None:
+        lines.append(f"wrote {run.trace_path}")
+    elif run.options.backend == "torch":
+        lines.append("no trace written")
+    if run.summary_path is not None:
+        lines.append(f"wrote {run.summary_path}")
+    return lines
+
+
+@contextlib.contextmanager
+def capture(
+    mode: str = "sdpa",
+    out: str | Path = "traceforge-out",
+    *,
+    backend: str = "torch",
+    steps: Steps | str | None = None,
+    name: str = "capture",
+    record_shapes: bool = True,
+    with_stack: bool = False,
+    memory: bool = False,
+    compile_mode: str = "default",
+    quiet: bool = False,
+    command: list[str] | None = None,
+    script: str | None = None,
+) -> Iterator[Run]:
+    """Capture the block under ``torch.profiler`` in ``mode``; mark steps with ``step()``.
+
+    Writes ``OUT/NAME.MODE[.rankR].pt.trace.json.gz`` (with a top-level ``traceforge`` key)
+    and ``...summary.json`` beside it, also when the block raises or is interrupted.
+    """
+    from traceforge.capture.options import parse_steps
+
+    if backend not in IN_PROCESS_BACKENDS:
+        raise UsageError(f"backend {backend!r} wraps a whole process: use `traceforge capture "
+                         f"--backend {backend} -- python SCRIPT` instead of the Python API")
+    opts = CaptureOptions(
+        mode=mode, backend=backend, out=Path(out),
+        steps=parse_steps(steps) if isinstance(steps, str) else steps,
+        record_shapes=record_shapes, with_stack=with_stack, memory=memory,
+        compile_mode=compile_mode, name=name,
+    )
+    opts.check()
+    check_writable(opts.out)
+    rank = _rank()
+    run = Run(opts, _stem(opts, rank), rank, command=command or list(sys.argv), script=script)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(), apply_mode(opts.mode, opts.compile_mode) as state:
+        for message in _EXPECTED_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
+        run.mode_state = state
+        rec = _Recorder(run, opts.out)
+        if not quiet:
+            _say(report_lines(run)[0])
+        rec.start()
+        try:
+            yield run
+        except KeyboardInterrupt:
+            run.interrupted, run.exit_status = True, 130
+            raise
+        except BaseException as e:
+            run.exit_status = run.exit_status or 1
+            run.error = run.error or f"{type(e).__name__}: {e}"
+            raise
+        finally:
+            rec.stop()
+            _finish(rec, t0)
+            if not quiet:
+                for line in report_lines(run)[1:]:
+                    _say(line)
+
+
+def _say(line: str) -> None:
+    print(f"traceforge: {line}", file=sys.stderr, flush=True)

@@ -1,0 +1,63 @@
+"""Writing what a capture made: the gzipped Kineto trace with a top-level ``traceforge`` key,
+and the run summary JSON beside it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from traceforge.errors import CaptureError
+
+_KERNEL_CAT = re.compile(rb'"cat"\s*:\s*"kernel"')
+
+
+def check_writable(folder: Path) -> None:
+    """Create ``folder`` and prove a file can be written there, before the target runs."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".traceforge-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        why = e.strerror or str(e)
+        raise CaptureError(f"{folder}: output directory is not writable ({why})") from None
+
+
+def embed_metadata(raw: Path, dest: Path, meta: dict[str, Any]) -> int:
+    """Gzip Kineto JSON ``raw`` to ``dest`` with ``meta`` as its top-level ``traceforge`` key.
+
+    The key is spliced in before the closing brace rather than by parsing the document, so a
+    trace of hundreds of MB is not held as Python objects. Returns the number of kernel events.
+    """
+    data = raw.read_bytes().rstrip()
+    if not data.endswith(b"}"):
+        raise CaptureError(f"{raw}: the profiler wrote an incomplete trace")
+    kernels = len(_KERNEL_CAT.findall(data))
+    block = json.dumps(meta, default=str, separators=(",", ":")).encode()
+    body = data[:-1].rstrip()
+    sep = b"," if not body.endswith(b"{") else b""
+    tmp = dest.with_name(dest.name + ".tmp")
+    with gzip.open(tmp, "wb", compresslevel=6) as f:
+        f.write(body + sep + b'\n  "traceforge": ' + block + b"\n}\n")
+    tmp.replace(dest)
+    return kernels
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """The run summary JSON (the same facts as the trace's ``traceforge`` key, and more)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise CaptureError(f"{path}: cannot read run summary ({e})") from None
+    return data

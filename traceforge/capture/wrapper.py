@@ -1,0 +1,79 @@
+"""What the nsys and rocprof backends share: finding the profiler and the inner command.
+
+An outer profiler records the whole process; inside it traceforge still runs the target
+in-process (``--backend nvtx``) to apply the mode, mark steps as NVTX/roctx ranges and write
+the run summary, which the outer backend then completes with its own files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from traceforge.capture.options import CaptureOptions
+from traceforge.capture.target import Target
+from traceforge.capture.trace_file import read_summary, write_summary
+from traceforge.errors import CaptureError
+
+
+def find_profiler(names: tuple[str, ...], env_var: str, explicit: str | None, how: str,
+                  option: str) -> str:
+    """The profiler executable: ``explicit`` path (``option``), ``$env_var``, then PATH."""
+    for cand, origin in ((explicit, option), (os.environ.get(env_var), env_var)):
+        if cand:
+            if os.path.isfile(cand) and os.access(cand, os.X_OK):
+                return cand
+            raise CaptureError(f"{origin}={cand}: not an executable {names[0]}")
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise CaptureError(f"{' or '.join(names)} not found on PATH: {how}, set {env_var}=/path/to/"
+                       f"{names[0]} or pass {option} PATH")
+
+
+def inner_command(target: Target, opts: CaptureOptions) -> list[str]:
+    """``python -m traceforge capture --backend nvtx ... -- python TARGET`` for the outer tool."""
+    return [
+        sys.executable, "-m", "traceforge", "capture", "--backend", "nvtx",
+        "--mode", opts.mode, "--compile-mode", opts.compile_mode, "-o", str(opts.out),
+        "--name", opts.name, "--", sys.executable, *target.command(),
+    ]
+
+
+def run_outer(cmd: list[str]) -> int:
+    """Run the profiler command, passing Ctrl-C to it rather than dying before it writes."""
+    try:
+        proc = subprocess.Popen(cmd)
+    except OSError as e:
+        raise CaptureError(f"{cmd[0]}: cannot start ({e.strerror or e})") from None
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            # The child got the same SIGINT from the terminal; wait for it to write its report.
+            continue
+
+
+def complete_summary(path: Path, backend: str, extra: dict[str, Any], rc: int) -> dict[str, Any]:
+    """Add the outer profiler's facts to the summary the inner run wrote (or start one)."""
+    summary = read_summary(path) if path.exists() else {"exit_status": rc, "notes": [
+        "the target ended before traceforge could write its summary"]}
+    summary["backend"] = backend
+    summary[backend] = extra
+    write_summary(path, summary)
+    return summary
+
+
+def tool_version(exe: str) -> str | None:
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30,
+                             check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[-1] if text else None

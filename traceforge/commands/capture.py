@@ -1,0 +1,124 @@
+"""``traceforge capture [OPTIONS] -- python infer.py ARGS``: run a program under a profiler.
+
+Also in front of ``torchrun ... train.py`` (one trace per rank), and with several modes
+(``--mode eager,fa2,compiled`` or ``all``), one process each, followed by a comparison.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from traceforge.capture import compare, launch
+from traceforge.capture.options import (
+    BACKEND_NAMES,
+    COMPILE_MODES,
+    CaptureOptions,
+    parse_modes,
+    parse_steps,
+)
+from traceforge.capture.target import parse_launch, parse_python
+from traceforge.capture.trace_file import check_writable
+from traceforge.commands.options import emit, format_option
+from traceforge.errors import UsageError
+from traceforge.render import render_frame
+
+
+@click.command(
+    "capture",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--mode", "mode_text", default="sdpa", show_default=True,
+              help="eager, sdpa, fa2 or compiled; several comma-separated, or all, to compare.")
+@click.option("--backend", type=click.Choice((*BACKEND_NAMES, "nvtx")), default="torch",
+              show_default=True, help="torch.profiler in-process, or wrap in nsys / rocprof.")
+@click.option("-o", "--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("traceforge-out"), show_default=True, help="Output directory.")
+@click.option("--steps", "steps_text", default=None, metavar="WAIT,WARMUP,ACTIVE",
+              help="Profiler schedule in steps [default: 1,1,2; compiled: 3,1,2].")
+@click.option("--record-shapes/--no-record-shapes", default=True, show_default=True,
+              help="Record operator input shapes.")
+@click.option("--with-stack", is_flag=True, help="Record Python stacks of operators.")
+@click.option("--memory", is_flag=True, help="Record memory allocations (profile_memory).")
+@click.option("--compile-mode", type=click.Choice(COMPILE_MODES), default="default",
+              show_default=True, help="torch.compile mode for calls that set none (compiled).")
+@click.option("--name", default=None, help="Output file stem [default: the script's name].")
+@click.option("--nsys", "nsys_path", default=None, metavar="PATH",
+              help="nsys executable (else $TRACEFORGE_NSYS, else PATH).")
+@click.option("--rocprof", "rocprof_path", default=None, metavar="PATH",
+              help="rocprofv3 or rocprof executable (else $TRACEFORGE_ROCPROF, else PATH).")
+@format_option
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
+def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
+            record_shapes: bool, with_stack: bool, memory: bool, compile_mode: str,
+            name: str | None, nsys_path: str | None, rocprof_path: str | None, fmt: str,
+            cmd: tuple[str, ...]) -> None:
+    """Run a Python program (or torchrun launch) under a profiler in a named mode.
+
+    \b
+      traceforge capture --mode fa2 -- python infer.py --batch 1
+      traceforge capture --mode all -o runs -- python infer.py
+      traceforge capture -- torchrun --nproc-per-node 2 train.py
+    """
+    words = list(cmd)
+    if words and words[0] == "--":
+        words = words[1:]
+    if not words:
+        raise UsageError("no target: put the command after --, e.g. -- python infer.py")
+    modes = parse_modes(mode_text)
+    launch_spec = parse_launch(words)
+    target = launch_spec.target if launch_spec else parse_python(words)
+    opts = CaptureOptions(
+        mode=modes[0], backend=backend, out=out,
+        steps=parse_steps(steps_text) if steps_text else None,
+        record_shapes=record_shapes, with_stack=with_stack, memory=memory,
+        compile_mode=compile_mode, name=name or target.stem,
+        profiler_path=nsys_path if backend == "nsys" else rocprof_path,
+    )
+    opts.check()
+    # Fail on an unwritable folder now, not after a long run.
+    check_writable(out)
+    if len(modes) > 1:
+        rc, summaries = compare.run_modes(modes, opts, words)
+        df = pd.DataFrame(compare.comparison(summaries), columns=list(compare.COLUMNS))
+        emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
+                          digits=2, notes=_notes(summaries)))
+    elif launch_spec is not None:
+        rc, summaries = launch.run(launch_spec, opts)
+        for s in summaries:
+            trace = (s.get("trace") or {}).get("path")
+            click.echo(f"traceforge: rank {s.get('rank')}: "
+                       f"{out / trace if trace else 'no trace'} (exit {s.get('exit_status')})",
+                       err=True)
+    elif backend in ("nsys", "rocprof"):
+        from traceforge.capture import nsys, rocprof
+
+        summary = (nsys if backend == "nsys" else rocprof).run(target, opts)
+        rc = int(summary.get("exit_status") or 0)
+        extra = summary.get(backend, {})
+        for key in ("report", "sqlite", "outputs"):
+            if extra.get(key):
+                click.echo(f"traceforge: {backend} {key}: {extra[key]}", err=True)
+    else:
+        from traceforge.capture.runner import run_target
+
+        run = run_target(target, opts, ["traceforge", "capture", *sys.argv[2:]]
+                         if sys.argv[1:2] == ["capture"] else list(sys.argv))
+        rc = run.exit_status
+    if rc:
+        # The target's own exit status, so `traceforge capture` composes in scripts and CI.
+        raise SystemExit(rc)
+
+
+def _notes(summaries: list[dict[str, object]]) -> tuple[str, ...]:
+    notes = ["latency: median step wall time (GPU synchronized) of the steps after the "
+             "recorded window, or of the recorded steps (profiled) when none ran after it"]
+    for s in summaries:
+        mode = s.get("mode")
+        m = mode if isinstance(mode, dict) else {}
+        for w in m.get("warnings", []) if isinstance(m.get("warnings"), list) else []:
+            notes.append(f"{m.get('mode')}: {w}")
+    return tuple(notes)
