@@ -133,7 +133,8 @@ def test_markdown_report_and_latency_comparison(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     text = out.read_text()
     for title in ("## Findings", "### Comparison", "### Top kernels", "### Idle time by cause",
-                  "### Launch overhead per step", "launch-bound"):
+                  "### Launch overhead per step", "launch-bound", "## Diff: compiled vs eager",
+                  "### Fused kernels and the kernels they replaced"):
         assert title in text
     rows = {r[0]: r[1] for r in json.loads(lat.read_text())["rows"]}
     line = next(x for x in text.splitlines() if x.startswith("| compiled |"))

@@ -44,6 +44,7 @@ class RunAnalysis:
     idle_histogram: pd.DataFrame
     breakdown: pd.DataFrame
     overlap: pd.DataFrame
+    skew: pd.DataFrame  # per rank: how often its collectives started last (several ranks)
     launch: pd.DataFrame  # per step
     copies: pd.DataFrame  # host<->device copies inside steps
     syncs: pd.DataFrame  # synchronizing API calls inside steps
@@ -187,7 +188,8 @@ def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: i
     windows = _try("launch", lambda: step_windows(t, acts), _empty(["step", "ts", "end"]), miss)
     idle = _try("idle", lambda: idle_gaps(t, min_gap_ns=1000), None, miss)
     bd = _try("breakdown", lambda: breakdown(ts), _empty(["rank", "step"]), miss)
-    ov = _try("overlap", lambda: overlap(ts).ranks, _empty(["rank"]), miss)
+    ovr = _try("overlap", lambda: overlap(ts), None, miss)
+    ov = ovr.ranks if ovr is not None else _empty(["rank"])
     lo = _try("launch", lambda: launch_overhead(t).steps, _empty(["step", "verdict"]), miss)
     op_table = _try("ops", lambda: ops(t), _empty(["op"]), miss)
     timeline, tstep = _timeline(t, acts, windows)
@@ -222,6 +224,7 @@ def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: i
         idle_histogram=idle.histogram if idle is not None else _empty(["bin"]),
         breakdown=bd,
         overlap=ov,
+        skew=ovr.skew if ovr is not None else _empty(["rank"]),
         launch=lo,
         copies=_copies(acts, windows),
         syncs=_syncs(t),

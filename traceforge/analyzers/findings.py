@@ -112,6 +112,13 @@ def _exposed_comm(r: RunAnalysis) -> Finding | None:
     if skewed:
         advice += (" Other ranks expose far less: the exposed time here is mostly waiting for "
                    "a slower rank inside the collective, so look for the straggler's extra work.")
+    sk = r.skew
+    if len(sk) and "last_pct" in sk:
+        late = sk[sk["last_pct"].astype(float) >= 75.0]
+        per += "".join(
+            f"; rank {int(x.rank)} started {float(x.last_pct):.0f}% of collectives last "
+            f"(mean lag {float(x.mean_lag_us):,.0f} us)" for x in late.itertuples(index=False)
+        )
     return Finding(
         "exposed_comm", "high",
         f"Exposed communication above {EXPOSED_COMM_PCT_MAX:.0f}% of step time",

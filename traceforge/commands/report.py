@@ -59,6 +59,7 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
     with its ranks; otherwise each file (or directory) is a run and they are compared."""
     from traceforge import __version__
     from traceforge.analyzers.analysis import analyze, compare_runs
+    from traceforge.analyzers.diff import diff
     from traceforge.analyzers.findings import findings
 
     out = Path(output)
@@ -67,21 +68,26 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
         raise UsageError(f"{output}: name the report .html or .md")
     if any(out.resolve() == Path(t).resolve() for t in traces):
         raise UsageError(f"{output}: is one of the input traces; name another output")
-    runs = [analyze(r, top=top) for r in _load_all(traces)]
+    loaded = _load_all(traces)
+    runs = [analyze(r, top=top) for r in loaded]
     if latency_path:
         measured = _latency_file(latency_path)
         runs = [replace(r, run_info={**r.run_info, **measured[r.label]})
                 if r.label in measured else r for r in runs]
     found = [f for r in runs for f in findings(r)]
     comparison = compare_runs(runs) if len(runs) > 1 else None
+    # Each later run against the first (rank 0 of each): what fused, what got faster.
+    diffs = [(runs[0].label, r.label, diff(loaded[0][0], tr[0]))
+             for r, tr in zip(runs[1:], loaded[1:], strict=True)]
     if fmt == "html":
         from traceforge.render.html import render_html
 
-        text = render_html(runs, found, comparison=comparison, title=title, version=__version__)
+        text = render_html(runs, found, comparison=comparison, title=title, version=__version__,
+                           diffs=diffs)
     else:
         from traceforge.render.markdown import render_markdown
 
-        text = render_markdown(runs, found, comparison=comparison, title=title)
+        text = render_markdown(runs, found, comparison=comparison, title=title, diffs=diffs)
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as e:

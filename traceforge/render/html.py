@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from traceforge.analyzers.analysis import RunAnalysis
+from traceforge.analyzers.diff import TraceDiff
 from traceforge.analyzers.findings import Finding
 from traceforge.render import svg
 
@@ -189,6 +190,8 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
                             unit="% of step exposed comm", label_w=100,
                             colors=[svg.color("exposed_comm")] * len(ov)))
     out.append(table(ov))
+    if len(r.skew):
+        out.append("<h3>Collective start skew per rank</h3>" + table(r.skew))
 
     out.append("<h3>Launch overhead per step</h3>" + _unavailable(r, "launch") + table(r.launch))
     out.append("<h3>Host-device copies inside steps</h3>" + table(r.copies))
@@ -206,9 +209,36 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
     return "\n".join(out)
 
 
+#: (TraceDiff attribute, title, rows shown) of the diff sections, shared with Markdown.
+DIFF_SECTIONS: tuple[tuple[str, str, int], ...] = (
+    ("summary", "Summary", 100),
+    ("by_class", "GPU time per step by class (us)", 20),
+    ("replacements", "Fused kernels and the kernels they replaced", 10),
+    ("only_a", "Kernels only in the baseline", 10),
+    ("only_b", "Kernels only in this run", 10),
+    ("ops", "Operators in both runs (self GPU us per step)", 10),
+)
+
+
+def _diff_section(a: str, b: str, d: TraceDiff) -> str:
+    out = [f"<h2>Diff: {_e(b)} vs {_e(a)}</h2>",
+           f'<p class="note">span speedup {d.span_speedup:.2f}x, GPU time speedup '
+           f"{d.gpu_speedup:.2f}x (per profiler step)</p>"]
+    out += [f'<p class="note">{_e(n)}</p>' for n in d.notes]
+    bc = d.by_class
+    if len(bc):
+        labels = [f"{c} ({side})" for c in bc["class"].astype(str) for side in (a, b)]
+        values = [float(v) for pair in zip(bc["a_us"], bc["b_us"], strict=True) for v in pair]
+        colors = [svg.color(str(c)) for c in bc["class"] for _ in (0, 1)]
+        out.append(svg.hbar(labels, values, unit="us/step", colors=colors))
+    for key, title, rows in DIFF_SECTIONS:
+        out.append(f"<h3>{_e(title)}</h3>" + table(getattr(d, key), digits=3, limit=rows))
+    return "\n".join(out)
+
+
 def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
                 comparison: pd.DataFrame | None = None, title: str = "traceforge report",
-                version: str = "") -> str:
+                version: str = "", diffs: Sequence[tuple[str, str, TraceDiff]] = ()) -> str:
     """The whole report as one HTML document."""
     body = [f"<h1>{_e(title)}</h1>",
             f'<p class="note">traceforge {_e(version)} · {len(runs)} run(s)</p>']
@@ -227,6 +257,7 @@ def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
         body += [_finding(f, len(runs) > 1) for f in found]
     else:
         body.append('<p class="note">No rule fired: nothing stands out.</p>')
+    body += [_diff_section(a, b, d) for a, b, d in diffs]
     body += [_run_section(r, i) for i, r in enumerate(runs)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width\">"

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 import pandas as pd
 
 from traceforge.analyzers.analysis import RunAnalysis
+from traceforge.analyzers.diff import TraceDiff
 from traceforge.analyzers.findings import Finding
 from traceforge.render.frame import render_frame
+from traceforge.render.html import DIFF_SECTIONS
 
 
 def _t(df: pd.DataFrame, title: str, *, limit: int | None = None, digits: int = 2) -> str:
@@ -43,6 +45,7 @@ def _run(r: RunAnalysis) -> str:
         _t(idle, "Idle time by cause"),
         _t(r.breakdown, "Step breakdown"),
         _t(r.overlap, "Communication / compute overlap per rank"),
+        *([_t(r.skew, "Collective start skew per rank")] if len(r.skew) else []),
         _t(r.launch, "Launch overhead per step"),
         _t(r.copies, "Host-device copies inside steps"),
         _t(r.syncs, "Synchronizing calls inside steps"),
@@ -53,7 +56,8 @@ def _run(r: RunAnalysis) -> str:
 
 def render_markdown(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
                     comparison: pd.DataFrame | None = None,
-                    title: str = "traceforge report") -> str:
+                    title: str = "traceforge report",
+                    diffs: Sequence[tuple[str, str, TraceDiff]] = ()) -> str:
     """The report as Markdown: comparison, findings with evidence, then each run's tables."""
     out = [f"# {title}", ""]
     if comparison is not None and len(comparison):
@@ -66,5 +70,11 @@ def render_markdown(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
         out.append(f"- **{f.severity.upper()}: {f.title}**{run}  \n"
                    f"  {f.evidence}  \n  _Try:_ {f.advice}")
     out.append("")
+    for a, b, d in diffs:
+        out += [f"## Diff: {b} vs {a}", "",
+                f"span speedup {d.span_speedup:.2f}x, GPU time speedup {d.gpu_speedup:.2f}x "
+                "(per profiler step)", ""]
+        out += [f"_{n}_\n" for n in d.notes]
+        out += [_t(getattr(d, k), t, limit=n, digits=3) for k, t, n in DIFF_SECTIONS]
     out += [_run(r) for r in runs]
     return "\n".join(out).rstrip() + "\n"
