@@ -83,3 +83,17 @@ def test_cpu_only_trace_reports_no_kernels(tmp_path: Path) -> None:
 def test_python_dash_m_and_version() -> None:
     code, out, _ = run("--version")
     assert code == 0 and "traceforge" in out
+
+
+def test_step_option_splits_kernel_calls_between_steps() -> None:
+    # The eager fixture has steps 2 and 3 with the same model run twice: every kernel
+    # call is in exactly one of them.
+    def calls(*extra: str) -> int:
+        r = CliRunner().invoke(cli, ["top-kernels", EAGER, "-n", "0", "--format", "json", *extra])
+        assert r.exit_code == 0, r.output
+        return sum(row["calls"] for row in json.loads(r.output))
+
+    total, s2, s3 = calls(), calls("--step", "2"), calls("--step", "3")
+    assert s2 + s3 == total and s2 == s3
+    r = CliRunner().invoke(cli, ["ops", EAGER, "--step", "9"])
+    assert r.exit_code != 0

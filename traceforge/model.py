@@ -138,7 +138,7 @@ def normalize_events(df: pd.DataFrame) -> pd.DataFrame:
         if dtype == "category" and s.dtype != "category":
             s = s.astype("category")
         elif dtype == "int64" and s.dtype != np.int64:
-            s = s.astype(np.int64)
+            s = s.fillna(-1).astype(np.int64)  # rows built from dicts may lack a column
         out[col] = s
     res = pd.DataFrame(out, index=pd.RangeIndex(n))
     result2: pd.DataFrame = res

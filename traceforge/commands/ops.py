@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from traceforge.analyzers.ops import ops
-from traceforge.commands.options import emit, format_option, trace_argument
+from traceforge.analyzers.steps import select_steps
+from traceforge.commands.options import emit, format_option, step_option, trace_argument
 from traceforge.formats import load
 from traceforge.render import render_frame
 
@@ -14,10 +15,13 @@ from traceforge.render import render_frame
 @trace_argument
 @click.option("-n", "limit", type=int, default=20, show_default=True, help="Rows to show (0: all).")
 @click.option("--kernels-only", is_flag=True, help="Leave memcpy/memset time out of self GPU time.")
+@step_option
 @format_option
-def command(trace: str, limit: int, kernels_only: bool, fmt: str) -> None:
+def command(trace: str, limit: int, kernels_only: bool, steps: tuple[int, ...], fmt: str) -> None:
     """Operators by self GPU time, with %, calls and GFLOPs (from shapes when needed)."""
     t = load(trace)
+    if steps:
+        t = select_steps(t, steps)
     df = ops(t, None if limit <= 0 else limit, include_memory=not kernels_only)
     notes: tuple[str, ...] = ()
     if df.empty:

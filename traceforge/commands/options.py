@@ -32,3 +32,15 @@ def trace_argument(f: F) -> F:
 def emit(text: str) -> None:
     """Write command output to stdout."""
     click.echo(text, nl=not text.endswith("\n"))
+
+
+def step_option(f: F) -> F:
+    """``--step N`` (repeatable): restrict the analysis to those profiler steps."""
+    return click.option(
+        "--step",
+        "steps",
+        type=int,
+        multiple=True,
+        help="Only these ProfilerStep numbers (repeatable); GPU work counts in the step "
+        "that launched it.",
+    )(f)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from traceforge.analyzers.kernels import BY, TOP_KERNEL_COLUMNS, top_kernels
-from traceforge.commands.options import emit, format_option, trace_argument
+from traceforge.analyzers.steps import select_steps
+from traceforge.commands.options import emit, format_option, step_option, trace_argument
 from traceforge.formats import load
 from traceforge.render import render_frame
 
@@ -16,10 +17,15 @@ from traceforge.render import render_frame
 @click.option("--by", type=click.Choice(BY), default="name", show_default=True,
               help="Group by kernel name, family (nvjet_sm90, triton_tem_fused, ...) or class.")
 @click.option("--include-memory", is_flag=True, help="Also count memcpy and memset activity.")
+@step_option
 @format_option
-def command(trace: str, limit: int, by: str, include_memory: bool, fmt: str) -> None:
+def command(
+    trace: str, limit: int, by: str, include_memory: bool, steps: tuple[int, ...], fmt: str
+) -> None:
     """Kernels by total GPU time, with class, family, calls and avg/min/max."""
     t = load(trace)
+    if steps:
+        t = select_steps(t, steps)
     df = top_kernels(t, None if limit <= 0 else limit, by=by, include_memory=include_memory)
     if fmt in ("table", "md"):
         df = df[list(TOP_KERNEL_COLUMNS)]
