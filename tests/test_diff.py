@@ -142,3 +142,11 @@ def test_cli_diff_formats() -> None:
     r = CliRunner().invoke(cli, ["diff", str(a), str(b), "--format", "md", "-n", "3"])
     assert r.exit_code == 0
     assert "| metric | unit | a | b | delta | ratio |" in r.output
+
+
+def test_cpu_only_traces_diff() -> None:
+    t = make_trace([e("ProfilerStep#1", "user_annotation", ts=0, dur=1000),
+                    e("aten::add", "cpu_op", ts=10, dur=100)])
+    d = tf.diff(t, t)
+    assert d.metric("kernels") == (0.0, 0.0)
+    assert d.by_class.empty and d.only_a.empty

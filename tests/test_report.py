@@ -221,3 +221,16 @@ def test_html_report_renders_in_chromium(tmp_path: Path) -> None:
         capture_output=True, timeout=120, check=False,
     )
     assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def test_cpu_only_trace_reports_without_gpu_sections(tmp_path: Path) -> None:
+    t = make_trace([e("ProfilerStep#1", "user_annotation", ts=0, dur=1000),
+                    e("aten::add", "cpu_op", ts=10, dur=100)])
+    r = analyze(t)
+    assert r.launch.empty and r.top_kernels.empty
+    assert findings(r) == []
+    from traceforge.render.html import render_html
+    from traceforge.render.markdown import render_markdown
+
+    assert "(none)" in render_html([r], [])
+    assert "No rule fired" in render_markdown([r], [])

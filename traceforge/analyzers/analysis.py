@@ -190,7 +190,9 @@ def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: i
     bd = _try("breakdown", lambda: breakdown(ts), _empty(["rank", "step"]), miss)
     ovr = _try("overlap", lambda: overlap(ts), None, miss)
     ov = ovr.ranks if ovr is not None else _empty(["rank"])
-    lo = _try("launch", lambda: launch_overhead(t).steps, _empty(["step", "verdict"]), miss)
+    lo = _empty(["step", "verdict"])
+    if len(acts):  # CPU-only traces: no launches to judge
+        lo = _try("launch", lambda: launch_overhead(t).steps, lo, miss)
     op_table = _try("ops", lambda: ops(t), _empty(["op"]), miss)
     timeline, tstep = _timeline(t, acts, windows)
     devices = summ.devices

@@ -129,7 +129,8 @@ def _launch_facts(t: Trace) -> dict[str, float]:
     """Launch overhead per step: GPU time spent waiting on the CPU, and launch delay."""
     from traceforge.analyzers.launch import launch_overhead
 
-    st = launch_overhead(t).steps
+    # A trace with no GPU activity has no launch overhead (and launch_overhead would fail).
+    st = launch_overhead(t).steps if len(t.gpu()) else pd.DataFrame()
     if st.empty:
         return {"host wait": float("nan"), "launch delay (median)": float("nan"),
                 "launch-bound steps": 0.0}
