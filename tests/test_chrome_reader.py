@@ -175,3 +175,16 @@ def test_unknown_category_still_loads_and_is_kind_other(tmp_path: Path) -> None:
     row = t.events[t.events["name"] == "x"].iloc[0]
     assert (row["cat"], row["kind"], row["dur"]) == ("my_vendor_thing", "other", 1000)
     assert len(t.kernels()) == 1 and t.meta.notes == ()
+
+
+def test_cpu_only_and_mtia_traces_say_so(tmp_path: Path) -> None:
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1, "dur": 2},
+        {"ph": "X", "cat": "mtia_ccp_events", "name": "mtia_kernel", "pid": 2, "tid": 3,
+         "ts": 2, "dur": 2},
+    ]}
+    t = load(write(tmp_path, doc))
+    assert t.kernels().empty
+    assert any("CPU-only" in n for n in t.meta.notes)
+    assert any("MTIA activity (mtia_ccp_events)" in n for n in t.meta.notes)
+    assert load(write(tmp_path, kineto_doc(), name="gpu.json")).meta.notes == ()

@@ -60,7 +60,7 @@ def summary(trace: Trace) -> Summary:
         rows.append(("GPU busy % (all devices)", round(100.0 * _busy_all(gpu) / span, 2)))
     for n in m.notes:
         rows.append(("note", n))
-    if gpu.empty:
+    if gpu.empty and not any("no GPU" in n for n in m.notes):
         rows.append(("note", "no GPU activity in this trace"))
     facts = pd.DataFrame(rows, columns=["field", "value"])
     facts["value"] = facts["value"].astype(str)

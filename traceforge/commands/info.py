@@ -18,8 +18,11 @@ def command(trace: str, fmt: str) -> None:
     """Format, devices, ranks, span, steps, event counts by kind and GPU busy %."""
     s = summary(load(trace))
     if fmt == "json":
-        facts = dict(zip(s.facts["field"], s.facts["value"], strict=True))
-        emit(to_json_bytes({"facts": facts, "kinds": s.kinds, "devices": s.devices}).decode())
+        pairs = list(zip(s.facts["field"], s.facts["value"], strict=True))
+        facts = {k: v for k, v in pairs if k != "note"}
+        notes = [v for k, v in pairs if k == "note"]
+        doc = {"facts": facts, "notes": notes, "kinds": s.kinds, "devices": s.devices}
+        emit(to_json_bytes(doc).decode())
         return
     out = [render_frame(s.facts, fmt, title=f"Trace: {trace}")]
     out.append(render_frame(s.kinds, fmt, title="Events by kind"))

@@ -447,7 +447,8 @@ def _read(p: Path) -> Trace:
     # only changes how a viewer displays times, never the unit of ts (perfetto#274).
     base_ns = t0 + (base if base is not None and t0 < 10**17 else 0)
 
-    meta = _meta(p, doc, process_names, thread_names, base_ns, typed)
+    meta = _meta(p, doc, process_names, thread_names, base_ns, typed,
+                 _content_notes(cat_cat, kind_codes))
     rank = -1 if meta.rank is None else meta.rank
     frame = pd.DataFrame(
         {
@@ -536,6 +537,21 @@ def _flows(events: list[Any], idx: np.ndarray, phs: np.ndarray, ids: _Ids, p: Pa
     return result4
 
 
+def _content_notes(cats: pd.Categorical, kind_codes: np.ndarray) -> tuple[str, ...]:
+    """Plain-language remarks on what the trace does not contain, for `info` and tables."""
+    notes: list[str] = []
+    gpu = [KINDS.index(k) for k in ("kernel", "memcpy", "memset")]
+    if not np.isin(kind_codes, gpu).any():
+        notes.append("CPU-only trace: no GPU kernels, copies or memsets recorded")
+    used = {str(c) for c in cats.categories[np.unique(cats.codes[cats.codes >= 0])]}
+    # MTIA (Meta's accelerator) activity has its own Kineto categories; traceforge has no
+    # kernel model for it yet, so it stays visible as kind "other" rather than vanishing.
+    mtia = sorted(c for c in used if c.startswith("mtia"))
+    if mtia:
+        notes.append(f"MTIA activity ({', '.join(mtia)}) is kept as kind 'other', not as kernels")
+    return tuple(notes)
+
+
 def _devices(props: list[dict[str, Any]] | None) -> tuple[Device, ...]:
     out: list[Device] = []
     for d in props or []:
@@ -565,6 +581,7 @@ def _meta(
     threads: dict[tuple[int, int], str],
     base_ns: int,
     typed: bool,
+    content_notes: tuple[str, ...] = (),
 ) -> TraceMeta:
     dist = dict(doc.distributedInfo or {})
     rank = dist.get("rank")
@@ -588,7 +605,9 @@ def _meta(
         extra["traceforge"] = doc.traceforge
     if doc.trace_id is not None:
         extra["trace_id"] = doc.trace_id
-    notes = () if typed else ("read with the lenient decoder (fields off the usual schema)",)
+    notes = content_notes
+    if not typed:
+        notes += ("read with the lenient decoder (fields off the usual schema)",)
     return TraceMeta(
         path=str(p),
         format=NAME,
