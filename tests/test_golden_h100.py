@@ -79,3 +79,17 @@ def test_graph_replayed_kernels_are_attributed_to_the_compiled_region() -> None:
     top = table.index[0]
     assert top.startswith("Torch-Compiled Region")
     assert table.loc[top, "kernels"] > 2000
+
+
+def test_launch_config_matches_raw_kernel_args() -> None:
+    from traceforge.analyzers.kernels import launch_config
+
+    path = fixture("fa2")
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    raw = [e["args"] for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    lc = launch_config(load(path))
+    assert len(lc) == len(raw)
+    assert lc[["grid_x", "grid_y", "grid_z"]].to_numpy().tolist() == [a["grid"] for a in raw]
+    assert lc["registers"].tolist() == [a["registers per thread"] for a in raw]
+    assert lc["shared_mem_bytes"].tolist() == [a["shared memory"] for a in raw]
+    assert (lc["threads"] == [a["block"][0] * a["block"][1] * a["block"][2] for a in raw]).all()

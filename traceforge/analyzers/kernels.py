@@ -101,3 +101,47 @@ def top_kernels(
     out = out.reset_index(drop=True)
     result3: pd.DataFrame = out if n is None else out.head(n)
     return result3
+
+
+#: Launch-configuration fields decoded by :func:`launch_config` (Kineto arg names).
+_LAUNCH_ARGS = {
+    "registers per thread": "registers",
+    "shared memory": "shared_mem_bytes",
+    "blocks per SM": "blocks_per_sm",
+    "warps per SM": "warps_per_sm",
+    "est. achieved occupancy %": "occupancy_pct",
+}
+
+
+def launch_config(trace: Trace) -> pd.DataFrame:
+    """Grid, block, registers and shared memory of every kernel (from the source's args).
+
+    Columns: row, name, grid_x/y/z, block_x/y/z, threads, registers, shared_mem_bytes,
+    blocks_per_sm, warps_per_sm, occupancy_pct. Values a source does not record are NaN.
+    """
+    k = trace.kernels()
+    rows = []
+    for row, name, a in zip(k.index, k["name"].astype(str), trace.args(k.index.to_numpy()),
+                            strict=True):
+        grid, block = _xyz(a.get("grid")), _xyz(a.get("block"))
+        rec: dict[str, object] = {"row": row, "name": name}
+        for axis, g, b in zip("xyz", grid, block, strict=True):
+            rec[f"grid_{axis}"] = g
+            rec[f"block_{axis}"] = b
+        for src, dst in _LAUNCH_ARGS.items():
+            rec[dst] = a.get(src)
+        rows.append(rec)
+    cols = ["row", "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+            *_LAUNCH_ARGS.values()]
+    df = pd.DataFrame(rows, columns=cols)
+    for c in cols[2:]:
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    df.insert(8, "threads", df["block_x"] * df["block_y"] * df["block_z"])
+    out: pd.DataFrame = df
+    return out
+
+
+def _xyz(v: object) -> list[object]:
+    """Three components of a grid/block arg, None where absent."""
+    vals: list[object] = list(v) if isinstance(v, list) else []
+    return (vals + [None, None, None])[:3]
