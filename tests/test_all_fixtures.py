@@ -1,0 +1,46 @@
+"""Every file under shared/fixtures either loads or is refused in one clear line.
+
+Trace files must load; summaries, sidecars and docs must raise TraceFormatError (never
+another exception, never a partial silent result).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SHARED
+from traceforge import load
+from traceforge.errors import TraceFormatError
+
+# Not traces: documentation, latency tables, TraceLens sidecars, summaries (stats CSVs,
+# nsys stats CSVs), rocminfo dumps, and the nsys-rep (needs nsys, absent here).
+NOT_TRACES = (
+    ".md", "latency", "execution_details.json", "sysinfo.txt", "stats.csv", "_stats_",
+    "pipit/nbody-nvtx/trace.csv", "counter_collection.csv", "kernel_names.csv",
+    "hip_api_stats.csv", "nsys-rep",
+)
+
+
+def _files() -> list[Path]:
+    if not SHARED.exists():
+        return []
+    return sorted(p for p in SHARED.rglob("*") if p.is_file())
+
+
+def _is_trace(p: Path) -> bool:
+    s = str(p)
+    return not any(m in s for m in NOT_TRACES)
+
+
+@pytest.mark.parametrize("path", _files(), ids=lambda p: str(p.relative_to(SHARED)))
+def test_loads_or_is_refused_in_one_line(path: Path) -> None:
+    if _is_trace(path):
+        t = load(path)
+        assert len(t.events) > 0
+        assert (t.events["dur"] >= 0).all()
+        return
+    with pytest.raises(TraceFormatError) as e:
+        load(path)
+    assert "\n" not in str(e.value) and str(path) in str(e.value)
