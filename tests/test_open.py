@@ -166,3 +166,13 @@ def test_cli_busy_port_is_one_line(monkeypatch: pytest.MonkeyPatch,
     assert exc.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "busy" in err[0] and "Traceback" not in err[0]
+
+
+def test_cli_warns_on_large_traces_and_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    src = shared("h100/compiled.pt.trace.json.gz")
+    monkeypatch.setattr(ui, "PORT", _free_port())
+    monkeypatch.setattr(ui, "WARN_BYTES", 1000)  # the fixture unpacks to far more than that
+    r = CliRunner().invoke(cli, ["open", str(src), "--no-browser", "--timeout", "0.3"])
+    assert r.exit_code == 1
+    assert "warning" in r.output and "--steps" in r.output
+    assert "no fetch before the timeout" in r.output
