@@ -17,12 +17,12 @@ from traceforge.errors import TraceFormatError
 from traceforge.model import Trace
 
 #: Reader modules in the order they are tried (module names under traceforge.formats).
-READERS: tuple[str, ...] = ("rocprofv3", "rocprof", "nsys", "perfetto", "chrome")
+READERS: tuple[str, ...] = ("rocprofv3", "rocprof", "rocpd", "nsys", "perfetto", "chrome")
 
 SUPPORTED = (
     "Kineto/Chrome trace JSON (.json, .json.gz), Nsight Systems SQLite export (.sqlite, "
     ".nsys-rep with nsys), rocprofv3 CSV/JSON/directory, legacy rocprof results.csv/.json/.db, "
-    "Perfetto protobuf (.pftrace)"
+    "rocpd SQLite (rocprofv3 default), Perfetto protobuf (.pftrace)"
 )
 
 
