@@ -11,137 +11,41 @@ from __future__ import annotations
 
 import gc
 import gzip
-import math
 import zlib
 from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
+from traceforge.formats.kineto_meta import FORMAT, build_meta, content_notes, metadata_event
+from traceforge.formats.kineto_schema import (
+    EVENT_PHASES,
+    FLOW_PHASES,
+    KIND_OF_CAT,
+    PH_CODE,
+    PH_LETTERS,
+    SCHEMAS,
+    ArgsDoc,
+    ArgsOnly,
+    Doc,
+    loose,
+)
 from traceforge.model import (
     FLOW_COLUMNS,
     KINDS,
-    Device,
     Trace,
-    TraceMeta,
     empty_frame,
     normalize_events,
 )
 
-NAME = "kineto"
+NAME = FORMAT
 SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
-
-
-class _Args(msgspec.Struct, frozen=True, gc=False):
-    ext: int = msgspec.field(default=-1, name="External id")
-    correlation: int = -1
-    stream: int = -1
-    device: int = -1
-    graph: int = msgspec.field(default=-1, name="graph id")
-    label: Any = msgspec.field(default=None, name="name")  # process_name / thread_name
-
-
-_NO_ARGS = _Args()
-
-
-# Every category Kineto writes (libkineto ActivityType.h), the flow categories and the
-# 2021 legacy names. Decoding ``cat`` as a Literal hands back one shared string object per
-# category instead of allocating one per event, which makes large traces load faster. A
-# file with any other category is decoded again with ``cat: str`` (_EventAnyCat).
-KnownCat = Literal[
-    "", "cpu_op", "user_annotation", "gpu_user_annotation", "gpu_memcpy", "gpu_memset",
-    "kernel", "external_correlation", "cuda_runtime", "cuda_driver", "cpu_instant_event",
-    "python_function", "overhead", "cuda_sync", "cuda_event", "glow_runtime", "mtia_runtime",
-    "mtia_ccp_events", "mtia_insight", "cuda_profiler_range", "hpu_op", "xpu_runtime",
-    "xpu_driver", "collective_comm", "privateuse1_runtime", "privateuse1_driver",
-    "ac2g", "fwdbwd", "Trace", "async_cpu_to_gpu", "async_gpu", "Operator", "Kernel",
-    "Runtime", "Memcpy", "Memset", "Python", "DataFlow",
-]
-
-
-class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: KnownCat = ""
-    name: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    # NaN marks "absent" (instant events have no dur) so that both stay plain floats.
-    ts: float | str = math.nan
-    dur: float | str = math.nan
-    id: int | str | None = None
-    args: _Args = _NO_ARGS
-
-
-class _EventAnyCat(_Event, gc=False):
-    cat: str = ""  # type: ignore[assignment]
-
-
-class _Doc(msgspec.Struct, gc=False):
-    traceEvents: list[_Event] | None = None
-    deviceProperties: list[dict[str, Any]] | None = None
-    distributedInfo: dict[str, Any] | None = None
-    baseTimeNanoseconds: int | None = None
-    displayTimeUnit: str | None = None
-    schemaVersion: Any = None
-    traceName: str | None = None
-    cuda_driver_version: Any = None
-    cuda_runtime_version: Any = None
-    cupti_version: Any = None
-    roctracer_version: Any = msgspec.field(default=None, name="roctracer_version")
-    rocprofiler_sdk_version: Any = msgspec.field(default=None, name="rocprofiler-sdk_version")
-    hip_runtime_version: Any = None
-    trace_id: Any = None
-    traceforge: dict[str, Any] | None = None
-    computeProperties: Any = None
-
-
-class _DocAnyCat(_Doc, gc=False):
-    traceEvents: list[_EventAnyCat] | None = None  # type: ignore[assignment]
-
-
-#: (bare-list type, document type) pairs tried in order before the lenient path.
-_SCHEMAS: tuple[tuple[Any, type[_Doc]], ...] = (
-    (list[_Event], _Doc),
-    (list[_EventAnyCat], _DocAnyCat),
-)
-
-
-class _ArgsOnly(msgspec.Struct, gc=False):
-    args: msgspec.Raw = msgspec.Raw()
-
-
-class _ArgsDoc(msgspec.Struct, gc=False):
-    traceEvents: list[_ArgsOnly] = []
-
-
-# Kineto's ``cat`` (and the capitalised 2021 legacy names) -> our ``kind``.
-_KIND_OF_CAT = {
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memset": "memset",
-    "cuda_runtime": "runtime",
-    "runtime": "runtime",
-    "cuda_driver": "driver",
-    "cpu_op": "cpu_op",
-    "operator": "cpu_op",
-    "user_annotation": "user_annotation",
-    "gpu_user_annotation": "gpu_annotation",
-    "python_function": "python",
-    "cuda_sync": "sync",
-}
-
-_EVENT_PHASES = ("X", "i", "I", "B", "E")
-_FLOW_PHASES = ("s", "t", "f")
-_PH_LETTERS = np.array(["X", "i", "I", "B", "E", "s", "t", "f", "M", "C", "?"], dtype="<U1")
-_PH_CODE = {c: i for i, c in enumerate(_PH_LETTERS[:-1].tolist())}  # -1 indexes "?"
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -179,13 +83,13 @@ def _decode_error(path: Path, raw: bytes, e: Exception) -> TraceFormatError:
     return TraceFormatError(path, f"not valid JSON ({msg})")
 
 
-def _decode(path: Path, raw: bytes) -> tuple[list[Any], _Doc, bool]:
+def _decode(path: Path, raw: bytes) -> tuple[list[Any], Doc, bool]:
     """Typed decode; on a schema mismatch, a lenient decode. Returns (events, doc, typed)."""
     is_list = raw.lstrip()[:1] == b"["
-    for list_type, doc_type in _SCHEMAS:
+    for list_type, doc_type in SCHEMAS:
         try:
             if is_list:
-                return msgspec.json.decode(raw, type=list_type), _Doc(), True
+                return msgspec.json.decode(raw, type=list_type), Doc(), True
             doc = msgspec.json.decode(raw, type=doc_type)
             if doc.traceEvents is None:
                 raise TraceFormatError(path, "JSON but not a trace (no traceEvents list)")
@@ -202,60 +106,15 @@ def _decode(path: Path, raw: bytes) -> tuple[list[Any], _Doc, bool]:
     except (msgspec.DecodeError, UnicodeDecodeError) as e:
         raise _decode_error(path, raw, e) from None
     if isinstance(obj, list):
-        return [_loose(e) for e in obj if isinstance(e, dict)], _Doc(), False
+        return [loose(e) for e in obj if isinstance(e, dict)], Doc(), False
     if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
         raise TraceFormatError(path, "JSON but not a trace (no traceEvents list)")
     meta = {k: v for k, v in obj.items() if k != "traceEvents"}
     try:
-        doc = msgspec.convert(meta, type=_Doc, strict=False)
+        doc = msgspec.convert(meta, type=Doc, strict=False)
     except msgspec.ValidationError:
-        doc = _Doc()
-    return [_loose(e) for e in obj["traceEvents"] if isinstance(e, dict)], doc, False
-
-
-def _int_or(v: Any, default: int = -1) -> int:
-    if isinstance(v, bool):
-        return default
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str):
-        try:
-            return int(v)
-        except ValueError:
-            return default
-    if isinstance(v, float) and v == v:
-        return int(v)
-    return default
-
-
-def _loose(e: dict[str, Any]) -> _Event:
-    a = e.get("args")
-    args = _NO_ARGS
-    if isinstance(a, dict):
-        args = _Args(
-            ext=_int_or(a.get("External id", a.get("external id"))),
-            correlation=_int_or(a.get("correlation")),
-            stream=_int_or(a.get("stream")),
-            device=_int_or(a.get("device", a.get("Device"))),
-            graph=_int_or(a.get("graph id")),
-            label=a.get("name"),
-        )
-    name = e.get("name")
-    ts = e.get("ts")
-    dur = e.get("dur")
-    pid = e.get("pid")
-    tid = e.get("tid")
-    return _EventAnyCat(
-        ph=str(e.get("ph") or ""),
-        cat=str(e.get("cat") or ""),
-        name="" if name is None else str(name),
-        pid=pid if isinstance(pid, (int, str)) else 0,
-        tid=tid if isinstance(tid, (int, str)) else 0,
-        ts=ts if isinstance(ts, (int, float, str)) else math.nan,
-        dur=dur if isinstance(dur, (int, float, str)) else math.nan,
-        id=e.get("id") if isinstance(e.get("id"), (int, str)) else None,
-        args=args,
-    )
+        doc = Doc()
+    return [loose(e) for e in obj["traceEvents"] if isinstance(e, dict)], doc, False
 
 
 def us_to_ns(us: np.ndarray) -> np.ndarray:
@@ -358,13 +217,13 @@ def _read(p: Path) -> Trace:
     # compares them at C speed.
     # Phase letters -> small codes through dict.get at C speed; unknown phases get -1.
     ph_code = np.fromiter(
-        map(_PH_CODE.get, _take(attrgetter("ph"), events), repeat(-1)),
+        map(PH_CODE.get, _take(attrgetter("ph"), events), repeat(-1)),
         dtype=np.int8,
         count=n_all,
     )
-    phs = _PH_LETTERS[ph_code]
-    is_event = np.isin(phs, _EVENT_PHASES)
-    is_flow = np.isin(phs, _FLOW_PHASES)
+    phs = PH_LETTERS[ph_code]
+    is_event = np.isin(phs, EVENT_PHASES)
+    is_flow = np.isin(phs, FLOW_PHASES)
     idx_ev = np.flatnonzero(is_event)
     evs = [events[i] for i in idx_ev] if len(idx_ev) != n_all else events
     ids = _Ids()
@@ -372,7 +231,7 @@ def _read(p: Path) -> Trace:
     process_names: dict[int, str] = {}
     thread_names: dict[tuple[int, int], str] = {}
     for i in np.flatnonzero(phs == "M"):
-        _metadata_event(events[i], ids, process_names, thread_names)
+        metadata_event(events[i], ids.one, process_names, thread_names)
 
     # None (missing) becomes NaN in a float64 array; numeric strings are parsed.
     ph_ev = phs[idx_ev]
@@ -419,7 +278,7 @@ def _read(p: Path) -> Trace:
     cat_cat = _categorical(cats)
     # kind is built from the category codes, never from per-row strings.
     kind_of_code = np.array(
-        [KINDS.index(_KIND_OF_CAT.get(str(c).lower(), "other")) for c in cat_cat.categories]
+        [KINDS.index(KIND_OF_CAT.get(str(c).lower(), "other")) for c in cat_cat.categories]
         + [KINDS.index("other")],
         dtype=np.int8,
     )
@@ -447,8 +306,8 @@ def _read(p: Path) -> Trace:
     # only changes how a viewer displays times, never the unit of ts (perfetto#274).
     base_ns = t0 + (base if base is not None and t0 < 10**17 else 0)
 
-    meta = _meta(p, doc, process_names, thread_names, base_ns, typed,
-                 _content_notes(cat_cat, kind_codes))
+    meta = build_meta(p, doc, process_names, thread_names, base_ns, typed,
+                 content_notes(cat_cat, kind_codes))
     rank = -1 if meta.rank is None else meta.rank
     frame = pd.DataFrame(
         {
@@ -496,19 +355,6 @@ def _pair_begin_end(
     return np.asarray(keep, dtype=bool)
 
 
-def _metadata_event(
-    e: Any, ids: _Ids, procs: dict[int, str], threads: dict[tuple[int, int], str]
-) -> None:
-    label = e.args.label
-    if not isinstance(label, str):
-        return
-    pid = ids.one(e.pid)
-    if e.name == "process_name":
-        procs[pid] = label
-    elif e.name == "thread_name":
-        threads[(pid, ids.one(e.tid))] = label
-
-
 def _flows(events: list[Any], idx: np.ndarray, phs: np.ndarray, ids: _Ids, p: Path) -> pd.DataFrame:
     if len(idx) == 0:
         return empty_frame(FLOW_COLUMNS)
@@ -528,100 +374,13 @@ def _flows(events: list[Any], idx: np.ndarray, phs: np.ndarray, ids: _Ids, p: Pa
         {
             "id": ids.column([-1 if v is None else v for v in _take(attrgetter("id"), fl)]),
             "cat": _categorical(_take(attrgetter("cat"), fl)),
-            "ph": pd.Categorical(phs[idx].astype(object), categories=list(_FLOW_PHASES)),
+            "ph": pd.Categorical(phs[idx].astype(object), categories=list(FLOW_PHASES)),
             "ts": us_to_ns(np.where(np.isnan(ts), 0.0, ts)),
             "pid": ids.column(_take(attrgetter("pid"), fl)),
             "tid": ids.column(_take(attrgetter("tid"), fl)),
         }
     )
     return result4
-
-
-def _content_notes(cats: pd.Categorical, kind_codes: np.ndarray) -> tuple[str, ...]:
-    """Plain-language remarks on what the trace does not contain, for `info` and tables."""
-    notes: list[str] = []
-    gpu = [KINDS.index(k) for k in ("kernel", "memcpy", "memset")]
-    if not np.isin(kind_codes, gpu).any():
-        notes.append("CPU-only trace: no GPU kernels, copies or memsets recorded")
-    used = {str(c) for c in cats.categories[np.unique(cats.codes[cats.codes >= 0])]}
-    # MTIA (Meta's accelerator) activity has its own Kineto categories; traceforge has no
-    # kernel model for it yet, so it stays visible as kind "other" rather than vanishing.
-    mtia = sorted(c for c in used if c.startswith("mtia"))
-    if mtia:
-        notes.append(f"MTIA activity ({', '.join(mtia)}) is kept as kind 'other', not as kernels")
-    return tuple(notes)
-
-
-def _devices(props: list[dict[str, Any]] | None) -> tuple[Device, ...]:
-    out: list[Device] = []
-    for d in props or []:
-        name = str(d.get("name", ""))
-        major, minor = d.get("computeMajor"), d.get("computeMinor")
-        amd = "gfx" in str(d.get("gcnArchName", "")) or any(
-            s in name for s in ("AMD", "Radeon", "Instinct")
-        )
-        cc = f"{major}.{minor}" if major is not None and not amd else d.get("gcnArchName")
-        out.append(
-            Device(
-                id=_int_or(d.get("id"), len(out)),
-                name=name,
-                vendor="amd" if amd else ("nvidia" if name else ""),
-                sms=_int_or(d.get("numSms"), 0) or None,
-                memory_bytes=_int_or(d.get("totalGlobalMem"), 0) or None,
-                compute_capability=None if cc is None else str(cc),
-            )
-        )
-    return tuple(out)
-
-
-def _meta(
-    p: Path,
-    doc: _Doc,
-    procs: dict[int, str],
-    threads: dict[tuple[int, int], str],
-    base_ns: int,
-    typed: bool,
-    content_notes: tuple[str, ...] = (),
-) -> TraceMeta:
-    dist = dict(doc.distributedInfo or {})
-    rank = dist.get("rank")
-    world = dist.get("world_size")
-    versions = {
-        k: str(v)
-        for k, v in (
-            ("schema", doc.schemaVersion),
-            ("cuda_driver", doc.cuda_driver_version),
-            ("cuda_runtime", doc.cuda_runtime_version),
-            ("cupti", doc.cupti_version),
-            ("roctracer", doc.roctracer_version),
-            ("rocprofiler_sdk", doc.rocprofiler_sdk_version),
-            ("hip_runtime", doc.hip_runtime_version),
-            ("nccl", dist.get("nccl_version")),
-        )
-        if v is not None
-    }
-    extra: dict[str, Any] = {}
-    if doc.traceforge is not None:
-        extra["traceforge"] = doc.traceforge
-    if doc.trace_id is not None:
-        extra["trace_id"] = doc.trace_id
-    notes = content_notes
-    if not typed:
-        notes += ("read with the lenient decoder (fields off the usual schema)",)
-    return TraceMeta(
-        path=str(p),
-        format=NAME,
-        base_ns=int(base_ns),
-        rank=_int_or(rank) if rank is not None and _int_or(rank) >= 0 else None,
-        world_size=_int_or(world) if world is not None and _int_or(world) > 0 else None,
-        devices=_devices(doc.deviceProperties),
-        versions=versions,
-        distributed=dist,
-        process_names=procs,
-        thread_names=threads,
-        notes=notes,
-        extra=extra,
-    )
 
 
 class _LazyArgs:
@@ -641,9 +400,9 @@ class _LazyArgs:
             raw = _read_bytes(self.path)
             try:
                 if raw.lstrip()[:1] == b"[":
-                    items = msgspec.json.decode(raw, type=list[_ArgsOnly])
+                    items = msgspec.json.decode(raw, type=list[ArgsOnly])
                 else:
-                    items = msgspec.json.decode(raw, type=_ArgsDoc).traceEvents
+                    items = msgspec.json.decode(raw, type=ArgsDoc).traceEvents
                 self._raws = [it.args for it in items]
             except msgspec.ValidationError:
                 # Files that needed the lenient reader: re-encode each event's args.
