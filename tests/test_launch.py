@@ -43,3 +43,14 @@ def test_eager_is_launch_bound_and_compiled_is_not() -> None:
     if lat:
         ratio = e.steps["window_ns"].mean() / c.steps["window_ns"].mean()
         assert ratio == pytest.approx(lat["eager"] / lat["compiled"], rel=0.5)
+
+
+def test_cpu_only_trace_has_an_empty_launch_report() -> None:
+    import traceforge as tf
+
+    t = make_trace([ev("aten::add", "cpu_op", ts=0, dur=10, pid=1, tid=1),
+                    ev("ProfilerStep#1", "user_annotation", ts=0, dur=20, pid=1, tid=1)])
+    rep = tf.launch_overhead(t)
+    assert rep.kernels.empty
+    assert rep.steps[["step", "kernels", "host_wait_ns"]].values.tolist() == [[1, 0, 0]]
+    assert rep.steps["verdict"].tolist() == ["no GPU activity"]

@@ -314,7 +314,10 @@ def launch_overhead(
                 "short_kernels": short,
                 "short_pct": 100.0 * short / len(a) if len(a) else 0.0,
                 "median_launch_delay_us": float(d.median()) / 1e3 if len(d) else float("nan"),
-                "verdict": "launch-bound" if pct > bound_pct else "gpu-bound",
+                "verdict": (
+                    "no GPU activity" if not len(a)
+                    else "launch-bound" if pct > bound_pct else "gpu-bound"
+                ),
             }
         )
     return LaunchReport(kern, pd.DataFrame(rows, columns=list(_STEP_COLUMNS)))
@@ -339,8 +342,8 @@ _STEP_COLUMNS = (
 def host_wait(acts: pd.DataFrame, busy: np.ndarray, lo: int, hi: int) -> int:
     """Idle ns in ``[lo, hi)`` before activities whose launch call began after the gap did."""
     holes = iv.gaps(busy, lo, hi)
-    if len(holes) == 0:
-        return 0
+    if len(holes) == 0 or acts.empty:
+        return 0  # no GPU activity: no launch to wait for
     nxt = next_activity(acts, holes[:, 1])
     lts = np.where(nxt >= 0, acts["launch_ts"].to_numpy()[np.clip(nxt, 0, None)], -1)
     late = (nxt >= 0) & (lts >= holes[:, 0])
