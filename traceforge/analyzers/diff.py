@@ -15,6 +15,7 @@ import pandas as pd
 
 from traceforge.analyzers.kernel_names import fused_ops
 from traceforge.analyzers.kernels import kernel_table, top_kernels
+from traceforge.analyzers.steps import launch_times
 from traceforge.analyzers.summary import busy_ns
 from traceforge.model import GPU_KINDS, Trace
 
@@ -87,12 +88,8 @@ def in_steps(t: Trace) -> tuple[Trace, int]:
     if steps.empty:
         return t, 1
     ev = t.events
-    launch = ev[ev["kind"].isin(("runtime", "driver")) & (ev["corr"] >= 0)]
-    launch_ts = launch.groupby("corr")["ts"].min()
     is_gpu = ev["kind"].isin(GPU_KINDS).to_numpy()
-    gpu = ev[is_gpu]
-    at = launch_ts.reindex(gpu["corr"].to_numpy()).to_numpy(dtype=float)
-    at = np.where(np.isnan(at), gpu["ts"].to_numpy(), at)
+    at = launch_times(t)
     starts, ends = steps["ts"].to_numpy(), steps["end"].to_numpy()
     k = np.searchsorted(starts, at, side="right") - 1
     inside = (k >= 0) & (at < ends[np.clip(k, 0, None)])
