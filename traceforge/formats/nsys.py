@@ -10,8 +10,14 @@ the session start. ``globalTid`` packs pid and tid: pid = (gTid >> 24) & 0xFFFFF
 tid = gTid & 0xFFFFFF (``globalPid`` is the same with tid 0).
 
 A report of several processes (torchrun under nsys) becomes one trace whose ``rank``
-column numbers the processes that ran GPU work (in pid order) and whose ``pid`` of host
-rows is the OS pid; correlation ids are per process, so pair them within one rank.
+column numbers the processes that ran GPU work (kernels, copies, memsets or syncs), in
+ascending OS pid order: nsys records no torch rank, and torchrun starts local ranks in
+order, so pid order is the usual rank order but not a guarantee. Host rows carry the OS
+pid in ``pid``; GPU rows carry the device there (Kineto's layout) and the OS pid of the
+launching process in args ``host_pid``; ``meta.extra["rank_pids"]`` maps rank -> pid.
+Host rows of processes without GPU work keep rank -1. Correlation ids are per process,
+so pair them within one rank. :func:`split_processes` turns such a trace into one trace
+per rank (``traceforge.load_run`` does this for a single multi-process file).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +127,6 @@ def _read_rep(p: Path) -> Trace:
 
 
 def _with_path(m: TraceMeta, p: Path) -> TraceMeta:
-    from dataclasses import replace
-
     return replace(m, path=str(p), extra={**m.extra, "exported_with": "nsys export"})
 
 
@@ -370,13 +375,17 @@ def _meta(p: Path, conn: sqlite3.Connection, have: frozenset[str], df: pd.DataFr
     if unfinished:
         notes.append(f"{unfinished} NVTX ranges never ended and were left out")
     ranks = sorted(set(df["rank"].tolist()) - {-1})
+    extra: dict[str, Any] = {"nsys_session_start_ns": session} if session else {}
     if ranks:
         notes.append(f"{len(ranks)} processes ran GPU work: rank numbers them in pid order")
+        gpu = df[(df["rank"] >= 0) & (df["host_pid"] >= 0)]
+        extra["rank_pids"] = {int(r): int(h) for r, h in
+                              gpu.groupby("rank")["host_pid"].first().items()}
     return TraceMeta(
         path=str(p), format=NAME, base_ns=session + t0 if session else t0,
         world_size=len(ranks) or None, devices=_devices(conn, have), versions=versions,
         process_names=procs, thread_names=threads, notes=tuple(notes),
-        extra={"nsys_session_start_ns": session} if session else {},
+        extra=extra,
     )
 
 
@@ -406,3 +415,44 @@ class _Args:
                 d[k] = int(v) if isinstance(v, float) and v.is_integer() else v
             out.append(d)
         return out
+
+
+def split_processes(trace: Trace) -> list[Trace]:
+    """One trace per process that ran GPU work, ordered by rank, each with its rank set.
+
+    Works on any trace whose ``rank`` column numbers processes (this reader's multi-process
+    reports; rocpd and rocprofv3 outputs number them the same way). A process's trace holds
+    its host rows and the GPU rows it launched, keeps the original time base (ranks stay
+    comparable) and decodes ``args`` through the parent. A trace with at most one GPU
+    process comes back whole, as rank 0.
+    """
+    ev = trace.events
+    ranks = sorted(int(r) for r in set(ev["rank"].unique().tolist()) - {-1})
+    m = trace.meta
+    if len(ranks) <= 1:
+        whole = ev.assign(rank=np.int64(0))
+        return [replace(trace, events=whole, meta=replace(m, rank=0, world_size=1))]
+    pids: dict[int, int] = dict(m.extra.get("rank_pids") or {})
+    out: list[Trace] = []
+    for r in ranks:
+        sel = ev[ev["rank"] == r]
+        host = sel.loc[sel["device"] < 0, "pid"]
+        pid = pids.get(r, int(host.mode().iloc[0]) if len(host) else -1)
+        rows = sel.index.to_numpy()
+        parent = trace.args_provider
+
+        def provider(idx: np.ndarray, rows: np.ndarray = rows,
+                     parent: Any = parent) -> list[dict[str, Any]]:
+            result: list[dict[str, Any]] = parent(rows[idx])
+            return result
+
+        flows = trace.flows[trace.flows["pid"] == pid].reset_index(drop=True)
+        meta = replace(
+            m, rank=r, world_size=len(ranks),
+            process_names={k: v for k, v in m.process_names.items() if k == pid},
+            thread_names={k: v for k, v in m.thread_names.items() if k[0] == pid},
+            notes=(*m.notes, f"rank {r} of {len(ranks)}: process {pid}, split from one "
+                   "multi-process trace"),
+            extra={**m.extra, "pid": pid})
+        out.append(Trace(sel.reset_index(drop=True), meta, flows, provider))
+    return out

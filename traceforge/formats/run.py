@@ -16,6 +16,7 @@ from pathlib import Path
 
 from traceforge.errors import AnalysisError, TraceFormatError
 from traceforge.formats import SUPPORTED, load
+from traceforge.formats.nsys import split_processes
 from traceforge.model import Trace
 
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
@@ -47,6 +48,9 @@ def load_run(paths: Sequence[str | Path] | str | Path, *, workers: int | None = 
              ) -> list[Trace]:
     """Read the traces of one run (a directory or a list of files), sorted by rank.
 
+    A single file holding several processes with GPU work (an nsys report of torchrun)
+    is split into one trace per process (:func:`traceforge.formats.nsys.split_processes`).
+
     Files are parsed in a process pool when there are several (parsing is CPU-bound and
     holds the GIL). Raises AnalysisError naming the files when two claim the same rank or
     when the files come from different runs (different world sizes or NCCL versions).
@@ -54,6 +58,12 @@ def load_run(paths: Sequence[str | Path] | str | Path, *, workers: int | None = 
     files = _files(paths)
     if len(files) == 1:
         traces = [load(files[0])]
+        t0 = traces[0]
+        if t0.meta.rank is None and (t0.meta.world_size or 0) > 1:
+            # One report of several processes (torchrun under nsys, a merged rocpd
+            # database): one trace per process, ranks as the reader numbered them.
+            traces = split_processes(t0)
+            files = files * len(traces)
     else:
         n = min(len(files), workers or os.cpu_count() or 1)
         if n <= 1:
