@@ -6,60 +6,85 @@
     tf.ops(t)
 
 Every analysis is a plain function ``Trace -> DataFrame`` (or a small result of frames).
+Names are imported on first use, so ``import traceforge`` (and every CLI verb) pays only
+for the modules it touches.
 """
 
 from __future__ import annotations
 
-from traceforge.analyzers.breakdown import breakdown
-from traceforge.analyzers.diff import TraceDiff, diff
-from traceforge.analyzers.idle import IdleReport, idle_gaps
-from traceforge.analyzers.kernel_names import classify, short_name
-from traceforge.analyzers.kernels import kernel_table, top_kernels
-from traceforge.analyzers.launch import LaunchReport, gpu_activity, launch_overhead
-from traceforge.analyzers.ops import ops
-from traceforge.analyzers.overlap import OverlapReport, overlap
-from traceforge.capture import capture, step
-from traceforge.errors import (
-    AnalysisError,
-    CaptureError,
-    TraceforgeError,
-    TraceFormatError,
-    UsageError,
-)
-from traceforge.formats import load
-from traceforge.formats.run import load_run
-from traceforge.model import Device, Trace, TraceMeta
-from traceforge.perfetto_ui import open_in_perfetto
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AnalysisError",
-    "CaptureError",
-    "Device",
-    "IdleReport",
-    "LaunchReport",
-    "OverlapReport",
-    "Trace",
-    "TraceFormatError",
-    "TraceDiff",
-    "TraceMeta",
-    "TraceforgeError",
-    "UsageError",
-    "breakdown",
-    "capture",
-    "classify",
-    "diff",
-    "gpu_activity",
-    "idle_gaps",
-    "kernel_table",
-    "launch_overhead",
-    "load",
-    "load_run",
-    "open_in_perfetto",
-    "ops",
-    "overlap",
-    "short_name",
-    "step",
-    "top_kernels",
-]
+#: Public name -> module that defines it.
+_EXPORTS: dict[str, str] = {
+    "AnalysisError": "traceforge.errors",
+    "CaptureError": "traceforge.errors",
+    "TraceFormatError": "traceforge.errors",
+    "TraceforgeError": "traceforge.errors",
+    "UsageError": "traceforge.errors",
+    "Device": "traceforge.model",
+    "Trace": "traceforge.model",
+    "TraceMeta": "traceforge.model",
+    "load": "traceforge.formats",
+    "load_run": "traceforge.formats.run",
+    "classify": "traceforge.analyzers.kernel_names",
+    "short_name": "traceforge.analyzers.kernel_names",
+    "kernel_table": "traceforge.analyzers.kernels",
+    "launch_config": "traceforge.analyzers.kernels",
+    "top_kernels": "traceforge.analyzers.kernels",
+    "ops": "traceforge.analyzers.ops",
+    "select_steps": "traceforge.analyzers.steps",
+    "IdleReport": "traceforge.analyzers.idle",
+    "idle_gaps": "traceforge.analyzers.idle",
+    "OverlapReport": "traceforge.analyzers.overlap",
+    "overlap": "traceforge.analyzers.overlap",
+    "breakdown": "traceforge.analyzers.breakdown",
+    "LaunchReport": "traceforge.analyzers.launch",
+    "gpu_activity": "traceforge.analyzers.launch",
+    "launch_overhead": "traceforge.analyzers.launch",
+    "TraceDiff": "traceforge.analyzers.diff",
+    "diff": "traceforge.analyzers.diff",
+    "capture": "traceforge.capture",
+    "step": "traceforge.capture",
+    "open_in_perfetto": "traceforge.perfetto_ui",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from traceforge.analyzers.breakdown import breakdown
+    from traceforge.analyzers.diff import TraceDiff, diff
+    from traceforge.analyzers.idle import IdleReport, idle_gaps
+    from traceforge.analyzers.kernel_names import classify, short_name
+    from traceforge.analyzers.kernels import kernel_table, launch_config, top_kernels
+    from traceforge.analyzers.launch import LaunchReport, gpu_activity, launch_overhead
+    from traceforge.analyzers.ops import ops
+    from traceforge.analyzers.overlap import OverlapReport, overlap
+    from traceforge.analyzers.steps import select_steps
+    from traceforge.capture import capture, step
+    from traceforge.errors import (
+        AnalysisError,
+        CaptureError,
+        TraceforgeError,
+        TraceFormatError,
+        UsageError,
+    )
+    from traceforge.formats import load
+    from traceforge.formats.run import load_run
+    from traceforge.model import Device, Trace, TraceMeta
+    from traceforge.perfetto_ui import open_in_perfetto
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'traceforge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -8,6 +8,7 @@ from traceforge.analyzers.kernels import BY, TOP_KERNEL_COLUMNS, top_kernels
 from traceforge.analyzers.steps import select_steps
 from traceforge.commands.options import emit, format_option, step_option, trace_argument
 from traceforge.formats import load
+from traceforge.model import GPU_KINDS
 from traceforge.render import render_frame
 
 
@@ -23,7 +24,9 @@ def command(
     trace: str, limit: int, by: str, include_memory: bool, steps: tuple[int, ...], fmt: str
 ) -> None:
     """Kernels by total GPU time, with class, family, calls and avg/min/max."""
-    t = load(trace)
+    # Only GPU rows are needed (plus the step markers and launch calls for --step).
+    kinds = set(GPU_KINDS) | ({"user_annotation", "cpu_op", "runtime", "driver"} if steps else set())
+    t = load(trace, kinds=kinds)
     if steps:
         t = select_steps(t, steps)
     df = top_kernels(t, None if limit <= 0 else limit, by=by, include_memory=include_memory)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import gzip
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from itertools import chain, repeat
 from operator import attrgetter
 from pathlib import Path
@@ -45,6 +45,8 @@ from traceforge.model import (
 )
 
 NAME = FORMAT
+#: read() takes ``kinds`` and builds columns for those rows only.
+ACCEPTS_KINDS = True
 SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 
 
@@ -190,20 +192,24 @@ def _take(getter: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
     return list(map(getter, items))
 
 
-def read(path: str | Path) -> Trace:
-    """Read a Kineto / Chrome-trace JSON file into a Trace."""
+def read(path: str | Path, kinds: Collection[str] | None = None) -> Trace:
+    """Read a Kineto / Chrome-trace JSON file into a Trace.
+
+    ``kinds`` keeps only events of those kinds (e.g. the GPU kinds for a kernel table):
+    everything is still decoded, but the columns are built for the kept rows only.
+    """
     # Millions of short-lived containers trigger the cyclic GC over and over while nothing
     # here can form a cycle; pausing it halves the load time of large traces.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _read(Path(path))
+        return _read(Path(path), None if kinds is None else frozenset(kinds))
     finally:
         if enabled:
             gc.enable()
 
 
-def _read(p: Path) -> Trace:
+def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
     raw = _read_bytes(p)
     events, doc, typed = _decode(p, raw)
     del raw
@@ -213,8 +219,6 @@ def _read(p: Path) -> Trace:
     if not any(e.ph for e in events):
         what = "a JSON list without trace events" if doc.traceEvents is None else "no events"
         raise TraceFormatError(p, f"not a trace ({what})")
-    # Phases are one-character strings (interned by CPython): a fixed-width numpy array
-    # compares them at C speed.
     # Phase letters -> small codes through dict.get at C speed; unknown phases get -1.
     ph_code = np.fromiter(
         map(PH_CODE.get, _take(attrgetter("ph"), events), repeat(-1)),
@@ -259,8 +263,26 @@ def _read(p: Path) -> Trace:
 
     ts_ns = us_to_ns(ts_us)
     dur_ns = us_to_ns(dur_us)
+    cat_cat = _categorical(_take(attrgetter("cat"), evs))
+    # kind is built from the category codes, never from per-row strings.
+    kind_of_code = np.array(
+        [KINDS.index(KIND_OF_CAT.get(str(c).lower(), "other")) for c in cat_cat.categories]
+        + [KINDS.index("other")],
+        dtype=np.int8,
+    )
+    kind_codes = kind_of_code[cat_cat.codes]
+    notes = content_notes(cat_cat, kind_codes)
+    # The trace start is the first event of any kind, also when only some kinds are kept,
+    # so that times agree between loads with different ``kinds``.
+    has_events = bool(len(ts_ns))
+    t0 = int(ts_ns[ph_ev != "E"].min()) if has_events else 0
+    if kinds is not None:
+        sel = np.flatnonzero(np.isin(kind_codes, [KINDS.index(k) for k in kinds]))
+        evs = [evs[i] for i in sel]
+        idx_ev, ph_ev, ts_ns, dur_ns = idx_ev[sel], ph_ev[sel], ts_ns[sel], dur_ns[sel]
+        kind_codes = kind_codes[sel]
+        cat_cat = cat_cat[sel]
     names = _take(attrgetter("name"), evs)
-    cats = _take(attrgetter("cat"), evs)
     pid = ids.column(_take(attrgetter("pid"), evs))
     tid = ids.column(_take(attrgetter("tid"), evs))
     args = _take(attrgetter("args"), evs)
@@ -275,14 +297,6 @@ def _read(p: Path) -> Trace:
     ext, corr, stream, device, graph = (ints[:, k] for k in range(5))
     del args
 
-    cat_cat = _categorical(cats)
-    # kind is built from the category codes, never from per-row strings.
-    kind_of_code = np.array(
-        [KINDS.index(KIND_OF_CAT.get(str(c).lower(), "other")) for c in cat_cat.categories]
-        + [KINDS.index("other")],
-        dtype=np.int8,
-    )
-    kind_codes = kind_of_code[cat_cat.codes]
     gpu_codes = [KINDS.index(k) for k in ("kernel", "memcpy", "memset", "gpu_annotation", "sync")]
     is_gpu = np.isin(kind_codes, gpu_codes)
     # GPU rows: Kineto puts the device in pid and the stream in tid; args say it too when
@@ -296,18 +310,16 @@ def _read(p: Path) -> Trace:
         keep = _pair_begin_end(ph_ev, pid, tid, ts_ns, dur_ns)
 
     base = doc.baseTimeNanoseconds
-    t0 = int(ts_ns[keep].min()) if keep.any() else 0
     flows = _flows(events, np.flatnonzero(is_flow), phs, ids, p)
     if not flows.empty:
-        t0 = min(t0, int(flows["ts"].min())) if keep.any() else int(flows["ts"].min())
+        t0 = min(t0, int(flows["ts"].min())) if has_events else int(flows["ts"].min())
         flows["ts"] -= t0
     # Since torch 2.4 Kineto writes ts relative to baseTimeNanoseconds; older traces (and
     # ones without the key) hold absolute epoch microseconds. displayTimeUnit ("ms"/"ns")
     # only changes how a viewer displays times, never the unit of ts (perfetto#274).
     base_ns = t0 + (base if base is not None and t0 < 10**17 else 0)
 
-    meta = build_meta(p, doc, process_names, thread_names, base_ns, typed,
-                 content_notes(cat_cat, kind_codes))
+    meta = build_meta(p, doc, process_names, thread_names, base_ns, typed, notes)
     rank = -1 if meta.rank is None else meta.rank
     frame = pd.DataFrame(
         {

@@ -1,0 +1,24 @@
+"""The public surface: every name in __all__ resolves and says what it does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import traceforge
+
+
+def test_every_public_name_resolves_with_a_docstring() -> None:
+    for name in traceforge.__all__:
+        obj = getattr(traceforge, name)
+        assert (obj.__doc__ or "").strip(), name
+
+
+def test_import_is_light() -> None:
+    # Importing the package must not drag in pandas, the HTTP server or the capture code.
+    code = ("import sys, traceforge; "
+            "print(sorted(m for m in ('pandas', 'http.server', 'traceforge.capture') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
