@@ -228,8 +228,6 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
     phs = PH_LETTERS[ph_code]
     is_event = np.isin(phs, EVENT_PHASES)
     is_flow = np.isin(phs, FLOW_PHASES)
-    idx_ev = np.flatnonzero(is_event)
-    evs = [events[i] for i in idx_ev] if len(idx_ev) != n_all else events
     ids = _Ids()
 
     process_names: dict[int, str] = {}
@@ -237,51 +235,51 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
     for i in np.flatnonzero(phs == "M"):
         metadata_event(events[i], ids.one, process_names, thread_names)
 
-    # None (missing) becomes NaN in a float64 array; numeric strings are parsed.
-    ph_ev = phs[idx_ev]
+    # ts, dur and cat are taken for every event at once (one pass each over the structs);
+    # rows are selected afterwards, so the per-row work below touches kept rows only.
     try:
-        # One pass for both: Kineto's ts and dur are always numbers.
+        # One pass for both: Kineto's ts and dur are numbers (NaN where absent).
         tsdur = np.fromiter(
-            chain.from_iterable(map(attrgetter("ts", "dur"), evs)), dtype=np.float64,
-            count=2 * len(evs),
-        ).reshape(len(evs), 2)
+            chain.from_iterable(map(attrgetter("ts", "dur"), events)), dtype=np.float64,
+            count=2 * n_all,
+        ).reshape(n_all, 2)
         ts_us, dur_us = tsdur[:, 0], tsdur[:, 1]
     except (TypeError, ValueError):
         # None (missing) becomes NaN, numeric strings are parsed; checked just below.
-        ts_us = _floats(p, _take(attrgetter("ts"), evs), "ts")
-        dur_us = _floats(p, _take(attrgetter("dur"), evs), "dur")
-    is_x = ph_ev == "X"
+        ts_us = _floats(p, _take(attrgetter("ts"), events), "ts")
+        dur_us = _floats(p, _take(attrgetter("dur"), events), "dur")
     for what, bad_mask in (
-        ("has no ts", np.isnan(ts_us)),
-        ("has no dur", is_x & np.isnan(dur_us)),
-        ("has a negative duration", dur_us < 0),
+        ("has no ts", is_event & np.isnan(ts_us)),
+        ("has no dur", (phs == "X") & np.isnan(dur_us)),
+        ("has a negative duration", is_event & (dur_us < 0)),
     ):
         if bad_mask.any():
             bad = int(np.flatnonzero(bad_mask)[0])
-            raise TraceFormatError(p, f"event {int(idx_ev[bad])} ({evs[bad].name!r}) {what}")
-    dur_us = np.where(np.isnan(dur_us), 0.0, dur_us)
-
-    ts_ns = us_to_ns(ts_us)
-    dur_ns = us_to_ns(dur_us)
-    cat_cat = _categorical(_take(attrgetter("cat"), evs))
+            raise TraceFormatError(p, f"event {bad} ({events[bad].name!r}) {what}")
+    cat_all = _categorical(_take(attrgetter("cat"), events))
     # kind is built from the category codes, never from per-row strings.
     kind_of_code = np.array(
-        [KINDS.index(KIND_OF_CAT.get(str(c).lower(), "other")) for c in cat_cat.categories]
+        [KINDS.index(KIND_OF_CAT.get(str(c).lower(), "other")) for c in cat_all.categories]
         + [KINDS.index("other")],
         dtype=np.int8,
     )
-    kind_codes = kind_of_code[cat_cat.codes]
-    notes = content_notes(cat_cat, kind_codes)
+    kind_all = kind_of_code[cat_all.codes]
+    notes = content_notes(cat_all[is_event], kind_all[is_event])
     # The trace start is the first event of any kind, also when only some kinds are kept,
     # so that times agree between loads with different ``kinds``.
-    has_events = bool(len(ts_ns))
-    t0 = int(ts_ns[ph_ev != "E"].min()) if has_events else 0
+    starts = is_event & (phs != "E")
+    has_events = bool(starts.any())
+    t0 = int(us_to_ns(ts_us[starts]).min()) if has_events else 0
+    keep_rows = is_event
     if kinds is not None:
-        sel = np.flatnonzero(np.isin(kind_codes, [KINDS.index(k) for k in kinds]))
-        evs = [evs[i] for i in sel]
-        idx_ev, ph_ev, ts_ns, dur_ns = idx_ev[sel], ph_ev[sel], ts_ns[sel], dur_ns[sel]
-        kind_codes = kind_codes[sel]
-        cat_cat = cat_cat[sel]
+        keep_rows = is_event & np.isin(kind_all, [KINDS.index(k) for k in kinds])
+    idx_ev = np.flatnonzero(keep_rows)
+    evs = [events[i] for i in idx_ev] if len(idx_ev) != n_all else events
+    ph_ev = phs[idx_ev]
+    ts_ns = us_to_ns(ts_us[idx_ev])
+    dur_ns = us_to_ns(np.nan_to_num(dur_us[idx_ev], nan=0.0))
+    kind_codes = kind_all[idx_ev]
+    cat_cat = cat_all[idx_ev]
     names = _take(attrgetter("name"), evs)
     pid = ids.column(_take(attrgetter("pid"), evs))
     tid = ids.column(_take(attrgetter("tid"), evs))
