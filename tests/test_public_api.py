@@ -8,6 +8,10 @@ import sys
 import traceforge
 
 
+def test_all_lists_exactly_the_lazy_exports() -> None:
+    assert traceforge.__all__ == sorted(traceforge._EXPORTS)
+
+
 def test_every_public_name_resolves_with_a_docstring() -> None:
     for name in traceforge.__all__:
         obj = getattr(traceforge, name)

@@ -51,7 +51,38 @@ _EXPORTS: dict[str, str] = {
     "open_in_perfetto": "traceforge.perfetto_ui",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AnalysisError",
+    "CaptureError",
+    "Device",
+    "IdleReport",
+    "LaunchReport",
+    "OverlapReport",
+    "Trace",
+    "TraceDiff",
+    "TraceFormatError",
+    "TraceMeta",
+    "TraceforgeError",
+    "UsageError",
+    "breakdown",
+    "capture",
+    "classify",
+    "diff",
+    "gpu_activity",
+    "idle_gaps",
+    "kernel_table",
+    "launch_config",
+    "launch_overhead",
+    "load",
+    "load_run",
+    "open_in_perfetto",
+    "ops",
+    "overlap",
+    "select_steps",
+    "short_name",
+    "step",
+    "top_kernels",
+]
 
 if TYPE_CHECKING:
     from traceforge.analyzers.breakdown import breakdown

@@ -25,7 +25,9 @@ def command(
 ) -> None:
     """Kernels by total GPU time, with class, family, calls and avg/min/max."""
     # Only GPU rows are needed (plus the step markers and launch calls for --step).
-    kinds = set(GPU_KINDS) | ({"user_annotation", "cpu_op", "runtime", "driver"} if steps else set())
+    kinds = set(GPU_KINDS)
+    if steps:
+        kinds |= {"user_annotation", "cpu_op", "runtime", "driver"}
     t = load(trace, kinds=kinds)
     if steps:
         t = select_steps(t, steps)

@@ -7,7 +7,6 @@ the order of :data:`READERS` and raises one ``TraceFormatError`` line when none 
 
 from __future__ import annotations
 
-import gzip
 import importlib
 from collections.abc import Collection
 from dataclasses import replace
@@ -16,6 +15,7 @@ from types import ModuleType
 
 from traceforge import samples
 from traceforge.errors import TraceFormatError
+from traceforge.formats.source import read_head
 from traceforge.model import Trace
 
 #: Reader modules in the order they are tried (module names under traceforge.formats).
@@ -30,19 +30,6 @@ SUPPORTED = (
 
 def _reader(name: str) -> ModuleType:
     return importlib.import_module(f"traceforge.formats.{name}")
-
-
-def read_head(path: Path, n: int = 4096) -> bytes:
-    """First ``n`` bytes of the file's content, gunzipped when the file is gzip."""
-    with path.open("rb") as f:
-        head = f.read(n)
-    if head[:2] == b"\x1f\x8b":
-        try:
-            with gzip.open(path, "rb") as g:
-                return g.read(n)
-        except (OSError, EOFError) as e:
-            raise TraceFormatError(path, f"truncated or corrupt gzip ({e})") from None
-    return head
 
 
 def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:

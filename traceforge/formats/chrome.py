@@ -10,8 +10,6 @@ correlation id, ...) go through a slower, lenient path that yields the same tabl
 from __future__ import annotations
 
 import gc
-import gzip
-import zlib
 from collections.abc import Callable, Collection, Sequence
 from itertools import chain, repeat
 from operator import attrgetter
@@ -36,6 +34,7 @@ from traceforge.formats.kineto_schema import (
     Doc,
     loose,
 )
+from traceforge.formats.source import read_bytes
 from traceforge.model import (
     FLOW_COLUMNS,
     KINDS,
@@ -62,15 +61,7 @@ def sniff(path: Path, head: bytes) -> bool:
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise TraceFormatError(path, f"cannot read ({e.strerror})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as e:
-            raise TraceFormatError(path, f"truncated or corrupt gzip ({e})") from None
+    raw = read_bytes(path)
     if not raw.strip():
         raise TraceFormatError(path, "empty file")
     return raw

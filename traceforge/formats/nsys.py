@@ -36,7 +36,7 @@ import pandas as pd
 
 from traceforge.errors import TraceFormatError
 from traceforge.formats import sqlite_db
-from traceforge.formats.sqlite_db import pick
+from traceforge.formats.sqlite_db import ColumnArgs, pick
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
 
 NAME = "nsys-sqlite"
@@ -308,7 +308,7 @@ def _read_db(p: Path, conn: sqlite3.Connection, have: frozenset[str]) -> Trace:
     meta = _meta(p, conn, have, df, unfinished)
     df = df.sort_values("ts", kind="stable").reset_index(drop=True)
     events = normalize_events(df)
-    return Trace(events, meta, args_provider=_Args(df))
+    return Trace(events, meta, args_provider=ColumnArgs(df, _ARG_COLUMNS))
 
 
 def _layout(df: pd.DataFrame) -> pd.DataFrame:
@@ -392,29 +392,6 @@ def _meta(p: Path, conn: sqlite3.Connection, have: frozenset[str], df: pd.DataFr
 _ARG_COLUMNS = ("short_name", "bytes", "direction", "copyKind", "srcKind", "dstKind",
                 "srcDeviceId", "dstDeviceId", "value", "memKind", "returnValue", "syncType",
                 "style", "domain", "host_pid") + _GPU_ARGS
-
-
-class _Args:
-    """Per-row source fields (grid, bytes, NVTX domain, ...), built into dicts on demand."""
-
-    def __init__(self, df: pd.DataFrame) -> None:
-        self.cols = {c: df[c].to_numpy() for c in _ARG_COLUMNS if c in df.columns}
-
-    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
-        out = []
-        for r in rows.tolist():
-            d: dict[str, Any] = {}
-            for k, arr in self.cols.items():
-                v = arr[r]
-                if v is None or (isinstance(v, float) and v != v):
-                    continue
-                if k == "host_pid" and v < 0:
-                    continue
-                v = v.item() if hasattr(v, "item") else v
-                # Columns with gaps come back as floats from pandas; ids stay integers.
-                d[k] = int(v) if isinstance(v, float) and v.is_integer() else v
-            out.append(d)
-        return out
 
 
 def split_processes(trace: Trace) -> list[Trace]:

@@ -15,8 +15,6 @@ Counters are not events of the model; they are kept in ``meta.extra["counters"]`
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
+from traceforge.formats.source import read_bytes
 from traceforge.model import FLOW_COLUMNS, GPU_KINDS, Trace, TraceMeta, normalize_events
 
 NAME = "perfetto"
@@ -122,19 +121,6 @@ def packets(raw: bytes, path: Path) -> Iterator[bytes]:
         pos += size
 
 
-def _read_raw(p: Path) -> bytes:
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise TraceFormatError(p, f"cannot read ({e.strerror})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as e:
-            raise TraceFormatError(p, f"truncated or corrupt gzip ({e})") from None
-    return raw
-
-
 class _Seq:
     """Interning tables, defaults and incremental clocks of one packet sequence."""
 
@@ -172,7 +158,7 @@ def read(path: str | Path) -> Trace:
         raise TraceFormatError(
             p, "reading Perfetto traces needs the perfetto extra: "
             "pip install 'traceforge[perfetto]'") from None
-    raw = _read_raw(p)
+    raw = read_bytes(p)
     tracks: dict[int, dict[str, Any]] = {}
     seqs: dict[int, _Seq] = {}
     open_: dict[int, list[dict[str, Any]]] = {}

@@ -31,14 +31,13 @@ from __future__ import annotations
 import re
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
 from traceforge.formats import sqlite_db
-from traceforge.formats.sqlite_db import pick
+from traceforge.formats.sqlite_db import ColumnArgs, pick
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
 
 NAME = "rocpd"
@@ -368,27 +367,7 @@ def _trace(p: Path, df: pd.DataFrame, devices: tuple[Device, ...], procs: dict[i
         world_size=len(gpu_pids) if len(gpu_pids) > 1 else None,
         versions={"rocpd_schema": version} if version else {}, process_names=procs,
         thread_names=threads, notes=tuple(notes))
-    return Trace(normalize_events(df.drop(columns=["end"])), meta, args_provider=_Args(df))
+    events = normalize_events(df.drop(columns=["end"]))
+    return Trace(events, meta, args_provider=ColumnArgs(df, _ARG_COLUMNS))
 
 
-class _Args:
-    """Per-row source fields (grid, workgroup, bytes, direction, ...), built on demand."""
-
-    def __init__(self, df: pd.DataFrame) -> None:
-        self.cols = {c: df[c].to_numpy() for c in _ARG_COLUMNS if c in df.columns}
-
-    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
-        out = []
-        for r in rows.tolist():
-            d: dict[str, Any] = {}
-            for k, arr in self.cols.items():
-                v = arr[r]
-                if v is None or (isinstance(v, float) and v != v):
-                    continue
-                v = v.item() if hasattr(v, "item") else v
-                if k == "host_pid" and v < 0:
-                    continue
-                # Columns with gaps come back as floats from pandas; ids stay integers.
-                d[k] = int(v) if isinstance(v, float) and v.is_integer() else v
-            out.append(d)
-        return out

@@ -14,12 +14,14 @@ import shutil
 import sqlite3
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
+import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
@@ -122,3 +124,31 @@ def pick(have: list[str], *wanted: str, alias: str | None = None, prefix: str = 
         if w in have:
             return f'{prefix}"{w}" AS "{name}"'
     return f'NULL AS "{name}"'
+
+
+class ColumnArgs:
+    """Args provider for readers that build a frame: per-row source fields as dicts.
+
+    ``columns`` lists the frame columns that are args (grid, bytes, NVTX domain, ...);
+    missing values are left out, and a negative ``host_pid`` (unknown) too.
+    """
+
+    def __init__(self, df: pd.DataFrame, columns: Sequence[str]) -> None:
+        self.cols = {c: df[c].to_numpy() for c in columns if c in df.columns}
+
+    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        out = []
+        for r in rows.tolist():
+            d: dict[str, Any] = {}
+            for k, arr in self.cols.items():
+                v = arr[r]
+                if v is None or (isinstance(v, float) and v != v):
+                    continue
+                v = v.item() if hasattr(v, "item") else v
+                if k == "host_pid" and v < 0:
+                    continue
+                # Columns with gaps come back as floats from pandas; ids stay integers.
+                d[k] = int(v) if isinstance(v, float) and v.is_integer() else v
+            out.append(d)
+        return out
+
