@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +40,12 @@ def ev(name: str, kind: str = "kernel", ts: int = 0, dur: int = 0, **kw: Any) ->
 def make_trace(rows: list[dict[str, Any]], **meta: Any) -> Trace:
     """A Trace from ``ev`` rows; ``meta`` keywords go to TraceMeta."""
     return Trace.from_events(rows, TraceMeta(format="synthetic", **meta))
+
+
+def sql_rows(db: Path, query: str) -> list[tuple[object, ...]]:
+    """Rows of ``query`` on a SQLite file opened read-only: the raw-file oracle for readers."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(query).fetchall()
+    finally:
+        conn.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -20,14 +19,6 @@ GEMM = "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNN"
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
 
 
-def e(name: str, kind: str = "kernel", **kw: Any) -> dict[str, Any]:
-    """ev() with every id column present (rows without one read as -1, not NaN)."""
-    kw.setdefault("corr", -1)
-    kw.setdefault("ext", -1)
-    if kind not in ("kernel", "memcpy", "memset"):
-        kw.setdefault("device", -1)
-        kw.setdefault("stream", -1)
-    return ev(name, kind, **kw)
 
 
 def _small() -> tf.Trace:
@@ -35,14 +26,14 @@ def _small() -> tf.Trace:
     # ended; the host was busy in aten::mm from 3500) and runs [6000, 8000). NCCL runs
     # [2000, 4000) on another stream: overlapped [2000, 3000), exposed [3000, 4000).
     return make_trace([
-        e("ProfilerStep#1", "user_annotation", ts=0, dur=10_000, pid=1, tid=1),
-        e("aten::mm", "cpu_op", ts=3_500, dur=1_700, pid=1, tid=1, ext=3),
-        e("cudaLaunchKernel", "runtime", ts=500, dur=100, corr=1, pid=1, tid=1),
-        e("cudaLaunchKernel", "runtime", ts=5_000, dur=100, corr=2, pid=1, tid=1, ext=3),
-        e("ncclLaunch", "runtime", ts=1_500, dur=100, corr=3, pid=1, tid=1),
-        e(GEMM, ts=1_000, dur=2_000, corr=1, pid=0, tid=7),
-        e(GEMM, ts=6_000, dur=2_000, corr=2, ext=3, pid=0, tid=7),
-        e(NCCL, ts=2_000, dur=2_000, corr=3, pid=0, tid=20, stream=20),
+        ev("ProfilerStep#1", "user_annotation", ts=0, dur=10_000, pid=1, tid=1),
+        ev("aten::mm", "cpu_op", ts=3_500, dur=1_700, pid=1, tid=1, ext=3),
+        ev("cudaLaunchKernel", "runtime", ts=500, dur=100, corr=1, pid=1, tid=1),
+        ev("cudaLaunchKernel", "runtime", ts=5_000, dur=100, corr=2, pid=1, tid=1, ext=3),
+        ev("ncclLaunch", "runtime", ts=1_500, dur=100, corr=3, pid=1, tid=1),
+        ev(GEMM, ts=1_000, dur=2_000, corr=1, pid=0, tid=7),
+        ev(GEMM, ts=6_000, dur=2_000, corr=2, ext=3, pid=0, tid=7),
+        ev(NCCL, ts=2_000, dur=2_000, corr=3, pid=0, tid=20, stream=20),
     ], path="small.json")
 
 

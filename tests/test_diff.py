@@ -18,38 +18,30 @@ GEMM = "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNN"
 ELT = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float> >()"
 
 
-def e(name: str, kind: str = "kernel", **kw: Any) -> dict[str, Any]:
-    """ev() with every id column present, so rows without one read as -1, not NaN."""
-    kw.setdefault("corr", -1)
-    kw.setdefault("ext", -1)
-    if kind not in ("kernel", "memcpy", "memset"):
-        kw.setdefault("device", -1)
-        kw.setdefault("stream", -1)
-    return ev(name, kind, **kw)
 
 
 def _pair() -> tuple[tf.Trace, tf.Trace]:
     # A: one 1000 ns step; a GEMM (50 ns) and two add kernels (30 + 20 ns) launched by aten::add.
     a = make_trace([
-        e("ProfilerStep#1", "user_annotation", ts=0, dur=1000),
-        e("aten::add", "cpu_op", ts=5, dur=40, ext=5),
-        e("cudaLaunchKernel", "runtime", ts=10, dur=5, corr=1),
-        e("cudaLaunchKernel", "runtime", ts=20, dur=5, corr=2, ext=5),
-        e("cudaLaunchKernel", "runtime", ts=30, dur=5, corr=3, ext=5),
-        e(GEMM, ts=100, dur=50, corr=1),
-        e(ELT, ts=200, dur=30, corr=2, ext=5),
-        e(ELT, ts=240, dur=20, corr=3, ext=5),
+        ev("ProfilerStep#1", "user_annotation", ts=0, dur=1000),
+        ev("aten::add", "cpu_op", ts=5, dur=40, ext=5),
+        ev("cudaLaunchKernel", "runtime", ts=10, dur=5, corr=1),
+        ev("cudaLaunchKernel", "runtime", ts=20, dur=5, corr=2, ext=5),
+        ev("cudaLaunchKernel", "runtime", ts=30, dur=5, corr=3, ext=5),
+        ev(GEMM, ts=100, dur=50, corr=1),
+        ev(ELT, ts=200, dur=30, corr=2, ext=5),
+        ev(ELT, ts=240, dur=20, corr=3, ext=5),
     ])
     # B: one 400 ns step; the same GEMM (40 ns) and one fused add (10 ns). A kernel launched
     # after the step (ts 500) must not count, although it runs inside nothing.
     b = make_trace([
-        e("ProfilerStep#1", "user_annotation", ts=0, dur=400),
-        e("cudaLaunchKernel", "runtime", ts=10, dur=5, corr=1),
-        e("cudaLaunchKernel", "runtime", ts=20, dur=5, corr=2),
-        e("cudaLaunchKernel", "runtime", ts=500, dur=5, corr=3),
-        e(GEMM, ts=100, dur=40, corr=1),
-        e("triton_poi_fused_add_0", ts=150, dur=10, corr=2),
-        e("triton_poi_fused_mul_1", ts=600, dur=1000, corr=3),
+        ev("ProfilerStep#1", "user_annotation", ts=0, dur=400),
+        ev("cudaLaunchKernel", "runtime", ts=10, dur=5, corr=1),
+        ev("cudaLaunchKernel", "runtime", ts=20, dur=5, corr=2),
+        ev("cudaLaunchKernel", "runtime", ts=500, dur=5, corr=3),
+        ev(GEMM, ts=100, dur=40, corr=1),
+        ev("triton_poi_fused_add_0", ts=150, dur=10, corr=2),
+        ev("triton_poi_fused_mul_1", ts=600, dur=1000, corr=3),
     ])
     return a, b
 
@@ -145,8 +137,8 @@ def test_cli_diff_formats() -> None:
 
 
 def test_cpu_only_traces_diff() -> None:
-    t = make_trace([e("ProfilerStep#1", "user_annotation", ts=0, dur=1000),
-                    e("aten::add", "cpu_op", ts=10, dur=100)])
+    t = make_trace([ev("ProfilerStep#1", "user_annotation", ts=0, dur=1000),
+                    ev("aten::add", "cpu_op", ts=10, dur=100)])
     d = tf.diff(t, t)
     assert d.metric("kernels") == (0.0, 0.0)
     assert d.by_class.empty and d.only_a.empty

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import traceforge as tf
 from tests.conftest import shared
+from tests.conftest import sql_rows as _sql
 from traceforge.cli import cli
 from traceforge.errors import TraceFormatError
 
@@ -51,12 +52,6 @@ def _plain(tmp_path: Path, rel: str) -> Path:
     return out
 
 
-def _sql(db: Path, q: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return conn.execute(q).fetchall()
-    finally:
-        conn.close()
 
 
 def _oracle(name: str) -> list[dict[str, str]]:

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 import traceforge as tf
 from tests.conftest import shared
+from tests.conftest import sql_rows as _sql
 from traceforge.cli import cli
 from traceforge.formats.nsys import split_processes
 
@@ -29,12 +30,6 @@ SECOND_PID, LAUNCHER_PID = 2080, 999
 _PID_SHIFT = 1 << 24
 
 
-def _sql(db: Path, q: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return conn.execute(q).fetchall()
-    finally:
-        conn.close()
 
 
 @pytest.fixture(scope="module")

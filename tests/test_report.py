@@ -8,7 +8,6 @@ import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
@@ -21,33 +20,23 @@ from traceforge.cli import cli
 from traceforge.model import Trace
 
 
-def e(name: str, kind: str = "kernel", **kw: Any) -> dict[str, Any]:
-    """ev() with every id column present (rows without one read as -1, not NaN)."""
-    kw.setdefault("corr", -1)
-    kw.setdefault("ext", -1)
-    if kind not in ("kernel", "memcpy", "memset"):
-        kw.setdefault("device", -1)
-        kw.setdefault("stream", -1)
-    return ev(name, kind, **kw)
-
-
 def _launch_bound() -> Trace:
     # One 100 us step: ten 9 us launch calls, each kernel (0.5 us) starts 0.5 us after its
     # call returns. Busy = 10 * 0.5 = 5 us of the GPU window: far below 40%.
-    rows = [e("ProfilerStep#1", "user_annotation", ts=0, dur=100_000)]
+    rows = [ev("ProfilerStep#1", "user_annotation", ts=0, dur=100_000)]
     for i in range(10):
         t = i * 10_000
-        rows.append(e("cudaLaunchKernel", "runtime", ts=t, dur=9_000, corr=i + 1))
-        rows.append(e("vectorized_elementwise_kernel", ts=t + 9_500, dur=500, corr=i + 1))
+        rows.append(ev("cudaLaunchKernel", "runtime", ts=t, dur=9_000, corr=i + 1))
+        rows.append(ev("vectorized_elementwise_kernel", ts=t + 9_500, dur=500, corr=i + 1))
     return make_trace(rows)
 
 
 def _gpu_bound() -> Trace:
     # All launches up front; kernels back to back for 95 us of a 100 us step.
-    rows = [e("ProfilerStep#1", "user_annotation", ts=0, dur=100_000)]
+    rows = [ev("ProfilerStep#1", "user_annotation", ts=0, dur=100_000)]
     for i in range(10):
-        rows.append(e("cudaLaunchKernel", "runtime", ts=i * 100, dur=50, corr=i + 1))
-        rows.append(e("nvjet_sm90_tst_gemm", ts=5_000 + i * 9_500, dur=9_500, corr=i + 1))
+        rows.append(ev("cudaLaunchKernel", "runtime", ts=i * 100, dur=50, corr=i + 1))
+        rows.append(ev("nvjet_sm90_tst_gemm", ts=5_000 + i * 9_500, dur=9_500, corr=i + 1))
     return make_trace(rows)
 
 
@@ -70,10 +59,10 @@ def test_gpu_bound_run_has_no_busy_or_launch_finding() -> None:
 def test_exposed_communication() -> None:
     # NCCL runs [0, 600) and a GEMM [0, 200) in a 1000 ns step: 400 ns exposed = 40% > 30%.
     t = make_trace([
-        e("ProfilerStep#1", "user_annotation", ts=0, dur=1000),
-        e("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", ts=0, dur=600, stream=20),
-        e("nvjet_sm90_tst_gemm", ts=0, dur=200, stream=7),
-        e("nvjet_sm90_tst_gemm", ts=999, dur=1, stream=7),
+        ev("ProfilerStep#1", "user_annotation", ts=0, dur=1000),
+        ev("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", ts=0, dur=600, stream=20),
+        ev("nvjet_sm90_tst_gemm", ts=0, dur=200, stream=7),
+        ev("nvjet_sm90_tst_gemm", ts=999, dur=1, stream=7),
     ])
     f = {x.rule: x for x in findings(analyze(t))}
     assert "exposed_comm" in f
@@ -81,15 +70,15 @@ def test_exposed_communication() -> None:
 
 
 def test_copies_and_syncs_inside_steps() -> None:
-    rows = [e("ProfilerStep#1", "user_annotation", ts=0, dur=10_000)]
-    rows += [e("cudaMemcpyAsync", "runtime", ts=100, dur=50, corr=1),
-             e("Memcpy HtoD (Pageable -> Device)", "memcpy", ts=200, dur=300, corr=1),
-             e("cudaDeviceSynchronize", "runtime", ts=600, dur=4_000, corr=2),
-             e("cudaLaunchKernel", "runtime", ts=4_700, dur=50, corr=3),
-             e("nvjet_sm90_tst_gemm", ts=4_800, dur=5_000, corr=3),
+    rows = [ev("ProfilerStep#1", "user_annotation", ts=0, dur=10_000)]
+    rows += [ev("cudaMemcpyAsync", "runtime", ts=100, dur=50, corr=1),
+             ev("Memcpy HtoD (Pageable -> Device)", "memcpy", ts=200, dur=300, corr=1),
+             ev("cudaDeviceSynchronize", "runtime", ts=600, dur=4_000, corr=2),
+             ev("cudaLaunchKernel", "runtime", ts=4_700, dur=50, corr=3),
+             ev("nvjet_sm90_tst_gemm", ts=4_800, dur=5_000, corr=3),
              # after the step: neither rule may count these
-             e("cudaDeviceSynchronize", "runtime", ts=20_000, dur=9_000, corr=4),
-             e("Memcpy DtoH (Device -> Pageable)", "memcpy", ts=30_000, dur=300, corr=-1)]
+             ev("cudaDeviceSynchronize", "runtime", ts=20_000, dur=9_000, corr=4),
+             ev("Memcpy DtoH (Device -> Pageable)", "memcpy", ts=30_000, dur=300, corr=-1)]
     r = analyze(make_trace(rows))
     assert int(r.copies["count"].sum()) == 1
     assert r.syncs["calls"].tolist() == [1]
@@ -224,8 +213,8 @@ def test_html_report_renders_in_chromium(tmp_path: Path) -> None:
 
 
 def test_cpu_only_trace_reports_without_gpu_sections(tmp_path: Path) -> None:
-    t = make_trace([e("ProfilerStep#1", "user_annotation", ts=0, dur=1000),
-                    e("aten::add", "cpu_op", ts=10, dur=100)])
+    t = make_trace([ev("ProfilerStep#1", "user_annotation", ts=0, dur=1000),
+                    ev("aten::add", "cpu_op", ts=10, dur=100)])
     r = analyze(t)
     assert r.launch.empty and r.top_kernels.empty
     assert findings(r) == []

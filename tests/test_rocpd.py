@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 import traceforge as tf
 from tests import rocpd_schema
+from tests.conftest import sql_rows as _sql
 from traceforge.cli import cli
 
 DISPATCH = f"rocpd_kernel_dispatch{rocpd_schema.UUID}"
@@ -27,12 +28,6 @@ STRING = f"rocpd_string{rocpd_schema.UUID}"
 PROCESS = f"rocpd_info_process{rocpd_schema.UUID}"
 
 
-def _sql(db: Path, q: str) -> list[tuple[object, ...]]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return conn.execute(q).fetchall()
-    finally:
-        conn.close()
 
 
 @pytest.fixture
