@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from traceforge.analyzers.idle import idle_gaps
+from traceforge.analyzers.kernel_names import short_name
 from traceforge.commands.options import emit, format_option, trace_argument
 from traceforge.formats import load
 from traceforge.render import render_frame
@@ -35,10 +36,16 @@ def command(trace: str, limit: int, min_gap_us: float, per_stream: bool, fmt: st
     if fmt == "csv":
         emit(render_frame(top, fmt))
         return
-    show = top.assign(ts_us=top["ts"] / 1e3, dur_us=top["dur"] / 1e3)[
+    # Tables show short kernel names (JSON and CSV keep the full ones).
+    show = top.assign(ts_us=top["ts"] / 1e3, dur_us=top["dur"] / 1e3,
+                      next_name=top["next_name"].map(_short))[
         ["device", "stream", "step", "ts_us", "dur_us", "cause", "cpu_op", "annotation",
          "next_name"]]
     summary = r.summary.assign(idle_us=r.summary["idle_ns"] / 1e3).drop(columns="idle_ns")
     emit(render_frame(summary, fmt, title=f"GPU idle by cause (% of step windows): {trace}"))
     emit(render_frame(r.histogram, fmt, title="Gap lengths"))
     emit(render_frame(show, fmt, title="Largest gaps", notes=notes))
+
+
+def _short(name: object) -> object:
+    return short_name(name) if isinstance(name, str) else name
