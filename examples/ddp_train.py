@@ -91,6 +91,8 @@ def main() -> None:
     if rank == 0:
         print(f"ddp_train: {size}, {world} rank(s), {args.steps} steps in {dt:.2f} s, "
               f"{args.steps * batch * world / dt:.1f} samples/s, loss {loss.item():.3f}")
+    # Free DDP (its reducer holds the process group) before the group itself goes away.
+    del model, opt
     dist.destroy_process_group()
 
 

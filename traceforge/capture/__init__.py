@@ -7,6 +7,10 @@ imported inside the functions that need it, so ``import traceforge`` works witho
 
 from __future__ import annotations
 
+import sys
+import types
+from typing import Any
+
 from traceforge.capture.options import BACKEND_NAMES, MODES, CaptureOptions, Steps
 from traceforge.capture.session import Run, capture
 from traceforge.capture.steps import step
@@ -14,6 +18,21 @@ from traceforge.capture.steps import step
 #: Backend name -> module under traceforge.capture that runs a whole process with it
 #: (``torch`` runs in-process through :mod:`traceforge.capture.runner`).
 BACKENDS: dict[str, str] = {"torch": "runner", "nsys": "nsys", "rocprof": "rocprof"}
+
+
+class _CallableModule(types.ModuleType):
+    """``traceforge.capture`` names both this package and the :func:`capture` context manager.
+
+    Once the package is imported, Python binds ``traceforge.capture`` to the package, which
+    would hide the function from ``with traceforge.capture(...)``; calling the package
+    therefore calls the function.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return capture(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["BACKENDS", "BACKEND_NAMES", "MODES", "CaptureOptions", "Run", "Steps", "capture",
            "step"]

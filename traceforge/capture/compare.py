@@ -16,7 +16,7 @@ from traceforge.capture.options import CaptureOptions, to_args
 from traceforge.capture.trace_file import read_summary
 
 COLUMNS = ("mode", "latency_ms", "hz", "peak_gib", "speedup", "kernels_per_step", "trace_mib",
-           "timed_steps", "exit")
+           "first_step_s", "timed_steps", "exit")
 
 
 def latency_s(summary: dict[str, Any]) -> tuple[float | None, str]:
@@ -42,6 +42,7 @@ def latency_s(summary: dict[str, Any]) -> tuple[float | None, str]:
 
 def row(summary: dict[str, Any], base: float | None) -> dict[str, Any]:
     lat, which = latency_s(summary)
+    walls = summary.get("steps", {}).get("wall_s", [])
     peaks = [p for p in summary.get("steps", {}).get("peak_memory_bytes", []) if p is not None]
     trace = summary.get("trace") or {}
     recorded = summary.get("steps", {}).get("recorded", [])
@@ -55,6 +56,8 @@ def row(summary: dict[str, Any], base: float | None) -> dict[str, Any]:
         "kernels_per_step": (trace.get("kernel_events", 0) / len(recorded)
                              if trace and recorded else None),
         "trace_mib": trace.get("bytes", 0) / 2**20 if trace else None,
+        # warm-up: compilation, autotuning, CUDA-graph recording, allocator growth
+        "first_step_s": walls[0] if walls else None,
         "timed_steps": which,
         "exit": summary.get("exit_status"),
     }
@@ -78,7 +81,8 @@ def run_modes(modes: tuple[str, ...], opts: CaptureOptions,
         if stale is not None:
             stale.unlink()  # so a mode that fails early is not shown with an old run's numbers
         try:
-            rc = subprocess.call(cmd)
+            # The targets' own output goes to stderr: stdout is for the comparison (--format).
+            rc = subprocess.call(cmd, stdout=sys.stderr)
         except KeyboardInterrupt:
             return 130, summaries
         worst = worst or rc

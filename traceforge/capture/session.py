@@ -74,16 +74,16 @@ def _rank() -> int | None:
     return int(r) if r is not None and r.isdigit() else None
 
 
-def _schedule_action(steps: Steps, k: int) -> Any:
+def _schedule_action(steps: Steps, k: int, provisional: bool) -> Any:
     """The profiler action of step ``k``.
 
-    Step 0 is recorded (and saved) provisionally: if the program never marks a step, the
-    whole run is that one step; if it does, the real window replaces it.
+    With ``provisional``, step 0 is recorded (and saved): if the program never marks a step,
+    the whole run is that one step; if it does, the real window replaces it.
     """
     from torch.profiler import ProfilerAction
 
     start = steps.wait + steps.warmup
-    if k == 0 and steps.wait > 0:
+    if k == 0 and steps.wait > 0 and provisional:
         return ProfilerAction.RECORD_AND_SAVE
     if k < steps.wait:
         return ProfilerAction.NONE
@@ -106,15 +106,19 @@ class _Recorder:
         self.prof: Any = None
         self.raw: Path | None = None  # Kineto JSON of the real window
         self.raw_step0: Path | None = None  # provisional whole-run / step-0 recording
-        self.last = time.perf_counter()
-        self.graphs_seen = dynamo_counters()[0]
+        self.t0 = self.last = time.perf_counter()
+        self.graphs0 = self.graphs_seen = dynamo_counters()[0]
         self.nvtx_open = False
+        self.provisional = True  # step 0 may be the whole run (see _schedule_action)
+        self.discarding = False
         self.tracker = StepTracker(self.on_step)
 
     # -- profiler callbacks --------------------------------------------------------------
     def on_ready(self, prof: Any) -> None:
+        if self.discarding:
+            return
         k = prof.step_num
-        provisional = k == 1 and self.steps.wait > 0
+        provisional = k == 1 and self.steps.wait > 0 and self.provisional
         path = self.out / f".{self.run.stem}.{'step0' if provisional else 'window'}.raw.json"
         prof.export_chrome_trace(str(path))
         if provisional:
@@ -129,7 +133,7 @@ class _Recorder:
             # to completion, a partial step when the run ended or was interrupted inside it.
             self.run.recorded_steps = list(range(start, min(k + 1, start + self.steps.active)))
 
-    def on_step(self) -> None:
+    def on_step(self, restart: bool) -> None:
         import torch
 
         tc: Any = torch.cuda  # some of its functions are untyped
@@ -143,12 +147,21 @@ class _Recorder:
             peak = int(torch.cuda.max_memory_allocated())
             torch.cuda.reset_peak_memory_stats()
         graphs = dynamo_counters()[0]
+        if restart:
+            # The weaker source's steps become one step 0, from the start until now.
+            peaks = [s.peak_bytes for s in self.run.steps if s.peak_bytes is not None]
+            peak = max([*peaks, peak]) if peak is not None else None
+            self.run.steps.clear()
+            self.last, self.graphs_seen = self.t0, self.graphs0
+            self._restart_profiler()
         self.run.steps.append(StepRecord(len(self.run.steps), now - self.last, peak,
                                          graphs - self.graphs_seen))
         self.graphs_seen = graphs
-        self.last = now
         if self.prof is not None:
             self.prof.step()
+        # The next step starts after the profiler's own work (a window's export can take
+        # seconds), so that work is counted in no step's wall time.
+        self.last = time.perf_counter()
         if self.run.options.backend == "nvtx":
             self._nvtx_next()
 
@@ -168,23 +181,45 @@ class _Recorder:
         self.nvtx_open = True
 
     # -- start / stop --------------------------------------------------------------------
-    def start(self) -> None:
+    def _new_profiler(self) -> Any:
         import torch
+        from torch.profiler import ProfilerActivity, profile
 
+        acts = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            acts.append(ProfilerActivity.CUDA)
+        return profile(
+            activities=acts,
+            schedule=lambda k: _schedule_action(self.steps, k, self.provisional),
+            on_trace_ready=self.on_ready,
+            record_shapes=self.run.options.record_shapes,
+            profile_memory=self.run.options.memory,
+            with_stack=self.run.options.with_stack,
+        )
+
+    def _restart_profiler(self) -> None:
+        """Start the schedule over, so that its steps are the new source's steps.
+
+        Whatever the old profiler recorded was cut at the weaker source's boundaries; it is
+        dropped (the step-0 recording stays as a fallback).
+        """
+        if self.prof is None:
+            return
+        self.discarding = True
+        try:
+            self.prof.__exit__(None, None, None)
+        finally:
+            self.discarding = False
+        if self.raw is not None:
+            self.raw.unlink(missing_ok=True)
+            self.raw, self.run.recorded_steps = None, []
+        self.provisional = False
+        self.prof = self._new_profiler()
+        self.prof.start()
+
+    def start(self) -> None:
         if self.run.options.backend == "torch":
-            from torch.profiler import ProfilerActivity, profile
-
-            acts = [ProfilerActivity.CPU]
-            if torch.cuda.is_available():
-                acts.append(ProfilerActivity.CUDA)
-            self.prof = profile(
-                activities=acts,
-                schedule=lambda k: _schedule_action(self.steps, k),
-                on_trace_ready=self.on_ready,
-                record_shapes=self.run.options.record_shapes,
-                profile_memory=self.run.options.memory,
-                with_stack=self.run.options.with_stack,
-            )
+            self.prof = self._new_profiler()
             self.prof.start()
         else:
             self._nvtx_next()
@@ -195,7 +230,7 @@ class _Recorder:
         self.tracker.remove()
         self.run.step_source = self.tracker.description
         if self.prof is not None:
-            self.prof.stop()
+            self.prof.__exit__(None, None, None)  # stop, and release Kineto's step counter
         if self.nvtx_open:
             import torch
 

@@ -35,9 +35,13 @@ def _compiling() -> bool:
 
 
 class StepTracker:
-    """Turns step evidence into calls of ``on_step``, remembering which source it used."""
+    """Turns step evidence into calls of ``on_step(restart)``, remembering the source used.
 
-    def __init__(self, on_step: Callable[[], None]) -> None:
+    ``restart`` is True when a stronger source takes over from a weaker one that already
+    fired: what the weaker one called steps were parts of the stronger one's first step.
+    """
+
+    def __init__(self, on_step: Callable[[bool], None]) -> None:
         self.on_step = on_step
         self.source: str | None = None
         self.module_name: str | None = None
@@ -55,10 +59,14 @@ class StepTracker:
     def boundary(self, source: str) -> None:
         # A stronger source takes over even after a weaker one fired: in training the first
         # forward call starts before the first optimizer step ends.
-        if self.source is None or _PRIORITY[source] > _PRIORITY[self.source]:
+        if self.source is None:
             self.source = source
-        if source == self.source:
-            self.on_step()
+            self.on_step(False)
+        elif _PRIORITY[source] > _PRIORITY[self.source]:
+            self.source = source
+            self.on_step(True)
+        elif source == self.source:
+            self.on_step(False)
 
     def install(self, hooks: bool = True) -> None:
         """Start listening; ``hooks`` False leaves only explicit ``step()`` calls."""
