@@ -339,3 +339,41 @@ def test_torchrun_writes_one_trace_per_rank(tmp_path: Path) -> None:
         block = meta(tmp_path / f"ddp_train.sdpa.rank{rank}.pt.trace.json.gz")
         assert block["rank"] == rank and block["env"]["WORLD_SIZE"] == "2"
         assert block["steps"]["source"] == "optimizer.step()"
+
+
+def test_rocprof_prefers_v3_and_falls_back_to_legacy(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    target = script(tmp_path, "t.py", "print('hi')\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.delenv("TRACEFORGE_ROCPROF", raising=False)
+
+    def fake(name: str) -> None:
+        # Logs its arguments instead of profiling; the target is not run.
+        p = bindir / name
+        p.write_text(f'#!/bin/sh\necho "{name} $@" >> {log}\n')
+        p.chmod(0o755)
+
+    fake("rocprof")
+    assert cli("capture", "--backend", "rocprof", "-o", str(tmp_path), "--", str(target)) == 0
+    def last_profile() -> str:
+        return [c for c in log.read_text().splitlines() if not c.endswith("--version")][-1]
+
+    legacy = last_profile()
+    assert legacy.startswith("rocprof --hip-trace --roctx-trace")
+    fake("rocprofv3")
+    assert cli("capture", "--backend", "rocprof", "-o", str(tmp_path), "--", str(target)) == 0
+    v3 = last_profile()
+    assert v3.startswith("rocprofv3 --kernel-trace --hip-trace --memory-copy-trace "
+                         "--marker-trace --output-format csv json pftrace")
+    assert "-m traceforge capture --backend nvtx" in v3 and v3.endswith(str(target))
+    summary = json.loads((tmp_path / "t.sdpa.summary.json").read_text())
+    assert summary["backend"] == "rocprof" and summary["rocprof"]["command"][0].endswith("v3")
+
+
+def test_torchrun_with_an_outer_profiler_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli("capture", "--backend", "nsys", "--", "torchrun", "--nproc-per-node", "2",
+               "train.py") == 2
+    assert "not supported" in capsys.readouterr().err
