@@ -377,3 +377,33 @@ def test_torchrun_with_an_outer_profiler_is_refused(capsys: pytest.CaptureFixtur
     assert cli("capture", "--backend", "nsys", "--", "torchrun", "--nproc-per-node", "2",
                "train.py") == 2
     assert "not supported" in capsys.readouterr().err
+
+
+def test_fa2_mode_defaults_hugging_face_models_to_flash_attention_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from traceforge.capture.modes import apply_mode
+
+    # Stand-ins for the two packages: only their presence and from_pretrained matter.
+    (tmp_path / "flash_attn").mkdir()
+    (tmp_path / "flash_attn" / "__init__.py").write_text("")
+    (tmp_path / "transformers").mkdir()
+    (tmp_path / "transformers" / "__init__.py").write_text(textwrap.dedent("""
+        class PreTrainedModel:
+            @classmethod
+            def from_pretrained(cls, name, **kwargs):
+                return cls.__name__, kwargs
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import transformers  # the stand-in
+
+    class Llama(transformers.PreTrainedModel):
+        pass
+
+    with apply_mode("fa2") as state:
+        assert Llama.from_pretrained("m") == ("Llama", {"attn_implementation": "flash_attention_2"})
+        assert Llama.from_pretrained("m", attn_implementation="sdpa")[1] == {
+            "attn_implementation": "sdpa"}  # the script's own choice wins
+    assert any("flash_attention_2" in a for a in state.actions)
+    assert Llama.from_pretrained("m") == ("Llama", {})  # undone after the run
+    monkeypatch.delitem(sys.modules, "transformers")

@@ -96,7 +96,9 @@ def _with_default_mode(real: Callable[..., Any], state: ModeState) -> Callable[.
 
 @contextlib.contextmanager
 def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
-    old = getattr(obj, name)
+    # On a class, take the raw attribute: getattr would give a bound method, and putting
+    # that back would turn a classmethod into a method bound to this one class.
+    old = vars(obj)[name] if isinstance(obj, type) and name in vars(obj) else getattr(obj, name)
     setattr(obj, name, value)
     try:
         yield
