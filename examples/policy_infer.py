@@ -79,7 +79,8 @@ class Policy(nn.Module):
         for i in range(steps):  # flow-matching denoising: actions += dt * velocity
             t = torch.full((1, 1, 1), 1.0 - i / steps, device=noise.device, dtype=noise.dtype)
             y = self.act_in(actions) + self.time_in(t)
-            for blk, kv in zip(self.expert, cache, strict=True):
+            # expert block i attends to the K/V of prefill block i (the expert is shallower)
+            for blk, kv in zip(self.expert, cache[: len(self.expert)], strict=True):
                 y, _ = blk(y, prefix=kv)
             actions = actions - self.act_out(y) / steps
         return actions
