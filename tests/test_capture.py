@@ -407,3 +407,18 @@ def test_fa2_mode_defaults_hugging_face_models_to_flash_attention_2(
     assert any("flash_attention_2" in a for a in state.actions)
     assert Llama.from_pretrained("m") == ("Llama", {})  # undone after the run
     monkeypatch.delitem(sys.modules, "transformers")
+
+
+def test_policy_example_runs_on_cpu_at_toy_size(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    example = REPO / "examples" / "policy_infer.py"
+    assert cli("capture", "--mode", "sdpa", "-o", str(tmp_path), "--", "python", str(example),
+               "--iters", "5") == 0
+    block = meta(tmp_path / "policy_infer.sdpa.pt.trace.json.gz")
+    assert block["steps"]["source"] == "module call (Policy)"
+    assert block["steps"]["recorded"] == list(DEFAULT_STEPS.recorded)
+
+
+def test_mistyped_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli("capture", "--mdoe", "fa2", "--", "python", "x.py") == 2
+    assert "--mdoe: not a traceforge capture option" in capsys.readouterr().err

@@ -69,7 +69,8 @@ def parse_python(words: list[str]) -> Target:
             raise UsageError("-m needs a module name")
         return Target(words[1], tuple(words[2:]), is_module=True)
     if words[0].startswith("-"):
-        raise UsageError(f"unsupported interpreter option {words[0]!r} before the script")
+        raise UsageError(f"{words[0]}: not a traceforge capture option, nor a Python option it "
+                         "supports (put the program after --: -- python SCRIPT ARGS)")
     if not words[0].endswith(".py") and not Path(words[0]).is_file():
         raise UsageError(
             f"{words[0]}: not a Python script; traceforge capture runs Python programs "

@@ -34,7 +34,9 @@ from traceforge.render import render_frame
 @click.option("--mode", "mode_text", default="sdpa", show_default=True,
               help="eager, sdpa, fa2 or compiled; several comma-separated, or all, to compare.")
 @click.option("--backend", type=click.Choice((*BACKEND_NAMES, "nvtx")), default="torch",
-              show_default=True, help="torch.profiler in-process, or wrap in nsys / rocprof.")
+              show_default=True,
+              help="torch: torch.profiler in-process; nsys, rocprof: wrap the process in that "
+                   "profiler; nvtx: only mark steps as NVTX ranges (what runs inside them).")
 @click.option("-o", "--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("traceforge-out"), show_default=True, help="Output directory.")
 @click.option("--steps", "steps_text", default=None, metavar="WAIT,WARMUP,ACTIVE",
