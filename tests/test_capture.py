@@ -416,6 +416,9 @@ def test_policy_example_runs_on_cpu_at_toy_size(tmp_path: Path) -> None:
                "--iters", "5") == 0
     block = meta(tmp_path / "policy_infer.sdpa.pt.trace.json.gz")
     assert block["steps"]["source"] == "module call (Policy)"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    if head.returncode == 0:  # the example lives in this repository's checkout
+        assert block["git"]["commit"] == head.stdout.strip()
     assert block["steps"]["recorded"] == list(DEFAULT_STEPS.recorded)
 
 
