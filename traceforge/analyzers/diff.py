@@ -164,7 +164,7 @@ def _grouped(a: Trace, b: Trace, by: str, na: int, nb: int) -> pd.DataFrame:
     tb = top_kernels(b, by=by, include_memory=True)
     ka = ta.set_index(ta[by].astype(str))[["total_us", "calls"]]
     kb = tb.set_index(tb[by].astype(str))[["total_us", "calls"]]
-    j = ka.join(kb, how="outer", suffixes=("_a", "_b"))
+    j = ka.join(kb, how="outer", lsuffix="_a", rsuffix="_b")
     out = pd.DataFrame(
         {
             by: j.index.to_numpy(),
@@ -253,7 +253,7 @@ def _ops(a: Trace, b: Trace, na: int, nb: int) -> pd.DataFrame:
     if oa.empty or ob.empty:
         return _empty(cols)
     j = oa.set_index("op")[["self_gpu_us", "calls"]].join(
-        ob.set_index("op")[["self_gpu_us", "calls"]], how="inner", suffixes=("_a", "_b")
+        ob.set_index("op")[["self_gpu_us", "calls"]], how="inner", lsuffix="_a", rsuffix="_b"
     )
     out = pd.DataFrame(
         {
