@@ -10,10 +10,10 @@ from click.testing import CliRunner
 
 import traceforge as tf
 from tests.conftest import ev, make_trace, shared
-from traceforge.analyzers.analysis import annotation_data
 from traceforge.cli import cli
 from traceforge.render.annotate import ANALYSIS_PID, annotated_document
 from traceforge.render.chrome_json import dumps_chrome
+from traceforge.report.annotations import annotation_data
 
 GEMM = "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNN"
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from traceforge import load
+from traceforge.analyzers.steps import host_steps
 from traceforge.errors import TraceFormatError
 from traceforge.formats.chrome import us_to_ns
 
@@ -84,8 +85,8 @@ def test_kinds_links_and_lazy_args(tmp_path: Path) -> None:
     assert fl["ph"].astype(str).tolist() == ["s", "f"] and fl["ts"].tolist() == [2000, 31000]
     assert t.meta.process_names[10] == "python3"
     assert t.meta.thread_names[(10, 11)] == "main"
-    steps = t.steps()
-    assert steps["step"].tolist() == [4] and steps["dur"].tolist() == [40_000]
+    steps = host_steps(t).ranges
+    assert steps["step"].tolist() == [4] and (steps["end"] - steps["ts"]).tolist() == [40_000]
 
 
 def test_bare_list_legacy_schema(tmp_path: Path) -> None:

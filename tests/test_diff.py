@@ -52,8 +52,8 @@ def test_hand_checked_pair() -> None:
     assert d.metric("kernels") == (3.0, 2.0)
     assert d.metric("GPU time") == pytest.approx((100e-6, 50e-6))  # ms per step
     assert d.metric("step time") == pytest.approx((1000e-6, 400e-6))
-    assert d.span_speedup == pytest.approx(2.5)
-    assert d.gpu_speedup == pytest.approx(2.0)
+    assert d.step_time_speedup == pytest.approx(2.5)
+    assert d.gpu_time_speedup == pytest.approx(2.0)
     # busy: A = 50 + 30 + 20 (no overlap); idle inside [100, 260) = 160 - 100 = 60 ns
     assert d.metric("GPU idle") == pytest.approx((60e-6, 10e-6))
     by_class = d.by_class.set_index("class")

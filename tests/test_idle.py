@@ -63,9 +63,10 @@ def test_attribution_and_threshold() -> None:
                                                               "cudaLaunchKernel")
 
 
-def test_graph_replay_is_not_idle() -> None:
+def test_holes_inside_a_graph_replay_are_graph_internal() -> None:
     # One cudaGraphLaunch replays three kernels with 10 ns holes between them, then an
-    # eager kernel follows 40 ns after the replay, launched after the replay ended.
+    # eager kernel follows 40 ns after the replay, launched after the replay ended. The
+    # holes are GPU bubbles between graph nodes: idle, with their own cause.
     rows = [
         ev("cudaGraphLaunch", "runtime", 0, 10, corr=5, tid=1),
         ev("A", "kernel", 20, 30, corr=5), ev("B", "kernel", 60, 30, corr=5),
@@ -76,7 +77,10 @@ def test_graph_replay_is_not_idle() -> None:
     ]
     t = make_trace(rows)
     r = tf.idle_gaps(t)
-    assert r.gaps[["ts", "dur", "cause"]].values.tolist() == [[130, 40, "host_bound"]]
+    assert r.gaps[["ts", "dur", "cause"]].values.tolist() == [
+        [50, 10, "graph_internal"], [90, 10, "graph_internal"], [130, 40, "host_bound"]]
+    s = r.summary.set_index("cause")
+    assert s.loc["busy", "idle_ns"] == 100 and s.loc["graph_internal", "idle_ns"] == 20
     lo = tf.launch_overhead(t)
     k = lo.kernels.set_index("name")
     assert k.loc["A", "launch_delay_ns"] == 20  # first node: from the graph launch call

@@ -16,9 +16,12 @@ from click.testing import CliRunner
 
 import traceforge as tf
 from tests.conftest import shared
-from traceforge import perfetto_ui as ui
+from traceforge.analyzers.steps import parse_spec
+from traceforge.analyzers.timeline import timeline
 from traceforge.cli import cli
-from traceforge.errors import TraceforgeError, UsageError
+from traceforge.errors import AnalysisError, TraceforgeError, UsageError
+from traceforge.ui import perfetto as ui
+from traceforge.ui import server as srv
 
 ORIGIN = "https://ui.perfetto.dev"
 
@@ -40,11 +43,11 @@ def _free_port() -> int:
 
 def test_serves_one_path_with_cors_then_exits() -> None:
     data = b'{"traceEvents": []}'
-    server = ui.bind("t.json", data, origin=ORIGIN, port=0)
+    server = srv.bind("t.json", data, origin=ORIGIN, port=0)
     host, port = server.server_address[:2]
     assert host == "127.0.0.1"  # loopback only
     done: list[bool] = []
-    th = threading.Thread(target=lambda: done.append(ui.serve_until_fetched(server, timeout_s=20)))
+    th = threading.Thread(target=lambda: done.append(srv.serve_until_fetched(server, timeout_s=20)))
     th.start()
     base = f"http://127.0.0.1:{port}"
     assert _get(base + "/other.json")[0] == 404
@@ -67,7 +70,7 @@ def test_busy_port_is_one_clear_error() -> None:
         s.listen()
         port = s.getsockname()[1]
         with pytest.raises(TraceforgeError, match=f"port {port} .* busy"):
-            ui.bind("t.json", b"{}", port=port)
+            srv.bind("t.json", b"{}", port=port)
 
 
 def test_link_and_parsers() -> None:
@@ -79,7 +82,7 @@ def test_link_and_parsers() -> None:
     )
     assert ui.parse_window("10ms:2s") == (10_000_000, 2_000_000_000)
     assert ui.parse_window(":300us")[1] == 300_000
-    assert ui.parse_steps("2-4,7") == [2, 3, 4, 7]
+    assert parse_spec("2-4,7") == [2, 3, 4, 7] and parse_spec("none") is None
     with pytest.raises(UsageError):
         ui.parse_window("5:1")
     assert ui.loaded_size(gzip.compress(b"x" * 10_000)) == 10_000
@@ -94,9 +97,9 @@ def test_trimmed_payload_reads_back(tmp_path: Path) -> None:
     out = tmp_path / name
     out.write_bytes(data)
     t, back = tf.load(src), tf.load(out)
-    assert list(back.steps()["step"]) == [3]
+    assert list(timeline(back).steps.ranges["step"]) == [3]
     assert 0 < len(back.kernels()) < len(t.kernels())
-    with pytest.raises(UsageError, match="no profiler step"):
+    with pytest.raises(AnalysisError, match="no step 99"):
         ui.payload(src, steps=[99])
 
 
@@ -143,8 +146,8 @@ def test_port_is_free_again_right_after_a_fetch() -> None:
     # A second `traceforge open` right after the first must not see a busy port.
     port = _free_port()
     for _ in range(2):
-        server = ui.bind("t.json", b"{}", port=port)
-        th = threading.Thread(target=ui.serve_until_fetched, args=(server,),
+        server = srv.bind("t.json", b"{}", port=port)
+        th = threading.Thread(target=srv.serve_until_fetched, args=(server,),
                               kwargs={"timeout_s": 10})
         th.start()
         assert _get(f"http://127.0.0.1:{port}/t.json")[0] == 200

@@ -14,7 +14,9 @@ from tests.conftest import REPO
 
 PKG = REPO / "traceforge"
 
-#: Which top-level subpackages each may import (the architecture's downward arrows).
+#: Which top-level modules and subpackages each may import (the architecture's downward
+#: arrows: commands -> render -> report -> analyzers -> formats | capture -> model). The
+#: package root (``__init__``: the public API, resolved lazily) sits on top with the CLI.
 ALLOWED = {
     "model": set(),
     "errors": set(),
@@ -22,9 +24,18 @@ ALLOWED = {
     "formats": {"model", "errors", "samples"},
     "capture": {"model", "errors"},
     "analyzers": {"model", "errors"},
-    "render": {"model", "errors", "analyzers", "formats"},
-    "commands": {"model", "errors", "analyzers", "formats", "render", "capture", "samples"},
+    "report": {"model", "errors", "analyzers"},
+    "render": {"model", "errors", "analyzers", "report", "formats"},
+    "ui": {"model", "errors", "analyzers", "report", "render", "formats"},
+    "commands": {"model", "errors", "analyzers", "report", "formats", "render", "capture",
+                 "samples", "ui", "__init__"},
+    "cli": {"errors", "commands"},
+    "__main__": {"cli"},
+    "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
+                 "render", "ui", "commands", "cli"},
 }
+MODULES = {p.stem if p.is_file() else p.name for p in PKG.iterdir()
+           if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}
 
 
 def _tool(name: str) -> str:
@@ -51,17 +62,30 @@ def _layer(path: Path) -> str:
     return rel.parts[0].removesuffix(".py") if rel.parts else ""
 
 
+def _targets(node: ast.AST) -> list[str]:
+    """The traceforge modules an import statement reaches: ``from traceforge.x import``,
+    ``import traceforge.x``, and ``from traceforge import x`` (x a module, else the root)."""
+    if isinstance(node, ast.ImportFrom) and node.module:
+        if node.module == "traceforge":
+            return [a.name if a.name in MODULES else "__init__" for a in node.names]
+        if node.module.startswith("traceforge."):
+            return [node.module.split(".")[1]]
+    if isinstance(node, ast.Import):
+        return [a.name.split(".")[1] if "." in a.name else "__init__"
+                for a in node.names if a.name.split(".")[0] == "traceforge"]
+    return []
+
+
+def test_every_module_has_a_layer() -> None:
+    assert not MODULES - set(ALLOWED), sorted(MODULES - set(ALLOWED))
+
+
 @pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
 def test_imports_point_downward(path: Path) -> None:
     layer = _layer(path)
-    if layer not in ALLOWED:
-        return  # cli.py, __init__.py, __main__.py sit on top and may import anything
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(
-            "traceforge."
-        ):
-            target = node.module.split(".")[1]
+        for target in _targets(node):
             assert target == layer or target in ALLOWED[layer], (
                 f"{path.relative_to(REPO)} imports traceforge.{target}"
             )

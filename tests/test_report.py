@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import REPO, ev, make_trace, shared
-from traceforge.analyzers.analysis import analyze, compare_runs, group_runs
-from traceforge.analyzers.findings import GEMM_PEAK_PCT_MIN, findings, peak_tflops
 from traceforge.cli import cli
 from traceforge.model import Trace
+from traceforge.report.findings import GEMM_PEAK_PCT_MIN, findings, peak_tflops
+from traceforge.report.run import analyze, compare_runs, group_runs
 
 
 def _launch_bound() -> Trace:
@@ -49,7 +49,7 @@ def test_launch_bound_and_low_busy_fire() -> None:
     assert r.facts["busy_pct"] < 40
     got = {f.rule: f for f in findings(r)}
     assert {"gpu_busy_low", "launch_bound"} <= set(got)
-    assert "1 of 1 steps" in got["launch_bound"].title
+    assert "1 of 1 steps" in got["launch_bound"].evidence
 
 
 def test_gpu_bound_run_has_no_busy_or_launch_finding() -> None:
@@ -84,7 +84,7 @@ def test_copies_and_syncs_inside_steps() -> None:
     assert r.syncs["calls"].tolist() == [1]
     assert r.syncs["total_us"].tolist() == [4.0]
     got = {f.rule: f for f in findings(r)}
-    assert "1 host-device copies" in got["host_device_copies"].title
+    assert "1 copies" in got["host_device_copies"].evidence
     assert "host_device_copies" in got and "sync_stalls" in got
     assert "40.0%" in got["sync_stalls"].evidence  # 4 us of a 10 us step blocked in sync
 
@@ -98,7 +98,7 @@ def test_gemm_rule_uses_device_peak() -> None:
     slow = pd.DataFrame({"op": ["aten::mm"], "self_gpu_us": [100.0], "calls": [1],
                          "tflops_per_s": [98.9]})  # 10% of 989
     got = {f.rule: f for f in findings(replace(base, gemm=slow))}
-    assert "gemm_below_peak" in got and "10.0%" in got["gemm_below_peak"].title
+    assert "gemm_below_peak" in got and "(10.0%)" in got["gemm_below_peak"].evidence
     fast = slow.assign(tflops_per_s=989.0 * (GEMM_PEAK_PCT_MIN + 1) / 100)
     assert "gemm_below_peak" not in {f.rule for f in findings(replace(base, gemm=fast))}
 
@@ -123,7 +123,7 @@ def test_markdown_report_and_latency_comparison(tmp_path: Path) -> None:
     text = out.read_text()
     for title in ("## Findings", "### Comparison", "### Top kernels", "### Idle time by cause",
                   "### Launch overhead per step", "launch-bound", "## Diff: compiled vs eager",
-                  "### Fused kernels and the kernels they replaced"):
+                  "### Fused kernels in B and the A kernels their ops launched"):
         assert title in text
     rows = {r[0]: r[1] for r in json.loads(lat.read_text())["rows"]}
     line = next(x for x in text.splitlines() if x.startswith("| compiled |"))

@@ -35,20 +35,22 @@ _EXPORTS: dict[str, str] = {
     "launch_config": "traceforge.analyzers.kernels",
     "top_kernels": "traceforge.analyzers.kernels",
     "ops": "traceforge.analyzers.ops",
-    "select_steps": "traceforge.analyzers.steps",
+    "select_steps": "traceforge.analyzers.timeline",
+    "Timeline": "traceforge.analyzers.timeline",
+    "timeline": "traceforge.analyzers.timeline",
     "IdleReport": "traceforge.analyzers.idle",
     "idle_gaps": "traceforge.analyzers.idle",
     "OverlapReport": "traceforge.analyzers.overlap",
     "overlap": "traceforge.analyzers.overlap",
     "breakdown": "traceforge.analyzers.breakdown",
     "LaunchReport": "traceforge.analyzers.launch",
-    "gpu_activity": "traceforge.analyzers.launch",
+    "gpu_activity": "traceforge.analyzers.activity",
     "launch_overhead": "traceforge.analyzers.launch",
     "TraceDiff": "traceforge.analyzers.diff",
     "diff": "traceforge.analyzers.diff",
     "capture": "traceforge.capture",
     "step": "traceforge.capture",
-    "open_in_perfetto": "traceforge.perfetto_ui",
+    "open_in_perfetto": "traceforge.ui.perfetto",
 }
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "IdleReport",
     "LaunchReport",
     "OverlapReport",
+    "Timeline",
     "Trace",
     "TraceDiff",
     "TraceFormatError",
@@ -81,19 +84,21 @@ __all__ = [
     "select_steps",
     "short_name",
     "step",
+    "timeline",
     "top_kernels",
 ]
 
 if TYPE_CHECKING:
+    from traceforge.analyzers.activity import gpu_activity
     from traceforge.analyzers.breakdown import breakdown
     from traceforge.analyzers.diff import TraceDiff, diff
     from traceforge.analyzers.idle import IdleReport, idle_gaps
     from traceforge.analyzers.kernel_names import classify, short_name
     from traceforge.analyzers.kernels import kernel_table, launch_config, top_kernels
-    from traceforge.analyzers.launch import LaunchReport, gpu_activity, launch_overhead
+    from traceforge.analyzers.launch import LaunchReport, launch_overhead
     from traceforge.analyzers.ops import ops
     from traceforge.analyzers.overlap import OverlapReport, overlap
-    from traceforge.analyzers.steps import select_steps
+    from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
     from traceforge.errors import (
         AnalysisError,
@@ -105,7 +110,7 @@ if TYPE_CHECKING:
     from traceforge.formats import load
     from traceforge.formats.run import load_run
     from traceforge.model import Device, Trace, TraceMeta
-    from traceforge.perfetto_ui import open_in_perfetto
+    from traceforge.ui.perfetto import open_in_perfetto
 
 
 def __getattr__(name: str) -> Any:

@@ -11,6 +11,7 @@ time (epoch ns where the source gives one) of ``ts == 0``.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -109,6 +110,21 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
     return result
 
 
+def name_mask(names: pd.Series, pattern: str) -> np.ndarray:
+    """Which rows of a name column match the regex ``pattern`` (``re.search``).
+
+    The pattern runs once per distinct name, not once per row: event names are
+    categorical, and a large trace has a million rows but a few thousand names.
+    """
+    rx = re.compile(pattern)
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cats = names.cat.categories
+        hit = np.fromiter((bool(rx.search(str(c))) for c in cats), dtype=bool, count=len(cats))
+        codes = names.cat.codes.to_numpy()
+        return np.where(codes >= 0, hit[np.clip(codes, 0, None)], False)
+    return np.fromiter((bool(rx.search(str(v))) for v in names), dtype=bool, count=len(names))
+
+
 def normalize_events(df: pd.DataFrame) -> pd.DataFrame:
     """Return ``df`` with every column of EVENT_COLUMNS, in order and with its dtype.
 
@@ -157,6 +173,14 @@ class Trace:
     meta: TraceMeta = field(default_factory=TraceMeta)
     flows: pd.DataFrame = field(default_factory=lambda: empty_frame(FLOW_COLUMNS))
     args_provider: ArgsProvider = field(default=_no_args, repr=False)
+    #: Where the analysis takes its steps from: None = the trace's own markers
+    #: (``ProfilerStep#N``, then traceforge capture's ``step N`` ranges), ``"none"`` = no
+    #: steps (the whole GPU span), anything else = a regex over range names.
+    #: See :mod:`traceforge.analyzers.steps`.
+    steps_from: str | None = None
+    #: Derived tables computed once per trace (the analysis timeline); never copied by
+    #: ``dataclasses.replace``, so a changed trace starts with an empty memo.
+    memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         missing = [c for c in EVENT_COLUMNS if c not in self.events.columns]
@@ -208,34 +232,6 @@ class Trace:
         arr = np.atleast_1d(np.asarray(rows if not isinstance(rows, int) else [rows]))
         return self.args_provider(arr.astype(np.int64))
 
-    def steps(self) -> pd.DataFrame:
-        """Profiler steps (``ProfilerStep#N`` host ranges) with ``step, ts, dur, end``.
-
-        Empty when the trace has no steps; analyzers then treat the whole span as one.
-        """
-        ann = self.events[self.events["kind"].isin(("user_annotation", "cpu_op"))]
-        names = ann["name"].astype(str)
-        m = names.str.extract(r"^ProfilerStep#(\d+)$")[0]
-        sel = ann[m.notna()]
-        if sel.empty:
-            result4: pd.DataFrame = pd.DataFrame(
-                {"step": pd.Series([], dtype=np.int64), "ts": pd.Series([], dtype=np.int64),
-                 "dur": pd.Series([], dtype=np.int64), "end": pd.Series([], dtype=np.int64)}
-            )
-            return result4
-        out = pd.DataFrame(
-            {
-                "step": m[m.notna()].astype(np.int64).to_numpy(),
-                "ts": sel["ts"].to_numpy(),
-                "dur": sel["dur"].to_numpy(),
-            }
-        )
-        out["end"] = out["ts"] + out["dur"]
-        # One step can appear twice (cpu_op and user_annotation rows): keep the longest.
-        out = out.sort_values(["step", "dur"]).drop_duplicates("step", keep="last")
-        result5: pd.DataFrame = out.sort_values("ts").reset_index(drop=True)
-        return result5
-
     # -- derived facts ------------------------------------------------------------------
     @property
     def span_ns(self) -> int:
@@ -244,6 +240,10 @@ class Trace:
         if ev.empty:
             return 0
         return int((ev["ts"] + ev["dur"]).max() - ev["ts"].min())
+
+    def with_steps(self, steps_from: str | None) -> Trace:
+        """This trace with its steps taken from ``steps_from`` (see the field's comment)."""
+        return replace(self, steps_from=steps_from)
 
     def window(self, start_ns: int, end_ns: int) -> Trace:
         """Events that overlap ``[start_ns, end_ns)``, with row labels kept for ``args``."""

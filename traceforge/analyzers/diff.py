@@ -2,22 +2,28 @@
 
 ``diff(a, b)`` compares run A (the baseline: eager, before a change) with run B (compiled,
 after). Both can come from any reader, so an nsys capture can be compared with a Kineto one.
-Kernels are matched by their full name; classes and families by the shared classifier, so
-two vendors' runs still line up per class (gemm, attention, ...).
+Everything is read from each trace's shared timeline: the GPU work a run's steps launched
+(:func:`traceforge.analyzers.steps.membership`), divided by its number of steps, so runs
+that recorded different numbers of steps compare per step. Kernels are matched by full
+name; classes and families by the shared classifier.
+
+Three ratios, each named for what it divides (A over B, so above 1 means B is faster):
+``step-time speedup`` (mean host step, :func:`traceforge.analyzers.timeline.step_time_ns`),
+``GPU-time speedup`` (GPU activity time per step) and ``span ratio`` (whole trace spans,
+which include start-up and profiler warm-up and rarely mean anything on their own).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.kernel_names import fused_ops
-from traceforge.analyzers.kernels import kernel_table, top_kernels
-from traceforge.analyzers.steps import launch_times
-from traceforge.analyzers.summary import busy_ns
-from traceforge.model import GPU_KINDS, Trace
+from traceforge.analyzers.kernel_names import classify, fused_ops
+from traceforge.analyzers.timeline import Timeline, busy_table, step_time_ns, timeline
+from traceforge.model import Trace
 
 #: Columns of :attr:`TraceDiff.summary`.
 SUMMARY_COLUMNS = ("metric", "unit", "a", "b", "delta", "ratio")
@@ -40,6 +46,7 @@ class TraceDiff:
     ``replacements``: B-only fused kernels, the ops they fuse and the A-only kernels that
     those ops launched in A (matched by op name, so an A kernel can feed several rows).
     ``ops``: operators present in both runs with their self GPU time change.
+    ``step_sources``: where each side's steps came from.
     """
 
     summary: pd.DataFrame
@@ -50,6 +57,7 @@ class TraceDiff:
     replacements: pd.DataFrame
     ops: pd.DataFrame
     notes: tuple[str, ...] = ()
+    step_sources: tuple[str, str] = ("", "")
 
     def metric(self, name: str) -> tuple[float, float]:
         """The (a, b) values of one summary metric."""
@@ -58,17 +66,30 @@ class TraceDiff:
             raise KeyError(name)
         return float(row["a"].iloc[0]), float(row["b"].iloc[0])
 
-    @property
-    def span_speedup(self) -> float:
-        """Span of A over span of B (per step when both runs have profiler steps)."""
-        a, b = self.metric("step time" if "step time" in set(self.summary["metric"]) else "span")
+    def _ratio(self, name: str) -> float:
+        a, b = self.metric(name)
         return a / b if b else float("nan")
 
     @property
-    def gpu_speedup(self) -> float:
-        """Total GPU time of A over that of B (per step when both have steps)."""
-        a, b = self.metric("GPU time")
-        return a / b if b else float("nan")
+    def step_time_speedup(self) -> float:
+        """Step time of A over that of B (mean host step; GPU window without steps)."""
+        return self._ratio("step time")
+
+    @property
+    def gpu_time_speedup(self) -> float:
+        """GPU activity time per step of A over that of B."""
+        return self._ratio("GPU time")
+
+    @property
+    def span_ratio(self) -> float:
+        """Whole-trace span of A over that of B (start-up and warm-up included)."""
+        return self._ratio("trace span")
+
+    def headline(self) -> str:
+        """One line with the three ratios, each saying what it divides."""
+        return (f"step-time speedup {self.step_time_speedup:.2f}x (mean step A / B), "
+                f"GPU-time speedup {self.gpu_time_speedup:.2f}x (GPU time per step A / B), "
+                f"span ratio {self.span_ratio:.2f}x (trace span A / B)")
 
 
 def _empty(cols: list[str]) -> pd.DataFrame:
@@ -76,49 +97,42 @@ def _empty(cols: list[str]) -> pd.DataFrame:
     return df
 
 
-def in_steps(t: Trace) -> tuple[Trace, int]:
-    """``t`` with only the GPU rows launched inside a profiler step, and the step count.
+@dataclass(frozen=True)
+class _Side:
+    """One run's timeline, the activity its steps launched, and its number of steps."""
 
-    A GPU row belongs to the step whose host range holds its launch call (found through
-    ``corr``), not its own start: kernels run after the host has moved on, and a step's
-    last kernels often start after the step's host range ended. Rows with no launch call
-    use their own start. Without steps the whole trace counts as one step.
-    """
-    steps = t.steps()
-    if steps.empty:
-        return t, 1
-    ev = t.events
-    is_gpu = ev["kind"].isin(GPU_KINDS).to_numpy()
-    at = launch_times(t)
-    starts, ends = steps["ts"].to_numpy(), steps["end"].to_numpy()
-    k = np.searchsorted(starts, at, side="right") - 1
-    inside = (k >= 0) & (at < ends[np.clip(k, 0, None)])
-    keep = ~is_gpu
-    keep[np.flatnonzero(is_gpu)[inside]] = True
-    return replace(t, events=ev[keep]), len(steps)
+    trace: Trace
+    tl: Timeline
+    acts: pd.DataFrame
+    n: int
+
+    @classmethod
+    def of(cls, t: Trace) -> _Side:
+        tl = timeline(t)
+        return cls(t, tl, tl.in_steps(), max(1, len(tl.steps.ranges)))
 
 
-def _facts(t: Trace) -> dict[str, float]:
-    scoped, nsteps = in_steps(t)
-    gpu = scoped.gpu()
-    kern = gpu[gpu["kind"] == "kernel"]
-    steps = t.steps()
-    per = float(nsteps)
-    window = int((gpu["ts"] + gpu["dur"]).max() - gpu["ts"].min()) if not gpu.empty else 0
-    busy = busy_ns(gpu["ts"].to_numpy(), gpu["dur"].to_numpy())
+def _facts(s: _Side) -> dict[str, float]:
+    acts, per = s.acts, float(s.n)
+    dur = (acts["end"] - acts["ts"]).to_numpy()
+    kern = (acts["kind"] == "kernel").to_numpy()
+    b = busy_table(s.tl)
+    st = step_time_ns(s.tl)
+    busy = float(b["busy_ns"].iloc[-1]) if len(b) else 0.0
+    idle = float(b["idle_ns"].iloc[-1]) if len(b) else 0.0
     return {
-        "span": t.span_ns / 1e6,
-        "steps": float(len(steps)),
-        "step time": float(steps["dur"].mean()) / 1e6 if len(steps) else float("nan"),
-        "GPU time": float(gpu["dur"].sum()) / 1e6 / per,
-        "kernel time": float(kern["dur"].sum()) / 1e6 / per,
+        "trace span": s.trace.span_ns / 1e6,
+        "steps": float(len(s.tl.steps.ranges)),
+        "step time": st / 1e6 if st is not None else float("nan"),
+        "GPU time": float(dur.sum()) / 1e6 / per,
+        "kernel time": float(dur[kern].sum()) / 1e6 / per,
         "GPU busy": busy / 1e6 / per,
-        # Idle inside the window the GPU was in use: gaps between the steps' GPU work.
-        "GPU idle": (window - busy) / 1e6 / per,
-        "kernels": len(kern) / per,
-        "copies": float((gpu["kind"] == "memcpy").sum()) / per,
-        "distinct kernels": float(kern["name"].nunique()),
-        **_launch_facts(t),
+        "GPU idle": idle / 1e6 / per,
+        "GPU busy %": float(b["busy_pct"].iloc[-1]) if len(b) else float("nan"),
+        "kernels": float(kern.sum()) / per,
+        "copies": float((acts["kind"] == "memcpy").sum()) / per,
+        "distinct kernels": float(acts.loc[kern, "name"].nunique()),
+        **_launch_facts(s.trace),
     }
 
 
@@ -126,8 +140,7 @@ def _launch_facts(t: Trace) -> dict[str, float]:
     """Launch overhead per step: GPU time spent waiting on the CPU, and launch delay."""
     from traceforge.analyzers.launch import launch_overhead
 
-    # A trace with no GPU activity has no launch overhead (and launch_overhead would fail).
-    st = launch_overhead(t).steps if len(t.gpu()) else pd.DataFrame()
+    st = launch_overhead(t).steps if not timeline(t).activity.empty else pd.DataFrame()
     if st.empty:
         return {"host wait": float("nan"), "launch delay (median)": float("nan"),
                 "launch-bound steps": 0.0}
@@ -139,39 +152,41 @@ def _launch_facts(t: Trace) -> dict[str, float]:
 
 
 _UNITS = {
-    "span": "ms", "steps": "", "step time": "ms", "GPU time": "ms/step",
-    "kernel time": "ms/step", "GPU busy": "ms/step", "GPU idle": "ms/step",
+    "trace span": "ms", "steps": "", "step time": "ms", "GPU time": "ms/step",
+    "kernel time": "ms/step", "GPU busy": "ms/step", "GPU idle": "ms/step", "GPU busy %": "%",
     "kernels": "per step", "copies": "per step", "distinct kernels": "",
     "host wait": "ms/step", "launch delay (median)": "us", "launch-bound steps": "",
 }
 
 
-def _summary(a: Trace, b: Trace) -> pd.DataFrame:
+def _summary(a: _Side, b: _Side) -> pd.DataFrame:
     fa, fb = _facts(a), _facts(b)
     rows = []
     for m in fa:
         va, vb = fa[m], fb[m]
-        if m == "step time" and (np.isnan(va) or np.isnan(vb)):
-            continue
         ratio = vb / va if va else float("nan")
         rows.append((m, _UNITS[m], va, vb, vb - va, ratio))
     res: pd.DataFrame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     return res
 
 
-def _grouped(a: Trace, b: Trace, by: str, na: int, nb: int) -> pd.DataFrame:
-    ta = top_kernels(a, by=by, include_memory=True)
-    tb = top_kernels(b, by=by, include_memory=True)
-    ka = ta.set_index(ta[by].astype(str))[["total_us", "calls"]]
-    kb = tb.set_index(tb[by].astype(str))[["total_us", "calls"]]
-    j = ka.join(kb, how="outer", lsuffix="_a", rsuffix="_b")
+def _grouped(a: _Side, b: _Side, by: str) -> pd.DataFrame:
+    col = "cls" if by == "class" else by
+
+    def per(s: _Side) -> pd.DataFrame:
+        x = pd.DataFrame({by: s.acts[col].astype(str).to_numpy(),
+                          "d": (s.acts["end"] - s.acts["ts"]).to_numpy()})
+        return cast("pd.DataFrame", x.groupby(by)["d"].agg(["sum", "size"]))
+
+    j = per(a).merge(per(b), how="outer", left_index=True, right_index=True,
+                     suffixes=("_a", "_b")).fillna(0)
     out = pd.DataFrame(
         {
-            by: j.index.to_numpy(),
-            "a_us": j["total_us_a"].fillna(0.0).to_numpy(dtype=float) / na,
-            "b_us": j["total_us_b"].fillna(0.0).to_numpy(dtype=float) / nb,
-            "a_calls": j["calls_a"].fillna(0).to_numpy(dtype=float) / na,
-            "b_calls": j["calls_b"].fillna(0).to_numpy(dtype=float) / nb,
+            by: j.index.astype(str).to_numpy(),
+            "a_us": j["sum_a"].to_numpy(dtype=float) / 1e3 / a.n,
+            "b_us": j["sum_b"].to_numpy(dtype=float) / 1e3 / b.n,
+            "a_calls": j["size_a"].to_numpy(dtype=float) / a.n,
+            "b_calls": j["size_b"].to_numpy(dtype=float) / b.n,
         }
     )
     out["delta_us"] = out["b_us"] - out["a_us"]
@@ -188,18 +203,27 @@ def _speedup(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(ok, a / np.where(ok, b, 1.0), np.nan)
 
 
-def _per_name(t: Trace, n: int) -> pd.DataFrame:
-    kt = kernel_table(t)
+def _kernels(s: _Side) -> pd.DataFrame:
+    """The side's kernels (no copies) with short name and op, per row."""
+    k = s.acts[s.acts["kind"] == "kernel"]
+    return cast("pd.DataFrame", pd.DataFrame({"name": k["name"].to_numpy(),
+                         "short": [classify(n).short for n in k["name"]],
+                         "class": k["cls"].to_numpy(), "family": k["family"].to_numpy(),
+                         "dur": (k["end"] - k["ts"]).to_numpy(),
+                         "op": k["op_name"].to_numpy()}))
+
+
+def _per_name(s: _Side) -> pd.DataFrame:
+    kt = _kernels(s)
     if kt.empty:
-        cols = ["name", "short", "class", "family", "calls", "total_us"]
-        return _empty(cols)
+        return _empty(["name", "short", "class", "family", "calls", "total_us"])
     g = kt.groupby("name", sort=False)
     out = g.agg(
         short=("short", "first"), cls=("class", "first"), family=("family", "first"),
         calls=("dur", "size"), total_ns=("dur", "sum"),
     ).reset_index()
-    out["calls"] = out["calls"] / n
-    out["total_us"] = out["total_ns"] / 1e3 / n
+    out["calls"] = out["calls"] / s.n
+    out["total_us"] = out["total_ns"] / 1e3 / s.n
     res: pd.DataFrame = out.rename(columns={"cls": "class"}).drop(columns="total_ns")
     return res
 
@@ -212,23 +236,16 @@ def _only(mine: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
     return res
 
 
-def _replacements(
-    a: Trace, na: int, only_a: pd.DataFrame, only_b: pd.DataFrame
-) -> pd.DataFrame:
+def _replacements(a: _Side, only_a: pd.DataFrame, only_b: pd.DataFrame) -> pd.DataFrame:
     """B-only fused kernels with the A-only kernels launched by the ops they fuse."""
     cols = ["fused_kernel", "fused_ops", "b_calls", "b_us", "replaces", "a_kernels", "a_calls",
             "a_us"]
     fused = only_b[only_b["name"].map(lambda n: bool(fused_ops(n)))]
     if fused.empty:
         return _empty(cols)
-    from traceforge.analyzers.ops import kernel_ops
-
-    kt = kernel_table(a)
-    op_of = kernel_ops(a)
-    kt["op"] = op_of.reindex(kt["row"].to_numpy()).to_numpy()
-    a_only_names = set(only_a["name"])
-    kt = kt[kt["short"].isin(a_only_names) & kt["op"].notna()]
-    kt["op"] = kt["op"].astype(str).str.replace(r"^aten::", "", regex=True)
+    kt = _kernels(a)
+    kt = kt[kt["short"].isin(set(only_a["name"])) & (kt["op"] != "")]
+    kt = kt.assign(op=kt["op"].str.replace(r"^aten::", "", regex=True))
     rows = []
     for r in fused.itertuples(index=False):
         ops = [o for o in fused_ops(str(r.name)) if o not in _VIEW_OPS]
@@ -237,7 +254,7 @@ def _replacements(
         rows.append(
             (r.name, "+".join(fused_ops(str(r.name))), float(r.calls), float(r.total_us),
              ", ".join(per.index[:3].astype(str)) + (" ..." if len(per) > 3 else ""),
-             int(len(per)), len(hit) / na, float(hit["dur"].sum()) / 1e3 / na)
+             int(len(per)), len(hit) / a.n, float(hit["dur"].sum()) / 1e3 / a.n)
         )
     out = pd.DataFrame(rows, columns=cols)
     out = out.sort_values(["b_us", "fused_kernel"], ascending=[False, True])
@@ -245,23 +262,23 @@ def _replacements(
     return res
 
 
-def _ops(a: Trace, b: Trace, na: int, nb: int) -> pd.DataFrame:
+def _ops(a: _Side, b: _Side) -> pd.DataFrame:
     from traceforge.analyzers.ops import ops
 
-    oa, ob = ops(a), ops(b)
+    oa, ob = ops(a.trace), ops(b.trace)
     cols = ["op", "a_us", "b_us", "delta_us", "speedup", "a_calls", "b_calls"]
     if oa.empty or ob.empty:
         return _empty(cols)
-    j = oa.set_index("op")[["self_gpu_us", "calls"]].join(
-        ob.set_index("op")[["self_gpu_us", "calls"]], how="inner", lsuffix="_a", rsuffix="_b"
-    )
+    j = oa.set_index("op")[["self_gpu_us", "calls"]].merge(
+        ob.set_index("op")[["self_gpu_us", "calls"]], how="inner", left_index=True,
+        right_index=True, suffixes=("_a", "_b"))
     out = pd.DataFrame(
         {
             "op": j.index.astype(str),
-            "a_us": j["self_gpu_us_a"].astype(float).to_numpy() / na,
-            "b_us": j["self_gpu_us_b"].astype(float).to_numpy() / nb,
-            "a_calls": j["calls_a"].astype(float).to_numpy() / na,
-            "b_calls": j["calls_b"].astype(float).to_numpy() / nb,
+            "a_us": j["self_gpu_us_a"].astype(float).to_numpy() / a.n,
+            "b_us": j["self_gpu_us_b"].astype(float).to_numpy() / b.n,
+            "a_calls": j["calls_a"].astype(float).to_numpy() / a.n,
+            "b_calls": j["calls_b"].astype(float).to_numpy() / b.n,
         }
     )
     out["delta_us"] = out["b_us"] - out["a_us"]
@@ -275,31 +292,31 @@ def _ops(a: Trace, b: Trace, na: int, nb: int) -> pd.DataFrame:
 def diff(a: Trace, b: Trace) -> TraceDiff:
     """Compare run ``a`` (baseline) with run ``b``: time, counts, classes, kernels, ops.
 
-    Every time and count is per profiler step when a run has steps (runs often record
-    different numbers of steps): GPU work launched inside the steps, divided by their
-    number. Without steps the whole trace is one step.
+    Every time and count is per step when a run has steps: GPU work its steps launched,
+    divided by their number. Without steps the whole trace is one step.
     """
-    sa, na = in_steps(a)
-    sb, nb = in_steps(b)
-    pa, pb = _per_name(sa, na), _per_name(sb, nb)
+    sa, sb = _Side.of(a), _Side.of(b)
+    pa, pb = _per_name(sa), _per_name(sb)
     only_a, only_b = _only(pa, pb), _only(pb, pa)
     # _replacements reads the fused op list from full names, so it gets B's full rows.
     only_b_full = pb[~pb["name"].isin(set(pa["name"]))]
     notes: tuple[str, ...] = ()
-    if a.steps().empty != b.steps().empty:
-        side = "A" if a.steps().empty else "B"
-        notes = (f"{side} has no profiler steps: its numbers cover the whole trace, the "
-                 "other side's one step; compare with care or trim both to one iteration.",)
+    if sa.tl.steps.empty != sb.tl.steps.empty:
+        side = "A" if sa.tl.steps.empty else "B"
+        notes = (f"{side} has no steps: its numbers cover the whole trace, the other "
+                 "side's one step; give both the same --steps-from, or trim both to one "
+                 "iteration.",)
     return TraceDiff(
-        notes=notes,
-        summary=_summary(a, b),
-        by_class=_grouped(sa, sb, "class", na, nb),
-        by_family=_grouped(sa, sb, "family", na, nb),
+        notes=notes + tuple(sa.tl.notes) + tuple(sb.tl.notes),
+        summary=_summary(sa, sb),
+        by_class=_grouped(sa, sb, "class"),
+        by_family=_grouped(sa, sb, "family"),
         only_a=only_a,
         only_b=only_b,
-        replacements=_replacements(sa, na, only_a, only_b_full),
-        ops=_ops(sa, sb, na, nb),
+        replacements=_replacements(sa, only_a, only_b_full),
+        ops=_ops(sa, sb),
+        step_sources=(sa.tl.step_source, sb.tl.step_source),
     )
 
 
-__all__ = ["TraceDiff", "diff", "in_steps"]
+__all__ = ["TraceDiff", "diff"]

@@ -1,9 +1,12 @@
 """GPU idle gaps, each with a cause and the host activity that explains it.
 
-A gap is a hole in the busy time of a device (union of its streams) or of one stream,
-inside a step's GPU window (see :func:`traceforge.analyzers.launch.step_windows`). Causes,
-checked in this order:
+A gap is a hole in the busy time (:mod:`traceforge.analyzers.timeline`) of a device (union
+of its streams) or of one stream, inside the steps' GPU windows, outside the windows of
+replays the profiler did not record. Causes, checked in this order:
 
+* ``graph_internal``: the gap lies inside a CUDA/HIP graph replay: the GPU waited between
+  two nodes of one graph (dependency resolution, launch of the next node). Fusing
+  kernels or programmatic dependent launch shrinks it; the host cannot.
 * ``sync``: a blocking host call (device/stream/event synchronize, a synchronous copy) or a
   GPU-side sync row covers at least half of the gap: the pipeline was drained on purpose.
   ``cudaStreamWaitEvent`` does not block the host, so it is not a host sync here.
@@ -25,16 +28,14 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers import intervals as iv
-from traceforge.analyzers.launch import (
-    SYNC_APIS,
-    busy_set,
-    gpu_activity,
-    next_activity,
-    step_windows,
-)
-from traceforge.model import Trace
+from traceforge.analyzers.activity import BLOCKING_SYNC_APIS, STEP_MARKER_PREFIX
+from traceforge.analyzers.launch import next_activity
+from traceforge.analyzers.stacks import innermost
+from traceforge.analyzers.steps import window_index
+from traceforge.analyzers.timeline import Timeline, timeline
+from traceforge.model import Trace, name_mask
 
-CAUSES: tuple[str, ...] = ("host_bound", "launch_latency", "sync", "other")
+CAUSES: tuple[str, ...] = ("graph_internal", "host_bound", "launch_latency", "sync", "other")
 
 #: Upper edges (us) of the gap-length histogram bins; the last bin is open.
 HIST_EDGES_US: tuple[float, ...] = (1, 10, 100, 1_000, 10_000)
@@ -52,22 +53,28 @@ GAP_COLUMNS = (
     "cpu_op",
     "annotation",
 )
+SUMMARY_COLUMNS = ("device", "stream", "cause", "gaps", "idle_ns", "pct")
 
 
 @dataclass(frozen=True)
 class IdleReport:
-    """:func:`idle_gaps`'s result (times in ns unless the column says us).
+    """:func:`idle_gaps`'s result (times in ns).
 
-    ``gaps``: one row per gap (columns GAP_COLUMNS; ``stream`` -1 for device-level gaps).
-    ``summary``: per device/stream and cause: gaps, idle_ns, pct of span (span = the
-    step windows' total), plus a ``busy`` row so that the rows of one level sum to 100 %.
+    ``gaps``: one row per listed gap (GAP_COLUMNS; ``stream`` -1 for device-level gaps).
+    ``summary``: per device/stream and cause: gaps, idle_ns and ``pct`` of the recorded
+    window time (window minus unrecorded replays), plus a ``busy`` row, so that the rows
+    of one level sum to 100 % and ``busy`` equals the timeline's busy %; an
+    ``unrecorded`` row (pct empty) when some replays were not recorded.
     ``histogram``: gaps and idle_ns per length bin, per level.
+    ``span_ns``: the windows' total; ``step_source``: where the steps came from.
     """
 
     gaps: pd.DataFrame
     summary: pd.DataFrame
     histogram: pd.DataFrame
     span_ns: int
+    step_source: str = ""
+    notes: tuple[str, ...] = ()
 
 
 def idle_gaps(
@@ -82,31 +89,31 @@ def idle_gaps(
     Gaps shorter than ``min_gap_ns`` still count in ``summary`` and ``histogram`` (with
     their cause) but are left out of ``gaps``, and only listed gaps get an attribution.
     """
-    acts = gpu_activity(trace)
-    if acts.empty:
-        return _empty()
-    win = step_windows(trace, acts, steps)
+    tl = timeline(trace)
+    if tl.activity.empty:
+        return _empty(tl)
+    win = tl.select(steps)
     host = _HostView(trace)
     parts: list[pd.DataFrame] = []
-    for dev, a in acts.groupby("device", sort=True):
-        a = a.reset_index(drop=True)
-        parts.append(_level_gaps(a, win, host, int(cast(int, dev)), -1))
+    unrec: dict[tuple[int, int], int] = {}
+    wset = iv.merge(win["ts"].to_numpy(), win["end"].to_numpy())
+    for dev in tl.devices:
+        levels = [-1]
         if per_stream:
-            for s, b in a.groupby("stream", sort=True):
-                parts.append(
-                    _level_gaps(
-                        b.reset_index(drop=True), win, host, int(cast(int, dev)), int(cast(int, s))
-                    )
-                )
+            a = tl.activity
+            levels += sorted(int(s) for s in pd.unique(a.loc[a["device"] == dev, "stream"]))
+        for s in levels:
+            parts.append(_level_gaps(tl, win, host, dev, s))
+            unrec[(dev, s)] = iv.total(iv.intersect(tl.unrecorded(dev), wset))
     gaps = pd.concat(parts, ignore_index=True)
-    span = int((win["end"] - win["ts"]).sum())
-    summary = _summary(gaps, span)
+    span = iv.total(wset)
+    summary = _summary(gaps, span, unrec)
     hist = _histogram(gaps)
     shown = gaps[gaps["dur"] >= min_gap_ns].reset_index(drop=True)
     tid, mid = shown.pop("_tid").to_numpy(), shown.pop("_mid").to_numpy()
-    shown["cpu_op"] = _innermost(host.ops, tid, mid)
-    shown["annotation"] = _innermost(host.ann, tid, mid)
-    return IdleReport(shown[list(GAP_COLUMNS)], summary, hist, span)
+    shown["cpu_op"] = host.name_at(host.ops, tid, mid)
+    shown["annotation"] = host.name_at(host.ann, tid, mid)
+    return IdleReport(shown[list(GAP_COLUMNS)], summary, hist, span, tl.step_source, tl.notes)
 
 
 class _HostView:
@@ -114,60 +121,73 @@ class _HostView:
 
     def __init__(self, trace: Trace) -> None:
         ev = trace.events
-        names = ev["name"].astype(str)
         kind = ev["kind"]
-        is_step = names.str.startswith("ProfilerStep#")
-        host = ev[kind.isin(("runtime", "driver"))]
-        blocking = SYNC_APIS - {"cudaStreamWaitEvent", "hipStreamWaitEvent"}
-        sync_host = host[host["name"].astype(str).isin(blocking)]
+        is_step = name_mask(ev["name"], "^" + STEP_MARKER_PREFIX)
+        host = ev[kind.isin(("runtime", "driver")).to_numpy()]
+        sync_host = host[host["name"].isin(BLOCKING_SYNC_APIS)]
         sync_gpu = ev[kind == "sync"]
         self.sync = iv.merge(
             np.concatenate([sync_host["ts"], sync_gpu["ts"]]),
             np.concatenate([sync_host["ts"] + sync_host["dur"], sync_gpu["ts"] + sync_gpu["dur"]]),
         )
-        work = ev[kind.isin(("cpu_op", "runtime", "driver", "python")) & ~is_step]
+        work = ev[kind.isin(("cpu_op", "runtime", "driver", "python")).to_numpy() & ~is_step]
         self.work = iv.merge(work["ts"].to_numpy(), (work["ts"] + work["dur"]).to_numpy())
-        self.ops = ev[(kind == "cpu_op") & ~is_step]
-        self.ann = ev[(kind == "user_annotation") & ~is_step]
+        self.ops = ev[(kind == "cpu_op").to_numpy() & ~is_step]
+        self.ann = ev[(kind == "user_annotation").to_numpy() & ~is_step]
         counts = self.ops["tid"].value_counts()
         self.main_tid = int(counts.index[0]) if len(counts) else -1
 
+    @staticmethod
+    def name_at(rows: pd.DataFrame, tids: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Name of the innermost row on thread ``tids[i]`` covering ``t[i]`` ("" if none)."""
+        if rows.empty or len(t) == 0:
+            return np.full(len(t), "", dtype=object)
+        hit = innermost(rows["tid"].to_numpy(), rows["ts"].to_numpy(),
+                        (rows["ts"] + rows["dur"]).to_numpy(), tids, t)
+        names = rows["name"].astype(str).to_numpy()
+        return np.where(hit >= 0, names[np.clip(hit, 0, None)], "")
 
-def _level_gaps(
-    a: pd.DataFrame, win: pd.DataFrame, host: _HostView, dev: int, stream: int
-) -> pd.DataFrame:
-    busy = busy_set(a)
-    rows = []
-    for w in win.itertuples(index=False):
-        h = iv.gaps(busy, int(cast(int, w.ts)), int(cast(int, w.end)))
-        if len(h):
-            rows.append(
-                pd.DataFrame({"step": int(cast(int, w.step)), "ts": h[:, 0], "end": h[:, 1]})
-            )
-    if not rows:
-        return cast("pd.DataFrame", pd.DataFrame({c: [] for c in (*GAP_COLUMNS, "_tid", "_mid")}))
-    g = pd.concat(rows, ignore_index=True)
-    lo, hi = g["ts"].to_numpy(), g["end"].to_numpy()
+
+def _level_gaps(tl: Timeline, win: pd.DataFrame, host: _HostView, dev: int, stream: int
+                ) -> pd.DataFrame:
+    a = tl.activity
+    sel = a["device"].to_numpy() == dev
+    if stream >= 0:
+        sel &= a["stream"].to_numpy() == stream
+    a = a[sel].reset_index(drop=True)
+    wset = iv.merge(win["ts"].to_numpy(), win["end"].to_numpy())
+    holes = iv.difference(iv.intersect(iv.gaps(tl.busy(dev, stream), int(wset[0, 0]),
+                                               int(wset[-1, 1])), wset),
+                          tl.unrecorded(dev)) if len(wset) else iv.EMPTY
+    cols = (*GAP_COLUMNS, "_tid", "_mid")
+    if len(holes) == 0:
+        return cast("pd.DataFrame", pd.DataFrame({c: [] for c in cols}))
+    # A hole spanning two windows is two gaps, one per step.
+    bounds = np.unique(np.concatenate([win["ts"].to_numpy(), win["end"].to_numpy()]))
+    holes = _split_at(holes, bounds)
+    lo, hi = holes[:, 0], holes[:, 1]
+    k = window_index(win, lo)
+    step = np.where(k >= 0, win["step"].to_numpy()[np.clip(k, 0, None)], -2)
     nxt = next_activity(a, hi)
     has = nxt >= 0
     j = np.clip(nxt, 0, None)
     lts = np.where(has, a["launch_ts"].to_numpy()[j], -1)
     ltid = np.where(has & (lts >= 0), a["launch_tid"].to_numpy()[j], host.main_tid)
+    inside_graph = _covered(tl.in_graph(dev, stream), lo, hi) >= hi - lo
     synced = _covered(host.sync, lo, hi) * 2 >= hi - lo
     # "Traced work" on the host during the part of the gap before the launch call.
     until = np.where(lts >= lo, np.minimum(lts, hi), hi)
     worked = _covered(host.work, lo, until) * 2 >= np.maximum(until - lo, 1)
     cause = np.select(
-        [synced, (lts >= lo) & worked, (lts >= 0) & (lts < lo)],
-        ["sync", "host_bound", "launch_latency"],
+        [inside_graph, synced, (lts >= lo) & worked, (lts >= 0) & (lts < lo)],
+        ["graph_internal", "sync", "host_bound", "launch_latency"],
         default="other",
     )
-    mid = lo + (hi - lo) // 2
     out: pd.DataFrame = pd.DataFrame(
         {
             "device": dev,
             "stream": stream,
-            "step": g["step"],
+            "step": step,
             "ts": lo,
             "dur": hi - lo,
             "cause": cause,
@@ -175,10 +195,21 @@ def _level_gaps(
             "launch_name": np.where(has, a["launch_name"].to_numpy()[j], ""),
             "launch_ts": lts,
             "_tid": ltid,
-            "_mid": mid,
+            "_mid": lo + (hi - lo) // 2,
         }
     )
     return out
+
+
+def _split_at(s: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """The intervals of set ``s``, cut at every time in ``cuts`` strictly inside one."""
+    if len(s) == 0 or len(cuts) == 0:
+        return s
+    i = np.clip(np.searchsorted(s[:, 0], cuts, side="right") - 1, 0, None)
+    c = cuts[(cuts > s[i, 0]) & (cuts < s[i, 1])]
+    # Disjoint sorted intervals and cuts inside them: sorted starts and ends pair up.
+    return np.column_stack([np.sort(np.concatenate([s[:, 0], c])),
+                            np.sort(np.concatenate([c, s[:, 1]]))])
 
 
 def _covered(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -197,66 +228,26 @@ def _covered(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return cast("np.ndarray", np.maximum(upto(hi) - upto(lo), 0))
 
 
-def _innermost(rows: pd.DataFrame, tids: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Name of the shortest row on thread ``tids[i]`` covering time ``t[i]`` ("" if none).
-
-    Host ranges of one thread nest, so the shortest covering range is the innermost.
-    """
-    out = np.full(len(t), "", dtype=object)
-    if rows.empty or len(t) == 0:
-        return out
-    for tid in np.unique(tids):
-        q = np.flatnonzero(tids == tid)
-        r = rows[rows["tid"] == tid]
-        if r.empty:
-            continue
-        r = r.sort_values("ts", kind="stable")
-        ts, end = r["ts"].to_numpy(), (r["ts"] + r["dur"]).to_numpy()
-        names = r["name"].astype(str).to_numpy()
-        dur = end - ts
-        longest = int(dur.max())
-        for qi in q:
-            k = np.searchsorted(ts, t[qi], side="right")
-            k0 = np.searchsorted(ts, t[qi] - longest, side="left")
-            # Only ranges starting in [t - longest, t] can cover t.
-            cand = k0 + np.flatnonzero(end[k0:k] > t[qi])
-            if len(cand):
-                out[qi] = names[cand[np.argmin(dur[cand])]]
-    return out
-
-
-def _summary(gaps: pd.DataFrame, span: int) -> pd.DataFrame:
+def _summary(gaps: pd.DataFrame, span: int, unrec: dict[tuple[int, int], int]
+             ) -> pd.DataFrame:
     rows = []
-    for (dev, stream), g in gaps.groupby(["device", "stream"], sort=True):
+    for (dev, stream), u in unrec.items():
+        g = gaps[(gaps["device"] == dev) & (gaps["stream"] == stream)]
+        recorded = span - u
         idle = 0
+
+        def pct(ns: int, recorded: int = recorded) -> float:
+            return 100.0 * ns / recorded if recorded else 0.0
+
         for c in CAUSES:
             x = g[g["cause"] == c]
             ns = int(x["dur"].sum())
             idle += ns
-            rows.append(
-                {
-                    "device": int(cast(int, dev)),
-                    "stream": int(cast(int, stream)),
-                    "cause": c,
-                    "gaps": len(x),
-                    "idle_ns": ns,
-                    "pct": 100.0 * ns / span if span else 0.0,
-                }
-            )
-        rows.append(
-            {
-                "device": int(cast(int, dev)),
-                "stream": int(cast(int, stream)),
-                "cause": "busy",
-                "gaps": 0,
-                "idle_ns": span - idle,
-                "pct": 100.0 * (span - idle) / span if span else 0.0,
-            }
-        )
-    return cast(
-        "pd.DataFrame",
-        pd.DataFrame(rows, columns=["device", "stream", "cause", "gaps", "idle_ns", "pct"]),
-    )
+            rows.append((dev, stream, c, len(x), ns, pct(ns)))
+        rows.append((dev, stream, "busy", 0, recorded - idle, pct(recorded - idle)))
+        if u:
+            rows.append((dev, stream, "unrecorded", 0, u, float("nan")))
+    return cast("pd.DataFrame", pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS)))
 
 
 def _histogram(gaps: pd.DataFrame) -> pd.DataFrame:
@@ -271,24 +262,18 @@ def _histogram(gaps: pd.DataFrame) -> pd.DataFrame:
         b = np.searchsorted(edges, g["dur"].to_numpy(), side="right")
         for i, lab in enumerate(labels):
             sel = b == i
-            rows.append(
-                {
-                    "device": int(cast(int, dev)),
-                    "stream": int(cast(int, stream)),
-                    "bin": lab,
-                    "gaps": int(sel.sum()),
-                    "idle_ns": int(g["dur"].to_numpy()[sel].sum()),
-                }
-            )
-    return cast(
-        "pd.DataFrame", pd.DataFrame(rows, columns=["device", "stream", "bin", "gaps", "idle_ns"])
-    )
+            rows.append((int(cast(int, dev)), int(cast(int, stream)), lab, int(sel.sum()),
+                         int(g["dur"].to_numpy()[sel].sum())))
+    return cast("pd.DataFrame",
+                pd.DataFrame(rows, columns=["device", "stream", "bin", "gaps", "idle_ns"]))
 
 
-def _empty() -> IdleReport:
+def _empty(tl: Timeline) -> IdleReport:
     return IdleReport(
         pd.DataFrame({c: [] for c in GAP_COLUMNS}),
-        _summary(pd.DataFrame({c: [] for c in GAP_COLUMNS}), 0),
+        pd.DataFrame({c: [] for c in SUMMARY_COLUMNS}),
         _histogram(pd.DataFrame({c: [] for c in GAP_COLUMNS})),
         0,
+        tl.step_source,
+        tl.notes,
     )

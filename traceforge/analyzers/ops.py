@@ -1,17 +1,19 @@
 """Operator table: framework ops by the GPU time of the kernels they launched.
 
-A kernel belongs to the innermost host op active at its launch: Kineto stamps the launch
-call and the kernel with that op's ``External id`` (``ext``), so a join on ``ext`` gives
-each op its *self* GPU time without walking the call stack. FLOPs come from
-:mod:`traceforge.analyzers.flops`.
+Each GPU activity belongs to the innermost ``cpu_op`` around its launch call (the
+timeline's one rule, :mod:`traceforge.analyzers.activity`), so summing per op gives its
+*self* GPU time. FLOPs come from :mod:`traceforge.analyzers.flops`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.flops import FLOP_OPS, op_flops
+from traceforge.analyzers.timeline import host_in_steps, timeline
 from traceforge.model import Trace
 
 OPS_COLUMNS = ("op", "self_gpu_us", "pct", "calls", "kernels", "gflops", "tflops_per_s")
@@ -22,52 +24,27 @@ def _empty() -> pd.DataFrame:
     return result
 
 
-def kernel_ops(trace: Trace) -> pd.Series:
-    """For each GPU activity row (kernel/memcpy/memset), the name of its launching op.
-
-    Index: event row labels of GPU rows; value: op name, or NaN when no op is known.
-    cpu_op rows are preferred over user annotations that share an ``ext``.
-    """
-    ev = trace.events
-    host = ev[ev["kind"].isin(("cpu_op", "user_annotation")) & (ev["ext"] >= 0)]
-    # cpu_op first so that drop_duplicates keeps it when an annotation shares the id.
-    host = host.assign(_pri=(host["kind"] != "cpu_op").astype(np.int8))
-    host = host.sort_values(["ext", "_pri"]).drop_duplicates("ext")
-    by_ext = pd.Series(host["name"].astype(str).to_numpy(), index=host["ext"].to_numpy())
-    gpu = trace.gpu()
-    ext = gpu["ext"].to_numpy()
-    # Kernels replayed from a CUDA graph (torch.compile max-autotune / reduce-overhead)
-    # carry no External id of their own; their correlation id is that of the
-    # cudaGraphLaunch call, whose External id names the op that replayed the graph.
-    launch = ev[ev["kind"].isin(("runtime", "driver")) & (ev["corr"] >= 0) & (ev["ext"] >= 0)]
-    launch_ext = pd.Series(
-        launch["ext"].to_numpy(), index=launch["corr"].to_numpy()
-    ).groupby(level=0).first()
-    via_corr = launch_ext.reindex(gpu["corr"].to_numpy()).to_numpy()
-    ext = np.where(ext >= 0, ext, np.nan_to_num(via_corr, nan=-1)).astype(np.int64)
-    names = by_ext.reindex(ext)
-    result2: pd.Series = pd.Series(names.to_numpy(), index=gpu.index, dtype=object)
-    return result2
-
-
-def ops(trace: Trace, n: int | None = None, *, include_memory: bool = True) -> pd.DataFrame:
+def ops(trace: Trace, n: int | None = None, *, include_memory: bool = True,
+        steps: Sequence[int] | None = None) -> pd.DataFrame:
     """Operators by self GPU time: %, calls, kernels launched, GFLOPs and achieved TFLOP/s.
 
     ``self_gpu_us`` sums the kernels (and copies/memsets unless ``include_memory`` is
-    False) whose launch the op made directly; ``pct`` is of all GPU time so attributed.
-    ``gflops`` is the op's total over every call in the trace; ``tflops_per_s`` divides
-    it by the self GPU time (empty when FLOPs are unknown).
+    False) the op launched directly; ``pct`` is of all GPU time so attributed. ``calls``
+    and ``gflops`` count the op's calls (those starting inside the selected steps);
+    ``tflops_per_s`` divides the FLOPs by the self GPU time (empty when FLOPs are unknown).
+    ``steps`` keeps the activity those steps launched and the calls inside them.
     """
-    gpu = trace.gpu() if include_memory else trace.kernels()
-    if gpu.empty:
+    tl = timeline(trace)
+    a = tl.in_steps(steps)
+    if not include_memory:
+        a = a[a["kind"] == "kernel"]
+    a = a[a["op_row"] >= 0]
+    if a.empty:
         return _empty()
-    owner = kernel_ops(trace).reindex(gpu.index)
-    df = pd.DataFrame({"op": owner.to_numpy(), "dur": gpu["dur"].to_numpy()})
-    df = df[df["op"].notna()]
-    if df.empty:
-        return _empty()
-    g = df.groupby("op", sort=False)["dur"].agg(["sum", "count"])
-    cpu = trace.events[trace.events["kind"] == "cpu_op"]
+    g = pd.DataFrame({"op": a["op_name"].to_numpy(), "dur": (a["end"] - a["ts"]).to_numpy()}
+                     ).groupby("op", sort=False)["dur"].agg(["sum", "count"])
+    ev = trace.events
+    cpu = ev[(ev["kind"] == "cpu_op").to_numpy() & host_in_steps(trace, steps)]
     cpu_names = cpu["name"].astype(str)
     calls = cpu_names.value_counts()
     flops = _flops_by_op(trace, cpu, cpu_names, set(g.index))
@@ -76,7 +53,7 @@ def ops(trace: Trace, n: int | None = None, *, include_memory: bool = True) -> p
         {
             "op": g.index.to_numpy(),
             "self_gpu_us": g["sum"].to_numpy() / 1e3,
-            "pct": 100.0 * g["sum"].to_numpy() / total,
+            "pct": 100.0 * g["sum"].to_numpy() / total if total else 0.0,
             "calls": calls.reindex(g.index).fillna(0).astype(np.int64).to_numpy(),
             "kernels": g["count"].to_numpy().astype(np.int64),
         }
@@ -101,10 +78,8 @@ def _flops_by_op(
     if sel.empty:
         return pd.Series(dtype=float)
     totals: dict[str, float] = {}
-    known: dict[str, bool] = {}
     for name, args in zip(sel["name"].astype(str), trace.args(sel.index.to_numpy()), strict=True):
         f = op_flops(name, args)
         if f is not None:
             totals[name] = totals.get(name, 0.0) + f
-            known[name] = True
-    return pd.Series({k: v for k, v in totals.items() if known.get(k)}, dtype=float)
+    return pd.Series(totals, dtype=float)

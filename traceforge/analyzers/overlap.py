@@ -2,7 +2,9 @@
 
 ``overlap_pct`` is HTA's ``comp_comm_overlap_pctg``: time where communication and compute
 kernels run together / communication time. ``exposed_comm_pct`` is TraceLens's view:
-communication not hidden behind compute, as % of the step windows.
+communication not hidden behind compute, as % of the step windows. Compute and
+communication are unions of recorded kernels from the shared timeline (never the whole
+extent of a graph replay); windows of unrecorded replays are left out of both.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers import intervals as iv
-from traceforge.analyzers.breakdown import activity_sets, rank_of
-from traceforge.analyzers.launch import gpu_activity, step_windows
+from traceforge.analyzers.breakdown import rank_of
+from traceforge.analyzers.timeline import timeline
 from traceforge.model import Trace
 
 OVERLAP_COLUMNS = (
@@ -36,11 +38,13 @@ SKEW_COLUMNS = ("rank", "collectives", "last_count", "last_pct", "mean_lag_us", 
 class OverlapReport:
     """``ranks``: one row per rank (OVERLAP_COLUMNS). ``skew``: per rank, how often its
     collectives started last and by how much it lagged the earliest rank (empty for one
-    rank). ``notes``: plain-language caveats (e.g. unequal collective counts)."""
+    rank). ``notes``: plain-language caveats (e.g. unequal collective counts).
+    ``window_ns`` is the recorded window (unrecorded replays left out)."""
 
     ranks: pd.DataFrame
     skew: pd.DataFrame
     notes: tuple[str, ...] = ()
+    step_source: str = ""
 
 
 def overlap(
@@ -50,19 +54,22 @@ def overlap(
     ts = [traces] if isinstance(traces, Trace) else list(traces)
     rows = []
     starts: dict[int, np.ndarray] = {}
+    sources = set()
     for i, t in enumerate(ts):
-        acts = gpu_activity(t)
+        tl = timeline(t)
+        acts = tl.activity
         if acts.empty:
             continue
+        sources.add(tl.step_source)
         rank = rank_of(t, i)
-        win = step_windows(t, acts, steps)
-        windows = iv.merge(win["ts"].to_numpy(), win["end"].to_numpy())
-        s = activity_sets(acts)
+        windows = tl.window_set(steps)
+        s = tl.sets()
         comm = iv.intersect(s.comm, windows)
         comp = iv.intersect(s.compute, windows)
         both = iv.total(iv.intersect(comm, comp))
         exposed = iv.total(iv.difference(comm, comp))
-        c, w = iv.total(comm), iv.total(windows)
+        c = iv.total(comm)
+        w = iv.total(windows) - iv.total(iv.intersect(s.unrecorded, windows))
         is_comm = (acts["cls"] == "communication") & (acts["kind"] == "kernel")
         cts = acts.loc[is_comm, "ts"].to_numpy()
         inside = _inside(windows, cts)
@@ -82,7 +89,7 @@ def overlap(
         )
     ranks = pd.DataFrame(rows, columns=list(OVERLAP_COLUMNS))
     skew, notes = _skew(starts)
-    return OverlapReport(ranks, skew, notes)
+    return OverlapReport(ranks, skew, notes, ", ".join(sorted(sources)))
 
 
 def _inside(s: np.ndarray, t: np.ndarray) -> np.ndarray:

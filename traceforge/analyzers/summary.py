@@ -1,76 +1,90 @@
-"""Trace overview: what ``traceforge info`` shows and the report's header uses."""
+"""Trace overview: what ``traceforge info`` shows and the report's run card uses."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
-import numpy as np
 import pandas as pd
 
-from traceforge.model import GPU_KINDS, Trace
+from traceforge.analyzers.timeline import busy_table, step_time_ns, timeline
+from traceforge.model import Trace
 
 
 @dataclass(frozen=True)
 class Summary:
-    """Overview of one trace. ``facts`` is a two-column (field, value) table."""
+    """Overview of one trace.
 
-    facts: pd.DataFrame
-    kinds: pd.DataFrame  # kind, events
-    devices: pd.DataFrame  # device, name, sms, memory_gib, compute_capability, busy_pct
+    ``facts``: typed values (numbers as numbers, ``steps`` a list of ints, None when
+    unknown): path, format, rank, world_size, span_ms, steps, step_source, step_time_ms,
+    events, kernels, gpu_busy_pct, versions. ``notes``: plain-language remarks.
+    ``kinds``: kind, events. ``devices``: device, name, sms, memory_gib,
+    compute_capability, kernels, busy_pct (the timeline's busy %, inside the steps).
+    """
+
+    facts: dict[str, Any]
+    notes: tuple[str, ...]
+    kinds: pd.DataFrame
+    devices: pd.DataFrame
+
+    def facts_frame(self) -> pd.DataFrame:
+        """``facts`` and notes as a two-column (field, value) table for people."""
+        rows: list[tuple[str, str]] = []
+        for k, v in self.facts.items():
+            if k == "versions":
+                rows += [(f"version {a}", str(b)) for a, b in sorted(v.items())]
+            elif k == "steps":
+                rows.append((k, ", ".join(str(s) for s in v) if v else "none"))
+            elif v is not None:
+                rows.append((FACT_LABELS.get(k, k), f"{v:,.3f}" if isinstance(v, float)
+                             else str(v)))
+        rows += [("note", n) for n in self.notes]
+        return cast("pd.DataFrame", pd.DataFrame(rows, columns=["field", "value"]))
 
 
-def busy_ns(ts: np.ndarray, dur: np.ndarray) -> int:
-    """Length of the union of intervals [ts, ts + dur)."""
-    if len(ts) == 0:
-        return 0
-    order = np.argsort(ts, kind="stable")
-    s = ts[order]
-    e = s + dur[order]
-    run_end = np.maximum.accumulate(e)
-    # A new merged block starts where an interval begins after everything before it ended.
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    starts = s[new]
-    idx = np.flatnonzero(new)
-    ends = run_end[np.append(idx[1:] - 1, len(s) - 1)]
-    return int((ends - starts).sum())
+#: How each fact is labelled in tables (JSON uses the keys).
+FACT_LABELS = {
+    "world_size": "world size",
+    "span_ms": "span (ms, first to last event)",
+    "step_source": "steps from",
+    "step_time_ms": "step time (ms, mean host step)",
+    "gpu_busy_pct": "GPU busy % (of step windows)",
+}
 
 
 def summary(trace: Trace) -> Summary:
     """Format, devices, ranks, span, steps, events by kind and GPU busy % per device."""
     m = trace.meta
     ev = trace.events
-    span = trace.span_ns
-    gpu = ev[ev["kind"].isin(GPU_KINDS)]
-    steps = trace.steps()
-    rows = [
-        ("path", m.path),
-        ("format", m.format),
-        ("rank", "" if m.rank is None else m.rank),
-        ("world size", "" if m.world_size is None else m.world_size),
-        ("span (ms)", round(span / 1e6, 3)),
-        ("steps", ", ".join(str(s) for s in steps["step"]) if len(steps) else "none"),
-        ("events", len(ev)),
-        ("kernels", int((ev["kind"] == "kernel").sum())),
-    ]
-    for k, v in sorted(m.versions.items()):
-        rows.append((f"version {k}", v))
-    if len(gpu) and span:
-        rows.append(("GPU busy % (all devices)", round(100.0 * _busy_all(gpu) / span, 2)))
-    for n in m.notes:
-        rows.append(("note", n))
-    if gpu.empty and not any("no GPU" in n for n in m.notes):
-        rows.append(("note", "no GPU activity in this trace"))
-    facts = pd.DataFrame(rows, columns=["field", "value"])
-    facts["value"] = facts["value"].astype(str)
+    tl = timeline(trace)
+    steps = [int(s) for s in tl.steps.ranges["step"]]
+    busy = busy_table(tl)
+    st = step_time_ns(tl)
+    facts: dict[str, Any] = {
+        "path": m.path,
+        "format": m.format,
+        "rank": m.rank,
+        "world_size": m.world_size,
+        "span_ms": trace.span_ns / 1e6,
+        "steps": steps,
+        "step_source": tl.step_source,
+        "step_time_ms": st / 1e6 if st is not None and steps else None,
+        "events": len(ev),
+        "kernels": int((ev["kind"] == "kernel").sum()),
+        "gpu_busy_pct": float(busy["busy_pct"].iloc[-1]) if len(busy) else None,
+        "versions": dict(m.versions),
+    }
+    notes = list(m.notes) + list(tl.notes)
+    if tl.activity.empty and not any("no GPU" in n for n in notes):
+        notes.append("no GPU activity in this trace")
     vc = ev["kind"].value_counts()
     kinds = pd.DataFrame({"kind": vc.index.astype(str), "events": vc.to_numpy()})
     kinds = kinds[kinds["events"] > 0].reset_index(drop=True)
-    dev_rows = []
     names = {d.id: d for d in m.devices}
-    for dev in sorted(set(gpu["device"].tolist()) | set(names)):
-        sel = gpu[gpu["device"] == dev]
+    acts = tl.activity
+    by_dev = busy.set_index("device")["busy_pct"]
+    dev_rows = []
+    for dev in sorted(set(acts["device"].tolist()) | set(names)):
         d = names.get(int(dev))
         dev_rows.append(
             {
@@ -79,18 +93,10 @@ def summary(trace: Trace) -> Summary:
                 "sms": d.sms if d else None,
                 "memory_gib": round(d.memory_bytes / 2**30, 1) if d and d.memory_bytes else None,
                 "compute_capability": d.compute_capability if d else None,
-                "kernels": int((sel["kind"] == "kernel").sum()),
-                "busy_pct": round(100.0 * busy_ns(sel["ts"].to_numpy(), sel["dur"].to_numpy())
-                                  / span, 2) if span and len(sel) else 0.0,
+                "kernels": int(((acts["device"] == dev) & (acts["kind"] == "kernel")).sum()),
+                "busy_pct": float(by_dev.get(int(dev), 0.0)),
             }
         )
     devices = pd.DataFrame(dev_rows, columns=["device", "name", "sms", "memory_gib",
                                               "compute_capability", "kernels", "busy_pct"])
-    return Summary(facts, kinds, devices)
-
-
-def _busy_all(gpu: pd.DataFrame) -> int:
-    """Busy time summed over devices (each device's union), for a single percentage."""
-    return sum(
-        busy_ns(g["ts"].to_numpy(), g["dur"].to_numpy()) for _, g in gpu.groupby("device")
-    ) // max(1, gpu["device"].nunique())
+    return Summary(facts, tuple(notes), kinds, devices)

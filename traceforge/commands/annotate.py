@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from traceforge.commands.options import trace_argument
+from traceforge.commands.options import load_trace, steps_from_option, trace_argument
 from traceforge.errors import UsageError
 
 
@@ -19,13 +19,14 @@ from traceforge.errors import UsageError
               help="How many of the heaviest kernels to mark.")
 @click.option("--min-gap-us", type=float, default=1.0, show_default=True,
               help="Draw idle gaps at least this long.")
-def command(trace: str, output: str, top_n: int, min_gap_us: float) -> None:
+@steps_from_option
+def command(trace: str, output: str, top_n: int, min_gap_us: float,
+            steps_from: str | None) -> None:
     """Write TRACE with idle gaps by cause, step windows, overlap counters, kernel classes
     and the top-N kernels on it, for the Perfetto UI."""
-    from traceforge.analyzers.analysis import annotation_data
-    from traceforge.formats import load
     from traceforge.render.annotate import annotated_document
     from traceforge.render.chrome_json import dumps_chrome
+    from traceforge.report.annotations import annotation_data
 
     out = Path(output)
     name = out.name.lower()
@@ -33,7 +34,7 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float) -> None:
         raise UsageError(f"{output}: name the output .json, .json.gz or .pftrace")
     if out.resolve() == Path(trace).resolve():
         raise UsageError(f"{output}: is the input trace; name another output")
-    t = load(trace)
+    t = load_trace(trace, steps_from)
     ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
     doc = annotated_document(t, ann)
     if name.endswith(".pftrace"):

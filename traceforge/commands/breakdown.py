@@ -5,23 +5,40 @@ from __future__ import annotations
 import click
 
 from traceforge.analyzers.breakdown import breakdown
-from traceforge.commands.options import emit, format_option
-from traceforge.formats.run import load_run
+from traceforge.analyzers.timeline import timeline
+from traceforge.commands.options import (
+    emit,
+    format_option,
+    load_ranks,
+    resolve_steps,
+    step_options,
+    traces_argument,
+)
 from traceforge.render import render_frame
+from traceforge.render.frame import to_json_bytes
 
 
 @click.command("breakdown")
-@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=str))
+@traces_argument
+@step_options
 @format_option
-def command(traces: tuple[str, ...], fmt: str) -> None:
-    """Compute, exposed communication, memcpy/memset and idle per rank and step.
+def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | None,
+            step_list: tuple[int, ...], fmt: str) -> None:
+    """Compute, exposed communication, memcpy/memset, idle and unrecorded time per rank
+    and step (percentages of the recorded window).
 
     TRACES: one trace, several trace files of one run, or a directory of them. Step -1 is
     the total over the steps of a rank.
     """
-    ts = load_run(traces[0] if len(traces) == 1 else list(traces))
-    df = breakdown(ts)
+    rule, steps = resolve_steps(steps_from, steps_text, step_list)
+    ts = load_ranks(traces, rule)
+    df = breakdown(ts, steps=steps)
+    source = timeline(ts[0]).step_source
+    if fmt == "json":
+        emit(to_json_bytes({"steps_from": source, "breakdown": df}).decode())
+        return
     notes: tuple[str, ...] = ()
     if df.empty:
         notes = ("No GPU activity in these traces: nothing to report.",)
-    emit(render_frame(df, fmt, title="Temporal breakdown per rank and step", notes=notes))
+    emit(render_frame(df, fmt, title=f"Temporal breakdown per rank and step (steps from "
+                                     f"{source})", notes=notes))

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-import click
+from typing import cast
 
+import click
+import pandas as pd
+
+from traceforge.analyzers.kernel_names import short_name
 from traceforge.analyzers.launch import launch_overhead
-from traceforge.commands.options import emit, format_option, trace_argument
-from traceforge.formats import load
+from traceforge.commands.options import (
+    emit,
+    format_option,
+    load_ranks,
+    resolve_steps,
+    step_options,
+    trace_argument,
+)
 from traceforge.render import render_frame
 from traceforge.render.frame import to_json_bytes
 
@@ -17,19 +27,35 @@ from traceforge.render.frame import to_json_bytes
               help="Kernels with the longest launch delay to list (0: all).")
 @click.option("--bound-pct", type=float, default=50.0, show_default=True,
               help="Call a step launch-bound when the GPU waits on the CPU more than this %.")
+@step_options
 @format_option
-def command(trace: str, limit: int, bound_pct: float, fmt: str) -> None:
+def command(trace: str, limit: int, bound_pct: float, steps_from: str | None,
+            steps_text: str | None, step_list: tuple[int, ...], fmt: str) -> None:
     """Per step: kernels, launches, GPU time waiting on the CPU, short kernels, verdict."""
-    t = load(trace)
-    r = launch_overhead(t, bound_pct=bound_pct)
-    k = r.kernels.sort_values("launch_delay_ns", ascending=False, kind="stable")
+    rule, steps = resolve_steps(steps_from, steps_text, step_list)
+    ranks = load_ranks([trace], rule)
+    reps = [launch_overhead(t, bound_pct=bound_pct, steps=steps) for t in ranks]
+    multi = len(ranks) > 1
+
+    def tag(frames: list[pd.DataFrame]) -> pd.DataFrame:
+        if not multi:
+            return frames[0]
+        parts = [f.assign(rank=t.meta.rank) for t, f in zip(ranks, frames, strict=True)]
+        return cast("pd.DataFrame", pd.concat(parts, ignore_index=True))
+
+    per_step = tag([r.steps for r in reps])
+    k = tag([r.kernels for r in reps]).sort_values("launch_delay_ns", ascending=False,
+                                                   kind="stable")
     k = k if limit <= 0 else k.head(limit)
+    source = reps[0].step_source
     if fmt == "json":
-        emit(to_json_bytes({"steps": r.steps, "kernels": k}).decode())
+        emit(to_json_bytes({"steps_from": source, "steps": per_step, "kernels": k}).decode())
         return
     notes: tuple[str, ...] = ()
-    if r.kernels.empty:
+    if all(r.kernels.empty for r in reps):
         notes = ("No GPU activity in this trace: nothing to report.",)
-    emit(render_frame(r.steps, fmt, title=f"Launch overhead per step: {trace}", notes=notes))
+    emit(render_frame(per_step, fmt, title=f"Launch overhead per step (steps from {source}): "
+                                           f"{trace}", notes=notes))
     if fmt != "csv":
-        emit(render_frame(k.drop(columns=["replay"]), fmt, title="Longest launch delays"))
+        shown = k.drop(columns=["replay"]).assign(name=k["name"].map(short_name))
+        emit(render_frame(shown, fmt, title="Longest launch delays"))

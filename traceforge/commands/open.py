@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import click
 
-from traceforge import perfetto_ui as ui
-from traceforge.commands.options import trace_argument
+from traceforge.analyzers.steps import parse_spec
+from traceforge.commands.options import steps_from_option, trace_argument
+from traceforge.errors import UsageError
+from traceforge.ui import perfetto as ui
+from traceforge.ui import server
 
 
 @click.command("open")
@@ -14,17 +17,20 @@ from traceforge.commands.options import trace_argument
 @click.option("--origin", default=ui.UI_ORIGIN, show_default=True,
               help="Perfetto UI origin, for a self-hosted UI.")
 @click.option("--steps", "steps_text", metavar="N|N-M|N,M",
-              help="Serve only these profiler steps (for traces too big for the browser).")
+              help="Serve only these steps (for traces too big for the browser).")
+@steps_from_option
 @click.option("--window", "window_text", metavar="START:END",
               help="Serve only this time range since the trace start (e.g. 100ms:250ms).")
 @click.option("--timeout", "timeout_s", type=float, default=None,
               help="Give up after this many seconds without a fetch.")
 def command(trace: str, no_browser: bool, origin: str, steps_text: str | None,
-            window_text: str | None, timeout_s: float | None) -> None:
+            steps_from: str | None, window_text: str | None, timeout_s: float | None) -> None:
     """Open TRACE in the Perfetto UI (any format traceforge reads; exits after the fetch)."""
-    steps = ui.parse_steps(steps_text) if steps_text else None
+    steps = parse_spec(steps_text) if steps_text else None
+    if steps_text and steps is None:
+        raise UsageError("--steps none: serve the whole trace by leaving --steps out")
     window = ui.parse_window(window_text) if window_text else None
-    name, data = ui.payload(trace, steps=steps, window=window)
+    name, data = ui.payload(trace, steps=steps, window=window, steps_from=steps_from)
     size = ui.loaded_size(data)
     if size > ui.WARN_BYTES:
         click.echo(
@@ -33,7 +39,7 @@ def command(trace: str, no_browser: bool, origin: str, steps_text: str | None,
             err=True,
         )
     # ui.PORT is read at call time so that tests can move the server off 9001.
-    server = ui.bind(name, data, origin=origin, port=ui.PORT)
+    srv = server.bind(name, data, origin=origin, port=ui.PORT)
     url = ui.ui_url(name, origin=origin, port=ui.PORT)
     click.echo(url)
     if not no_browser:
@@ -42,6 +48,6 @@ def command(trace: str, no_browser: bool, origin: str, steps_text: str | None,
         webbrowser.open(url)
     click.echo(f"Serving {name} on http://{ui.HOST}:{ui.PORT}/ until the UI fetches it "
                "(Ctrl-C to stop)", err=True)
-    if not ui.serve_until_fetched(server, timeout_s=timeout_s):
+    if not server.serve_until_fetched(srv, timeout_s=timeout_s):
         click.echo("traceforge: no fetch before the timeout; stopped", err=True)
         raise SystemExit(1)

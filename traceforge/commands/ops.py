@@ -5,9 +5,14 @@ from __future__ import annotations
 import click
 
 from traceforge.analyzers.ops import ops
-from traceforge.analyzers.steps import select_steps
-from traceforge.commands.options import emit, format_option, step_option, trace_argument
-from traceforge.formats import load
+from traceforge.commands.options import (
+    emit,
+    format_option,
+    load_trace,
+    resolve_steps,
+    step_options,
+    trace_argument,
+)
 from traceforge.render import render_frame
 
 
@@ -15,18 +20,18 @@ from traceforge.render import render_frame
 @trace_argument
 @click.option("-n", "limit", type=int, default=20, show_default=True, help="Rows to show (0: all).")
 @click.option("--kernels-only", is_flag=True, help="Leave memcpy/memset time out of self GPU time.")
-@step_option
+@step_options
 @format_option
-def command(trace: str, limit: int, kernels_only: bool, steps: tuple[int, ...], fmt: str) -> None:
+def command(trace: str, limit: int, kernels_only: bool, steps_from: str | None,
+            steps_text: str | None, step_list: tuple[int, ...], fmt: str) -> None:
     """Operators by self GPU time, with %, calls and GFLOPs (from shapes when needed)."""
-    t = load(trace)
-    if steps:
-        t = select_steps(t, steps)
-    df = ops(t, None if limit <= 0 else limit, include_memory=not kernels_only)
+    rule, steps = resolve_steps(steps_from, steps_text, step_list)
+    t = load_trace(trace, rule)
+    df = ops(t, None if limit <= 0 else limit, include_memory=not kernels_only, steps=steps)
     notes: tuple[str, ...] = ()
     if df.empty:
-        notes = ("No GPU time could be attributed to host operators (no cpu_op events with "
-                 "External ids, or no GPU activity).",)
+        notes = ("No GPU time could be attributed to host operators (no cpu_op ranges "
+                 "around the launch calls, or no GPU activity).",)
     elif fmt in ("table", "md"):
         df = df.rename(
             columns={"op": "Operation", "self_gpu_us": "Self GPU (us)", "pct": "Self GPU %",

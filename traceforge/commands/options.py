@@ -1,13 +1,16 @@
-"""Options and output helpers shared by every command."""
+"""Options and loading helpers shared by every command."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from traceforge.render import FORMATS
+
+if TYPE_CHECKING:
+    from traceforge.model import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,18 +32,81 @@ def trace_argument(f: F) -> F:
     return click.argument("trace", type=click.Path(dir_okay=True, path_type=str))(f)
 
 
+def traces_argument(f: F) -> F:
+    """One trace, several trace files of one run, or a directory of them."""
+    return click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=str))(f)
+
+
 def emit(text: str) -> None:
     """Write command output to stdout."""
     click.echo(text, nl=not text.endswith("\n"))
 
 
-def step_option(f: F) -> F:
-    """``--step N`` (repeatable): restrict the analysis to those profiler steps."""
+def steps_from_option(f: F) -> F:
+    """``--steps-from REGEX``: take steps from ranges with matching names."""
     return click.option(
-        "--step",
-        "steps",
-        type=int,
-        multiple=True,
-        help="Only these ProfilerStep numbers (repeatable); GPU work counts in the step "
-        "that launched it.",
+        "--steps-from",
+        "steps_from",
+        metavar="REGEX",
+        default=None,
+        help="Take steps from the host ranges (NVTX ranges, record_function annotations, "
+        "ops) whose names match REGEX, e.g. policy_inference or train_step "
+        "[default: ProfilerStep#N, then traceforge capture's 'step N' ranges].",
     )(f)
+
+
+def step_options(f: F) -> F:
+    """``--steps-from REGEX``, ``--steps none|N|N-M|N,M`` and the older ``--step N``."""
+    f = click.option(
+        "--step",
+        "step_list",
+        type=click.IntRange(min=0),
+        multiple=True,
+        hidden=True,
+        help="Only this step (repeatable); same as --steps N.",
+    )(f)
+    f = click.option(
+        "--steps",
+        "steps_text",
+        metavar="none|N|N-M|N,M",
+        default=None,
+        help="Only these steps; 'none' analyses the whole trace as one window, from its "
+        "first to its last GPU activity. GPU work counts in the step that launched it.",
+    )(f)
+    return steps_from_option(f)
+
+
+def resolve_steps(
+    steps_from: str | None, steps_text: str | None, step_list: Sequence[int] = ()
+) -> tuple[str | None, list[int] | None]:
+    """(the trace's ``steps_from`` rule, the step numbers selected or None for all)."""
+    from traceforge.analyzers.steps import NO_STEPS, check_rule, parse_spec
+    from traceforge.errors import UsageError
+
+    check_rule(steps_from)
+    selected = list(step_list) or None
+    if steps_text is not None:
+        spec = parse_spec(steps_text)
+        if spec is None:
+            if steps_from is not None or selected:
+                raise UsageError("--steps none analyses the whole trace: leave out "
+                                 "--steps-from and --step")
+            return NO_STEPS, None
+        selected = sorted(set(spec) | set(selected or []))
+    return steps_from, selected
+
+
+def load_trace(path: str, steps_from: str | None, **kw: Any) -> Trace:
+    """One trace, with its steps taken as asked."""
+    from traceforge.formats import load
+
+    return load(path, **kw).with_steps(steps_from)
+
+
+def load_ranks(paths: Sequence[str], steps_from: str | None) -> list[Trace]:
+    """The rank traces of one run (a file, files or a directory; a multi-process nsys
+    report is split per process), each with its steps taken as asked."""
+    from traceforge.formats.run import load_run
+
+    ts = load_run(paths[0] if len(paths) == 1 else list(paths))
+    return [t.with_steps(steps_from) for t in ts]

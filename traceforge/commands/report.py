@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from traceforge.commands.options import steps_from_option
 from traceforge.errors import UsageError
 from traceforge.model import Trace
 
@@ -27,18 +28,18 @@ def _latency_file(path: str) -> dict[str, dict[str, float | str]]:
                          ) from None
 
 
-def _load_all(paths: tuple[str, ...]) -> list[list[Trace]]:
-    from traceforge.analyzers.analysis import group_runs
-    from traceforge.formats import load
-    from traceforge.formats.run import load_run
+def _load_all(paths: tuple[str, ...], steps_from: str | None) -> list[list[Trace]]:
+    from traceforge.commands.options import load_ranks
+    from traceforge.report.run import group_runs
 
     runs: list[list[Trace]] = []
     files: list[Trace] = []
     for p in paths:
-        if Path(p).is_dir():
-            runs.append(load_run(p))  # a directory holds the ranks of one run
+        ranks = load_ranks([p], steps_from)
+        if Path(p).is_dir() or len(ranks) > 1:
+            runs.append(ranks)  # a directory (or a multi-process report) is one run
         else:
-            files.append(load(p))
+            files += ranks
     return runs + group_runs(files)
 
 
@@ -53,14 +54,16 @@ def _load_all(paths: tuple[str, ...]) -> list[list[Trace]]:
                    "runs are matched to its modes by label.")
 @click.option("-n", "top", type=int, default=15, show_default=True,
               help="Rows in the top-kernel and operator tables.")
+@steps_from_option
 def command(traces: tuple[str, ...], output: str, title: str, latency_path: str | None,
-            top: int) -> None:
+            top: int, steps_from: str | None) -> None:
     """Write one report over TRACES: several files of one distributed run become one run
     with its ranks; otherwise each file (or directory) is a run and they are compared."""
     from traceforge import __version__
-    from traceforge.analyzers.analysis import analyze, compare_runs
     from traceforge.analyzers.diff import diff
-    from traceforge.analyzers.findings import findings
+    from traceforge.commands.options import resolve_steps
+    from traceforge.report.findings import findings
+    from traceforge.report.run import analyze, compare_runs
 
     out = Path(output)
     fmt = SUFFIXES.get(out.suffix.lower())
@@ -68,13 +71,14 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
         raise UsageError(f"{output}: name the report .html or .md")
     if any(out.resolve() == Path(t).resolve() for t in traces):
         raise UsageError(f"{output}: is one of the input traces; name another output")
-    loaded = _load_all(traces)
+    rule, _ = resolve_steps(steps_from, None)
+    loaded = _load_all(traces, rule)
     runs = [analyze(r, top=top) for r in loaded]
     if latency_path:
         measured = _latency_file(latency_path)
         runs = [replace(r, run_info={**r.run_info, **measured[r.label]})
                 if r.label in measured else r for r in runs]
-    found = [f for r in runs for f in findings(r)]
+    found = findings(runs)
     comparison = compare_runs(runs) if len(runs) > 1 else None
     # Each later run against the first (rank 0 of each): what fused, what got faster.
     diffs = [(runs[0].label, r.label, diff(loaded[0][0], tr[0]))

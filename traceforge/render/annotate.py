@@ -5,20 +5,20 @@ idle cause (each gap a slice named by its cause), a thread of step windows, a th
 repeats the top-N kernels' slices, counter tracks of communication overlapped / exposed,
 and global instants at step starts; every kernel gets ``class``/``family`` args (and
 ``top_kernel`` when it is among the top N). Everything is formatted from
-:class:`~traceforge.analyzers.analysis.Annotations`; nothing is measured here.
+:class:`~traceforge.report.annotations.Annotations`; nothing is measured here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from traceforge.analyzers.analysis import Annotations
 from traceforge.model import Trace
+from traceforge.report.annotations import Annotations
 
 #: Chrome ``pid`` of the analysis tracks of rank 0 (+ rank for others): far above real pids
 #: and device rows, and inside int32 for the protobuf writer.
 ANALYSIS_PID = 1_900_000_000
-CAUSE_TIDS = {"host_bound": 1, "launch_latency": 2, "sync": 3, "other": 4}
+CAUSE_TIDS = {"host_bound": 1, "launch_latency": 2, "sync": 3, "other": 4, "graph_internal": 5}
 STEPS_TID = 10
 TOP_TID = 11
 CAT = "traceforge"

@@ -1,7 +1,7 @@
 """The self-contained HTML report: one file, styles, script and charts inline, no network.
 
-Renders what :func:`traceforge.analyzers.analysis.analyze` and
-:func:`traceforge.analyzers.findings.findings` computed; it formats, never measures.
+Renders what :func:`traceforge.report.run.analyze` and
+:func:`traceforge.report.findings.findings` gathered; it formats, never measures.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 
 import pandas as pd
 
-from traceforge.analyzers.analysis import RunAnalysis
 from traceforge.analyzers.diff import TraceDiff
-from traceforge.analyzers.findings import Finding
 from traceforge.render import svg
+from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
+from traceforge.report.findings import Finding
+from traceforge.report.run import RunAnalysis
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;
@@ -105,19 +106,20 @@ def table(df: pd.DataFrame, *, digits: int = 2, limit: int | None = None) -> str
 
 
 def _finding(f: Finding, show_run: bool) -> str:
-    run = f" <span class=\"note\">[{_e(f.run)}]</span>" if show_run else ""
+    run = f" <span class=\"note\">[{_e(', '.join(f.runs))}]</span>" if show_run else ""
     return (f'<div class="finding {_e(f.severity)}"><span class="sev">{_e(f.severity)}</span>'
             f"<b>{_e(f.title)}</b>{run}<br>{_e(f.evidence)}<br><i>Try:</i> {_e(f.advice)}</div>")
 
 
 def _cards(r: RunAnalysis) -> str:
     f = r.facts
-    items = [("device", r.device_name or "unknown"), ("ranks", f"{int(f.get('ranks', 1))}"),
+    items = [("device", r.device_name or "unknown"), ("ranks", f"{r.ranks}"),
              ("span", f"{f.get('span_ms', 0):,.2f} ms")]
     if "step_ms" in f:
         items.append(("steps", f"{int(f.get('steps', 0))} x {f['step_ms']:,.2f} ms"))
     if "busy_pct" in f:
-        items.append(("GPU busy", f"{f['busy_pct']:.1f}%"))
+        label = "GPU busy" + (" (mean of ranks)" if r.ranks > 1 else "")
+        items.append((label, f"{f['busy_pct']:.1f}%"))
     items.append(("kernels", f"{int(f.get('kernels', 0)):,}"))
     return '<div class="cards">' + "".join(
         f'<div class="card"><span class="note">{_e(k)}</span><b>{_e(v)}</b></div>'
@@ -129,37 +131,57 @@ def _unavailable(r: RunAnalysis, name: str) -> str:
     return f'<p class="note">Analysis unavailable: {_e(why)}</p>' if why else ""
 
 
+def _skipped(title: str, why: str) -> str:
+    return f'<h3>{_e(title)}</h3><p class="note">{_e(why)}</p>'
+
+
+def _rank_label(rank: object, r: RunAnalysis) -> str:
+    return f"rank {int(str(rank))} " if r.ranks > 1 else ""
+
+
 def _run_section(r: RunAnalysis, idx: int) -> str:
-    out = [f'<h2 id="run{idx}">Run: {_e(r.label)}</h2>',
+    ranks = f" ({r.ranks} ranks)" if r.ranks > 1 and "ranks" not in r.label else ""
+    out = [f'<h2 id="run{idx}">Run: {_e(r.label)}{_e(ranks)}</h2>',
            '<p class="note">' + "<br>".join(_e(p) for p in r.paths) + "</p>", _cards(r)]
+    out += [f'<p class="note">{_e(n)}</p>' for n in r.notes]
     out.append("<h3>Overview</h3>" + table(r.overview) + table(r.devices))
 
     out.append("<h3>GPU time by kernel class</h3>")
     bc = r.by_class
     if len(bc):
-        out.append(svg.hbar(list(bc["class"].astype(str)), list(bc["total_us"].astype(float)),
-                            unit="us"))
+        labels = [f"{_rank_label(k, r)}{c}" for k, c in zip(bc["rank"], bc["class"], strict=True)]
+        out.append(svg.hbar(labels, list(bc["total_us"].astype(float)), unit="us",
+                            colors=[svg.color(str(c)) for c in bc["class"]]))
     out.append(table(bc.drop(columns=["name"], errors="ignore")))
 
     out.append("<h3>Top kernels</h3>")
     tk = r.top_kernels
     if len(tk):
-        out.append(svg.hbar(list(tk["name"].astype(str)), list(tk["total_us"].astype(float)),
+        labels = [f"{_rank_label(k, r)}{n}" for k, n in zip(tk["rank"], tk["name"], strict=True)]
+        out.append(svg.hbar(labels, list(tk["total_us"].astype(float)),
                             unit="us", colors=[svg.color(str(c)) for c in tk["class"]]))
     out.append(table(tk.drop(columns=["full_name"], errors="ignore")))
 
-    out.append("<h3>Operators by self GPU time</h3>" + _unavailable(r, "ops") + table(r.ops))
+    if len(r.ops) or "ops" in r.unavailable:
+        out.append("<h3>Operators by self GPU time</h3>" + _unavailable(r, "ops") + table(r.ops))
+    else:
+        out.append(_skipped("Operators by self GPU time",
+                            "No GPU time could be attributed to framework operators (the "
+                            "trace has no cpu_op ranges around its launch calls)."))
 
     out.append("<h3>Idle gaps by cause</h3>" + _unavailable(r, "idle"))
-    dev = r.idle_summary[r.idle_summary["stream"] == -1] if "stream" in r.idle_summary else None
-    if dev is not None and len(dev):
-        for d, g in dev.groupby("device"):
-            out.append(svg.stacked([(f"GPU {d}", [(str(c), float(p)) for c, p in
-                                                  zip(g["cause"], g["pct"], strict=True)])]))
+    dev = r.idle_summary
+    if len(dev) and "cause" in dev:
+        rows = []
+        for (rank, d), g in dev.groupby(["rank", "device"], sort=True):
+            g = g[g["cause"] != "unrecorded"]
+            rows.append((f"{_rank_label(rank, r)}GPU {d}",
+                         [(str(c), float(p)) for c, p in zip(g["cause"], g["pct"], strict=True)]))
+        out.append(svg.stacked(rows, label_w=140))
         out.append(table(dev.assign(idle_ms=dev["idle_ns"] / 1e6).drop(columns="idle_ns")))
     hist = r.idle_histogram
-    if len(hist) and "stream" in hist:
-        hd = hist[hist["stream"] == -1].groupby("bin", sort=False)["gaps"].sum()
+    if len(hist) and "bin" in hist:
+        hd = hist.groupby("bin", sort=False)["gaps"].sum()
         out.append("<h3>Gap-length histogram</h3>")
         out.append(svg.vbar(list(hd.index.astype(str)), list(hd.astype(float)), unit="gaps"))
     if len(r.idle_gaps) and "ts" in r.idle_gaps:
@@ -179,9 +201,10 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
         out.append(svg.stacked(rows, label_w=140))
     out.append(table(bd))
 
-    out.append("<h3>Communication / compute overlap per rank</h3>" + _unavailable(r, "overlap"))
     ov = r.overlap
-    if len(ov) and "exposed_comm_pct" in ov and float(ov["comm_ns"].sum()) > 0:
+    has_comm = len(ov) and "comm_ns" in ov and float(ov["comm_ns"].sum()) > 0
+    if has_comm:
+        out.append("<h3>Communication / compute overlap per rank</h3>")
         out.append(svg.hbar([f"rank {int(x)}" for x in ov["rank"]],
                             list(ov["overlap_pct"].fillna(0).astype(float)),
                             unit="% of comm overlapped", label_w=100))
@@ -189,41 +212,38 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
                             list(ov["exposed_comm_pct"].astype(float)),
                             unit="% of step exposed comm", label_w=100,
                             colors=[svg.color("exposed_comm")] * len(ov)))
-    out.append(table(ov))
+        out.append(table(ov))
+    else:
+        out.append(_skipped("Communication / compute overlap",
+                            r.unavailable.get("overlap") or "No communication kernels "
+                            "(NCCL/RCCL) in the steps: nothing overlaps."))
     if len(r.skew):
         out.append("<h3>Collective start skew per rank</h3>" + table(r.skew))
 
     out.append("<h3>Launch overhead per step</h3>" + _unavailable(r, "launch") + table(r.launch))
-    out.append("<h3>Host-device copies inside steps</h3>" + table(r.copies))
-    out.append("<h3>Synchronizing calls inside steps</h3>" + table(r.syncs))
-    out.append("<h3>GEMM throughput</h3>" + table(r.gemm))
+    for title, df, why in (
+        ("Host-device copies inside steps", r.copies, "No host-device copies inside steps."),
+        ("Synchronizing calls inside steps", r.syncs,
+         "No synchronizing API calls inside steps."),
+        ("GEMM throughput", r.gemm, "No matrix-product op with known FLOPs."),
+    ):
+        out.append(f"<h3>{_e(title)}</h3>" + table(df) if len(df) else _skipped(title, why))
 
     if len(r.timeline):
         win = int(r.timeline.attrs.get("window_ns", int((r.timeline["ts"] + r.timeline["dur"])
                                                          .max())))
-        out.append(f"<h3>Timeline of step {r.timeline_step}</h3>")
-        out.append(svg.timeline(r.timeline, win, title=f"step {r.timeline_step}"))
+        rank = r.timeline.attrs.get("rank", 0)
+        title = f"step {r.timeline_step}" + (f" of rank {rank}" if r.ranks > 1 else "")
+        out.append(f"<h3>Timeline of {_e(title)}</h3>")
+        out.append(svg.timeline(r.timeline, win, title=title))
         classes = sorted(set(r.timeline["cls"].astype(str)))
         out.append('<p class="note">' + " ".join(
             f'<span style="color:{svg.color(c)}">■</span> {_e(c)}' for c in classes) + "</p>")
     return "\n".join(out)
 
 
-#: (TraceDiff attribute, title, rows shown) of the diff sections, shared with Markdown.
-DIFF_SECTIONS: tuple[tuple[str, str, int], ...] = (
-    ("summary", "Summary", 100),
-    ("by_class", "GPU time per step by class (us)", 20),
-    ("replacements", "Fused kernels and the kernels they replaced", 10),
-    ("only_a", "Kernels only in the baseline", 10),
-    ("only_b", "Kernels only in this run", 10),
-    ("ops", "Operators in both runs (self GPU us per step)", 10),
-)
-
-
 def _diff_section(a: str, b: str, d: TraceDiff) -> str:
-    out = [f"<h2>Diff: {_e(b)} vs {_e(a)}</h2>",
-           f'<p class="note">span speedup {d.span_speedup:.2f}x, GPU time speedup '
-           f"{d.gpu_speedup:.2f}x (per profiler step)</p>"]
+    out = [f"<h2>Diff: {_e(b)} vs {_e(a)}</h2>", f'<p class="note">{_e(d.headline())}</p>']
     out += [f'<p class="note">{_e(n)}</p>' for n in d.notes]
     bc = d.by_class
     if len(bc):

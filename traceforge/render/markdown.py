@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from traceforge.analyzers.analysis import RunAnalysis
 from traceforge.analyzers.diff import TraceDiff
-from traceforge.analyzers.findings import Finding
+from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
 from traceforge.render.frame import render_frame
-from traceforge.render.html import DIFF_SECTIONS
+from traceforge.report.findings import Finding
+from traceforge.report.run import RunAnalysis
 
 
 def _t(df: pd.DataFrame, title: str, *, limit: int | None = None, digits: int = 2) -> str:
@@ -25,32 +25,44 @@ def _run(r: RunAnalysis) -> str:
     f = r.facts
     head = [f"## Run: {r.label}", ""]
     head += [f"- trace: `{p}`" for p in r.paths]
-    head.append(f"- device: {r.device_name or 'unknown'}, ranks: {int(f.get('ranks', 1))}, "
+    head.append(f"- device: {r.device_name or 'unknown'}, ranks: {r.ranks}, "
                 f"span {f.get('span_ms', 0):,.2f} ms")
     if "step_ms" in f:
         head.append(f"- steps: {int(f.get('steps', 0))} x {f['step_ms']:,.2f} ms")
     if "busy_pct" in f:
-        head.append(f"- GPU busy: {f['busy_pct']:.1f}% of step time")
+        mean = " (mean of ranks)" if r.ranks > 1 else ""
+        head.append(f"- GPU busy{mean}: {f['busy_pct']:.1f}% of step time")
+    head += [f"- note: {n}" for n in r.notes]
     for name, why in sorted(r.unavailable.items()):
         head.append(f"- {name} analysis unavailable: {why}")
-    parts = ["\n".join(head) + "\n"]
+    parts = ["\n".join(head) + "\n", _t(r.overview, "Overview per rank")]
     idle = r.idle_summary
-    if "stream" in idle:
-        idle = idle[idle["stream"] == -1]
+    if "idle_ns" in idle:
         idle = idle.assign(idle_ms=idle["idle_ns"] / 1e6).drop(columns="idle_ns")
-    parts += [
-        _t(r.by_class.drop(columns=["name"], errors="ignore"), "GPU time by kernel class"),
-        _t(r.top_kernels.drop(columns=["full_name"], errors="ignore"), "Top kernels"),
-        _t(r.ops, "Operators by self GPU time"),
-        _t(idle, "Idle time by cause"),
-        _t(r.breakdown, "Step breakdown"),
-        _t(r.overlap, "Communication / compute overlap per rank"),
-        *([_t(r.skew, "Collective start skew per rank")] if len(r.skew) else []),
-        _t(r.launch, "Launch overhead per step"),
-        _t(r.copies, "Host-device copies inside steps"),
-        _t(r.syncs, "Synchronizing calls inside steps"),
-        _t(r.gemm, "GEMM throughput"),
+    has_comm = "comm_ns" in r.overlap and float(r.overlap["comm_ns"].sum()) > 0
+    sections = [
+        (r.by_class.drop(columns=["name"], errors="ignore"), "GPU time by kernel class", ""),
+        (r.top_kernels.drop(columns=["full_name"], errors="ignore"), "Top kernels", ""),
+        (r.ops, "Operators by self GPU time",
+         "no GPU time could be attributed to framework operators"),
+        (idle, "Idle time by cause", ""),
+        (r.breakdown, "Step breakdown", ""),
+        (r.overlap if has_comm else r.overlap.iloc[0:0],
+         "Communication / compute overlap per rank", "no communication kernels in the steps"),
+        (r.skew, "Collective start skew per rank", "single rank"),
+        (r.launch, "Launch overhead per step", ""),
+        (r.copies, "Host-device copies inside steps", "none inside steps"),
+        (r.syncs, "Synchronizing calls inside steps", "none inside steps"),
+        (r.gemm, "GEMM throughput", "no matrix-product op with known FLOPs"),
     ]
+    skipped = []
+    for df, title, why in sections:
+        if df.empty and why:
+            skipped.append(f"{title}: {why}")
+        else:
+            parts.append(_t(df, title))
+    if skipped:
+        parts.append("_Left out: " + "; ".join(skipped) + "._\n")
     return "\n".join(parts)
 
 
@@ -66,14 +78,12 @@ def render_markdown(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
     if not found:
         out.append("No rule fired: nothing stands out.\n")
     for f in found:
-        run = f" ({f.run})" if len(runs) > 1 else ""
+        run = f" ({', '.join(f.runs)})" if len(runs) > 1 else ""
         out.append(f"- **{f.severity.upper()}: {f.title}**{run}  \n"
                    f"  {f.evidence}  \n  _Try:_ {f.advice}")
     out.append("")
     for a, b, d in diffs:
-        out += [f"## Diff: {b} vs {a}", "",
-                f"span speedup {d.span_speedup:.2f}x, GPU time speedup {d.gpu_speedup:.2f}x "
-                "(per profiler step)", ""]
+        out += [f"## Diff: {b} vs {a}", "", d.headline(), ""]
         out += [f"_{n}_\n" for n in d.notes]
         out += [_t(getattr(d, k), t, limit=n, digits=3) for k, t, n in DIFF_SECTIONS]
     out += [_run(r) for r in runs]

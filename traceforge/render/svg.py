@@ -17,6 +17,7 @@ COLORS: dict[str, str] = {
     "memcpy": "#b07aa1", "memset": "#ff9da7", "elementwise": "#76b7b2", "reduction": "#edc948",
     "norm": "#9c755f", "triton": "#86bcb6", "other": "#bab0ac",
     "host_bound": "#e15759", "launch_latency": "#f28e2b", "sync": "#b07aa1", "busy": "#59a14f",
+    "graph_internal": "#edc948",
     "compute": "#4e79a7", "exposed_comm": "#e15759", "memory": "#b07aa1", "idle": "#d3d3d3",
 }
 _FALLBACK = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1")

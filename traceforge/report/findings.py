@@ -1,17 +1,19 @@
 """Findings: rules that turn a run's measurements into advice, each with its evidence.
 
-Every rule reads a :class:`~traceforge.analyzers.analysis.RunAnalysis` and returns zero or
-one :class:`Finding`. Thresholds are module constants so that reports can cite them.
+Every rule reads a :class:`~traceforge.report.run.RunAnalysis` and returns zero or one
+:class:`Finding`, whose title names the problem and whose evidence carries the numbers.
+Thresholds are module constants so that reports can cite them. :func:`findings` runs every
+rule over every run and prints a finding that holds for several runs once, naming them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from traceforge.analyzers.analysis import RunAnalysis
+from traceforge.report.run import RunAnalysis
 
 BUSY_PCT_MIN = 40.0  # below this the GPU mostly waits: the first thing to fix
 EXPOSED_COMM_PCT_MAX = 30.0  # communication not hidden behind compute, % of step time
@@ -46,7 +48,7 @@ class Finding:
     title: str
     evidence: str
     advice: str
-    run: str = ""
+    runs: tuple[str, ...] = ()
 
 
 def peak_tflops(device_name: str) -> float | None:
@@ -61,11 +63,12 @@ def _low_busy(r: RunAnalysis) -> Finding | None:
     busy = r.facts.get("busy_pct")
     if busy is None or busy >= BUSY_PCT_MIN:
         return None
+    ranks = f" (mean of {r.ranks} ranks)" if r.ranks > 1 else ""
     return Finding(
         "gpu_busy_low", "high" if busy < BUSY_PCT_MIN / 2 else "medium",
-        f"GPU busy only {busy:.1f}% of step time",
-        f"GPU activity covers {busy:.1f}% of the steps' GPU windows "
-        f"(threshold {BUSY_PCT_MIN:.0f}%); the GPU is idle {100 - busy:.1f}% of the time.",
+        f"GPU busy below {BUSY_PCT_MIN:.0f}% of step time",
+        f"GPU activity covers {busy:.1f}% of the steps' GPU windows{ranks}; the GPU is "
+        f"idle {100 - busy:.1f}% of the time.",
         "Find what the GPU waits for in the idle-gap causes below: host-bound gaps mean the "
         "CPU cannot issue work fast enough, sync gaps mean the loop drains the GPU.",
     )
@@ -83,8 +86,9 @@ def _launch_bound(r: RunAnalysis) -> Finding | None:
     delay = float(bound["median_launch_delay_us"].median())
     return Finding(
         "launch_bound", "high",
-        f"{len(bound)} of {len(lo)} steps are launch-bound",
-        f"In those steps the GPU waited on the CPU for {wait:.0f}% of the step; {short:.0f}% "
+        "Steps are launch-bound: the GPU waits on the CPU",
+        f"{len(bound)} of {len(lo)} steps launch-bound. In those steps the GPU waited on "
+        f"the CPU for {wait:.0f}% of the step; {short:.0f}% "
         f"of kernels ran for less time than their launch call took; median launch delay "
         f"{delay:.1f} us; {int(bound['kernels'].sum())} kernels from "
         f"{int(bound['launches'].sum())} launch calls.",
@@ -130,14 +134,15 @@ def _copies(r: RunAnalysis) -> Finding | None:
     c = r.copies
     if c.empty:
         return None
+    nsteps = c.groupby(["rank", "step"]).ngroups
     by = c.groupby("name")[["count", "total_us"]].sum().sort_values("total_us", ascending=False)
     top = ", ".join(f"{n} x{int(v['count'])} ({v['total_us']:.0f} us)" for n, v in
                     by.head(3).iterrows())
     return Finding(
         "host_device_copies", "medium",
-        f"{int(c['count'].sum())} host-device copies inside steps",
-        f"{top}; {float(c['total_us'].sum()) / 1e3:.2f} ms of copies in "
-        f"{c['step'].nunique()} step(s).",
+        "Host-device copies inside steps",
+        f"{int(c['count'].sum())} copies: {top}; {float(c['total_us'].sum()) / 1e3:.2f} ms "
+        f"of copies in {nsteps} step(s).",
         "Keep tensors on the GPU across steps; for inputs, use pinned memory with "
         "non_blocking=True (DataLoader(pin_memory=True)) so that copies overlap compute; "
         "avoid .cpu()/.item()/.tolist() inside the step.",
@@ -153,7 +158,7 @@ def _syncs(r: RunAnalysis) -> Finding | None:
         dev = idle[(idle["cause"] == "sync") & (idle["stream"] == -1)]
         sync_idle_pct = float(dev["pct"].max()) if len(dev) else 0.0
     host_ms = float(r.syncs["total_us"].sum()) / 1e3 if not r.syncs.empty else 0.0
-    host_pct = 100.0 * host_ms / (step_ms * steps) if step_ms else 0.0
+    host_pct = 100.0 * host_ms / (step_ms * steps * r.ranks) if step_ms else 0.0
     if sync_idle_pct < SYNC_IDLE_PCT_MIN and host_pct < SYNC_HOST_PCT_MIN:
         return None
     calls = ", ".join(f"{x.name} x{int(x.calls)} ({float(x.total_us) / 1e3:.2f} ms)"
@@ -185,8 +190,9 @@ def _gemm(r: RunAnalysis) -> Finding | None:
     )
     return Finding(
         "gemm_below_peak", "medium",
-        f"GEMMs run at {pct:.1f}% of the {r.device_name} peak",
-        f"Time-weighted {achieved:.1f} TFLOP/s against a dense BF16 peak of {peak:.0f} "
+        f"GEMMs run below {GEMM_PEAK_PCT_MIN:.0f}% of the device's peak",
+        f"{r.device_name}: time-weighted {achieved:.1f} TFLOP/s ({pct:.1f}%) "
+        f"against a dense BF16 peak of {peak:.0f} "
         f"(threshold {GEMM_PEAK_PCT_MIN:.0f}%): {per}.",
         "Small or skinny GEMMs leave tensor cores idle: raise the batch size, keep dims "
         "multiples of 64, run in bf16/fp8, or let torch.compile(mode=\"max-autotune\") "
@@ -199,15 +205,35 @@ RULES: tuple[Callable[[RunAnalysis], Finding | None], ...] = (
 )
 
 
-def findings(run: RunAnalysis) -> list[Finding]:
-    """Every rule's finding for ``run``, most severe first."""
-    out = [f for rule in RULES if (f := rule(run)) is not None]
-    out = [Finding(f.rule, f.severity, f.title, f.evidence, f.advice, run.label) for f in out]
+def findings(runs: RunAnalysis | Sequence[RunAnalysis]) -> list[Finding]:
+    """Every rule's finding for the runs, most severe first.
+
+    A rule that fires for several runs gives one finding naming them, with each run's
+    evidence, at the most severe of their severities.
+    """
+    rs = [runs] if isinstance(runs, RunAnalysis) else list(runs)
+    by_rule: dict[str, list[Finding]] = {}
+    for run in rs:
+        for rule in RULES:
+            f = rule(run)
+            if f is not None:
+                by_rule.setdefault(f.rule, []).append(replace(f, runs=(run.label,)))
+    out = []
+    for items in by_rule.values():
+        if len(items) == 1:
+            out.append(items[0])
+            continue
+        sev = min((f.severity for f in items), key=SEVERITIES.index)
+        evidence = " ".join(f"[{f.runs[0]}] {f.evidence}" for f in items)
+        out.append(replace(items[0], severity=sev, evidence=evidence,
+                           runs=tuple(f.runs[0] for f in items)))
     return sorted(out, key=lambda f: SEVERITIES.index(f.severity))
 
 
 def findings_frame(items: list[Finding]) -> pd.DataFrame:
-    """Findings as a table: run, severity, rule, title, evidence, advice."""
-    cols = ["run", "severity", "rule", "title", "evidence", "advice"]
-    df: pd.DataFrame = pd.DataFrame([[getattr(f, c) for c in cols] for f in items], columns=cols)
+    """Findings as a table: runs, severity, rule, title, evidence, advice."""
+    cols = ["runs", "severity", "rule", "title", "evidence", "advice"]
+    rows = [[", ".join(f.runs), f.severity, f.rule, f.title, f.evidence, f.advice]
+            for f in items]
+    df: pd.DataFrame = pd.DataFrame(rows, columns=cols)
     return df

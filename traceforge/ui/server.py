@@ -1,9 +1,9 @@
 """The one-file HTTP server behind ``traceforge open``: loopback only, one path, CORS.
 
-Kept apart from :mod:`traceforge.perfetto_ui` so that ``http.server`` loads only when a
-file is served. It answers ``GET /<name>`` with the bytes and ``Access-Control-Allow-Origin``
-set to the UI's origin (the UI fetches cross-origin), 404 to every other path or method,
-and lets :func:`serve_until_fetched` stop after the first complete transfer, as Perfetto's
+The UI's address and the one local port it may fetch from live here. It answers
+``GET /<name>`` with the bytes and ``Access-Control-Allow-Origin`` set to the UI's origin
+(the UI fetches cross-origin), 404 to every other path or method, and lets
+:func:`serve_until_fetched` stop after the first complete transfer, as Perfetto's
 ``open_trace_in_ui`` does.
 """
 
@@ -16,7 +16,12 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from urllib.parse import unquote, urlsplit
 
 from traceforge.errors import TraceforgeError, UsageError
-from traceforge.perfetto_ui import HOST, PORT, UI_ORIGIN
+
+UI_ORIGIN = "https://ui.perfetto.dev"
+#: The only local port the UI's content-security policy lets it fetch from (it is also
+#: trace_processor's ``--httpd`` port, hence the busy-port error).
+PORT = 9001
+HOST = "127.0.0.1"
 
 
 @dataclass

@@ -15,18 +15,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from traceforge.analyzers.timeline import timeline
 from traceforge.errors import UsageError
-from traceforge.model import GPU_KINDS, Trace
+from traceforge.model import Trace
+from traceforge.ui import server
+from traceforge.ui.server import HOST, PORT, UI_ORIGIN
 
-if TYPE_CHECKING:
-    from traceforge.ui_server import OneFileServer
-
-UI_ORIGIN = "https://ui.perfetto.dev"
-PORT = 9001
-HOST = "127.0.0.1"
+__all__ = ["HOST", "PORT", "UI_ORIGIN", "open_in_perfetto", "payload", "ui_url"]
 #: Above this many bytes of trace JSON the UI tab may run out of memory (it holds 2-4x the
 #: trace in memory and a tab tops out near 2 GB; a 900 MB JSON crashed it, google/perfetto#99).
 WARN_BYTES = 500 * 1024 * 1024
@@ -35,21 +32,6 @@ WARN_BYTES = 500 * 1024 * 1024
 def ui_url(name: str, *, origin: str = UI_ORIGIN, port: int = PORT) -> str:
     """The UI deep link that makes the UI fetch ``name`` from our loopback server."""
     return f"{origin.rstrip('/')}/#!/?url=http://{HOST}:{port}/{quote(name)}"
-
-
-def bind(name: str, data: bytes, *, origin: str = UI_ORIGIN, port: int = PORT) -> OneFileServer:
-    """A server for one file on loopback; a busy port is one clear TraceforgeError."""
-    # http.server loads only here: every CLI verb imports this package, few serve files.
-    from traceforge import ui_server
-
-    return ui_server.bind(name, data, origin=origin, port=port)
-
-
-def serve_until_fetched(server: OneFileServer, *, timeout_s: float | None = None) -> bool:
-    """Handle requests until the file was fetched once (True) or ``timeout_s`` ran out."""
-    from traceforge import ui_server
-
-    return ui_server.serve_until_fetched(server, timeout_s=timeout_s)
 
 
 def loaded_size(data: bytes) -> int:
@@ -84,34 +66,15 @@ def parse_window(text: str) -> tuple[int, int]:
     return start, end
 
 
-def parse_steps(text: str) -> list[int]:
-    """``"3"``, ``"2-4"`` or ``"2,5"`` -> step numbers."""
-    out: list[int] = []
-    for part in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
-        if not m:
-            raise UsageError(f"--steps wants N, N-M or N,M, got {text!r}")
-        lo = int(m.group(1))
-        hi = int(m.group(2) or lo)
-        out += range(lo, hi + 1)
-    return out
-
-
 def steps_window(trace: Trace, steps: list[int]) -> tuple[int, int]:
-    """The time range of the given profiler steps, extended to the end of the GPU work
-    launched in them (kernels finish after the host has left the step)."""
-    st = trace.steps()
-    sel = st[st["step"].isin(steps)]
-    if sel.empty:
-        have = ", ".join(map(str, st["step"])) or "none"
-        raise UsageError(f"{trace.meta.path}: no profiler step {steps} (steps: {have})")
-    start, end = int(sel["ts"].min()), int(sel["end"].max())
-    ev = trace.events
-    launch = ev[ev["kind"].isin(("runtime", "driver")) & (ev["ts"] >= start) & (ev["ts"] < end)]
-    gpu = ev[ev["kind"].isin(GPU_KINDS) & ev["corr"].isin(set(launch["corr"]) - {-1})]
-    if not gpu.empty:
-        end = max(end, int((gpu["ts"] + gpu["dur"]).max()))
-    return start, end
+    """The time range of the given steps: from the first step's host start to the end of
+    the last one's GPU window (kernels finish after the host has left the step)."""
+    tl = timeline(trace)
+    if tl.steps.empty:
+        raise UsageError(f"{trace.meta.path}: has no steps to serve ({tl.step_source}); "
+                         "use --window or --steps-from")
+    w = tl.select(steps)
+    return int(w["host_ts"].min()), int(max(w["end"].max(), w["host_end"].max()))
 
 
 def trimmed(trace: Trace, *, steps: list[int] | None, window: tuple[int, int] | None) -> Trace:
@@ -133,14 +96,15 @@ def chrome_bytes(trace: Trace) -> bytes:
 
 
 def payload(
-    path: str | Path, *, steps: list[int] | None = None, window: tuple[int, int] | None = None
+    path: str | Path, *, steps: list[int] | None = None, window: tuple[int, int] | None = None,
+    steps_from: str | None = None,
 ) -> tuple[str, bytes]:
     """(name, bytes) to serve for a trace file: Kineto/Chrome JSON as is when not trimmed
     (the UI reads it, gzip included, with every arg intact); anything else converted."""
     from traceforge.formats import load
 
     p = Path(path)
-    trace = load(p)
+    trace = load(p).with_steps(steps_from)
     if not steps and not window and trace.meta.format == "kineto" and p.is_file():
         return p.name, p.read_bytes()
     trace = trimmed(trace, steps=steps, window=window)
@@ -166,10 +130,11 @@ def open_in_perfetto(
         data = chrome_bytes(replace(trace))
     else:
         name, data = payload(trace)
-    server = bind(name, data, origin=origin, port=port)
-    url = ui_url(name, origin=origin, port=server.server_address[1])
+    srv = server.bind(name, data, origin=origin, port=port)
+    url = ui_url(name, origin=origin, port=srv.server_address[1])
     threading.Thread(
-        target=serve_until_fetched, args=(server,), kwargs={"timeout_s": 300.0}, daemon=True
+        target=server.serve_until_fetched, args=(srv,), kwargs={"timeout_s": 300.0},
+        daemon=True,
     ).start()
     if browser:
         if opener is None:

@@ -1,0 +1,231 @@
+"""GPU activity: every kernel, copy and memset with who launched it.
+
+:func:`gpu_activity` is the one place that answers, for each piece of GPU work, which host
+call launched it, which framework operator and which user annotation issued it, and which
+CUDA/HIP graph replay it ran in. The rules, used by every verb:
+
+* **Launch call**: the runtime/driver call with the same correlation id in the same rank
+  (ids are per process). When a runtime call and the driver call beneath it share an id,
+  a known launch API wins, then the earliest call.
+* **Operator**: the innermost ``cpu_op`` on the launch call's thread whose range covers the
+  launch call's start (:func:`traceforge.analyzers.stacks.innermost`). Kernels replayed from
+  a graph share the corr of their ``cudaGraphLaunch``/``hipGraphLaunch``, so they get the op
+  around that call. Works on every format that records host ranges; no External-id join.
+* **Annotation**: the innermost user annotation (``record_function``, NVTX/roctx range) on
+  that thread around the launch, profiler step markers excluded.
+* **Replay**: the corr of the graph launch that replayed the activity, or -1. A corr shared
+  by several activities, a graph launch API or a ``graph`` id marks a replay (the h200-graphs
+  trace has no graph id arg at all).
+
+Timeline analyses read this table through :func:`traceforge.analyzers.timeline.timeline`,
+which computes it once per trace.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import cast
+
+import numpy as np
+import pandas as pd
+
+from traceforge.analyzers.kernel_names import classify
+from traceforge.analyzers.stacks import innermost
+from traceforge.model import GPU_KINDS, Trace, name_mask
+
+GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
+LAUNCH_APIS = GRAPH_LAUNCH_APIS | {
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice",
+    "hipLaunchKernel",
+    "hipExtLaunchKernel",
+    "hipModuleLaunchKernel",
+    "hipExtModuleLaunchKernel",
+    "hipLaunchCooperativeKernel",
+    "cudaMemcpyAsync",
+    "cudaMemsetAsync",
+    "cudaMemcpy2DAsync",
+    "cuMemcpyAsync",
+    "cuMemsetD8Async",
+    "cuMemsetD32Async",
+    "hipMemcpyAsync",
+    "hipMemsetAsync",
+    "hipMemcpyWithStream",
+}
+#: Host calls that order the host or a stream behind GPU work. The synchronous copies are
+#: listed because a DtoH ``cudaMemcpy`` waits for all prior work.
+SYNC_APIS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaStreamWaitEvent",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipStreamWaitEvent",
+        "cudaMemcpy",
+        "hipMemcpy",
+        "cudaMemcpy2D",
+        "cuMemcpyDtoH",
+        "cuMemcpyDtoH_v2",
+    }
+)
+#: The sync calls that block the host thread (a stream wait only orders two streams).
+BLOCKING_SYNC_APIS = SYNC_APIS - {"cudaStreamWaitEvent", "hipStreamWaitEvent"}
+
+#: Names of profiler step markers, which are steps, not annotations of the work in them.
+STEP_MARKER_PREFIX = "ProfilerStep#"
+
+#: Columns of :func:`gpu_activity` (``step`` is filled by the timeline).
+ACTIVITY_COLUMNS = (
+    "row",
+    "name",
+    "kind",
+    "cls",
+    "family",
+    "device",
+    "stream",
+    "rank",
+    "ts",
+    "end",
+    "corr",
+    "ext",
+    "graph",
+    "replay",
+    "launch_row",
+    "launch_name",
+    "launch_ts",
+    "launch_end",
+    "launch_tid",
+    "op_row",
+    "op_name",
+    "annotation",
+)
+
+
+def gpu_activity(trace: Trace) -> pd.DataFrame:
+    """One row per kernel/memcpy/memset, sorted by start, with launch call, op and replay.
+
+    ``cls``/``family`` are the kernel class and family ("memcpy"/"memset" for copies).
+    ``launch_*`` are -1/"" when the launch call is not in the trace (e.g. it happened
+    before profiling began); ``op_row``/``annotation`` likewise when nothing covers it.
+    Prefer :func:`traceforge.analyzers.timeline.timeline`, which memoizes this.
+    """
+    ev = trace.events
+    g = ev[ev["kind"].isin(GPU_KINDS)]
+    names = g["name"].astype(str).to_numpy()
+    kind = g["kind"].astype(str).to_numpy()
+    info = {n: classify(n) for n in pd.unique(names)}
+    is_kernel = kind == "kernel"
+    cls = np.where(is_kernel, np.array([info[n].cls for n in names], dtype=object), kind)
+    fam = np.where(is_kernel, np.array([info[n].family for n in names], dtype=object), kind)
+    out = pd.DataFrame(
+        {
+            "row": g.index.to_numpy(),
+            "name": names,
+            "kind": kind,
+            "cls": cls,
+            "family": fam,
+            "device": g["device"].to_numpy(),
+            "stream": g["stream"].to_numpy(),
+            "rank": g["rank"].to_numpy(),
+            "ts": g["ts"].to_numpy(),
+            "end": (g["ts"] + g["dur"]).to_numpy(),
+            "corr": g["corr"].to_numpy(),
+            "ext": g["ext"].to_numpy(),
+            "graph": g["graph"].to_numpy(),
+        }
+    )
+    out = _with_launch(ev, out)
+    out["replay"] = _replays(out)
+    _with_host_ranges(ev, out)
+    out = out.sort_values(["ts", "end"], kind="stable").reset_index(drop=True)
+    return cast("pd.DataFrame", out[list(ACTIVITY_COLUMNS)])
+
+
+def launch_calls(ev: pd.DataFrame) -> pd.DataFrame:
+    """One host call per (rank, corr): the call that launched that correlation id's work.
+
+    Columns: rank, corr, launch_row, launch_name, launch_ts, launch_end, launch_tid,
+    launch_pid. A known launch API wins over other calls with the same id (a runtime call
+    and the driver call beneath it), then the earliest.
+    """
+    host = ev[ev["kind"].isin(("runtime", "driver")) & (ev["corr"] >= 0)]
+    hname = host["name"].astype(str)
+    h = pd.DataFrame(
+        {
+            "rank": host["rank"].to_numpy(),
+            "corr": host["corr"].to_numpy(),
+            "launch_row": host.index.to_numpy(),
+            "launch_name": hname.to_numpy(),
+            "launch_ts": host["ts"].to_numpy(),
+            "launch_end": (host["ts"] + host["dur"]).to_numpy(),
+            "launch_tid": host["tid"].to_numpy(),
+            "launch_pid": host["pid"].to_numpy(),
+            "known": hname.isin(LAUNCH_APIS).to_numpy(),
+        }
+    ).sort_values(["known", "launch_ts"], ascending=[False, True], kind="stable")
+    return cast("pd.DataFrame", h.drop_duplicates(["rank", "corr"]).drop(columns="known"))
+
+
+def _with_launch(ev: pd.DataFrame, out: pd.DataFrame) -> pd.DataFrame:
+    h = launch_calls(ev)
+    out = out.merge(h, on=["rank", "corr"], how="left")
+    for c in ("launch_row", "launch_ts", "launch_end", "launch_tid", "launch_pid"):
+        out[c] = out[c].fillna(-1).astype(np.int64)
+    out["launch_name"] = out["launch_name"].fillna("").astype(str)
+    return out
+
+
+def _replays(a: pd.DataFrame) -> np.ndarray:
+    corr = a["corr"].to_numpy()
+    key = pd.Series(list(zip(a["rank"].to_numpy(), corr, strict=True)))
+    shared = key.map(key.value_counts()).to_numpy() > 1
+    is_graph = (
+        a["launch_name"].isin(GRAPH_LAUNCH_APIS).to_numpy()
+        | (a["graph"].to_numpy() >= 0)
+        | shared
+    )
+    return np.where(is_graph & (corr >= 0), corr, -1)
+
+
+def _thread_codes(pid: np.ndarray, tid: np.ndarray, qpid: np.ndarray, qtid: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """One int per (pid, tid) pair, the same for ranges and queries (-1: unknown thread)."""
+    idx = pd.MultiIndex.from_arrays([pid, tid])
+    uniq = idx.unique()
+    codes = uniq.get_indexer(idx)
+    qcodes = uniq.get_indexer(pd.MultiIndex.from_arrays([qpid, qtid]))
+    return np.asarray(codes, dtype=np.int64), np.asarray(qcodes, dtype=np.int64)
+
+
+def _with_host_ranges(ev: pd.DataFrame, out: pd.DataFrame) -> None:
+    """Fill op_row/op_name/annotation: innermost range around each launch call."""
+    has = out["launch_ts"].to_numpy() >= 0
+    qpid, qtid = out["launch_pid"].to_numpy(), out["launch_tid"].to_numpy()
+    qts = out["launch_ts"].to_numpy()
+    marker = name_mask(ev["name"], "^" + re.escape(STEP_MARKER_PREFIX))
+    for col, kind in (("op", "cpu_op"), ("annotation", "user_annotation")):
+        r = ev[(ev["kind"] == kind).to_numpy() & ~marker]
+        hit = np.full(len(out), -1, dtype=np.int64)
+        if len(r) and has.any():
+            codes, qcodes = _thread_codes(r["pid"].to_numpy(), r["tid"].to_numpy(), qpid, qtid)
+            found = innermost(codes, r["ts"].to_numpy(), (r["ts"] + r["dur"]).to_numpy(),
+                              qcodes, qts)
+            hit = np.where(has & (qcodes >= 0), found, -1)
+        rnames = r["name"].astype(str).to_numpy()
+        label = np.where(hit >= 0, rnames[np.clip(hit, 0, None)] if len(r) else "", "")
+        if col == "op":
+            rows = r.index.to_numpy()
+            out["op_row"] = np.where(hit >= 0, rows[np.clip(hit, 0, None)] if len(r) else -1, -1)
+            out["op_name"] = label
+        else:
+            out["annotation"] = label

@@ -1,0 +1,101 @@
+"""Host call stacks: which range of a thread (op, annotation) is innermost at a given time.
+
+Ranges of one host thread nest (an ``aten::linear`` holds its ``aten::addmm``, which holds the
+``cudaLaunchKernel``), so the innermost range covering time ``t`` is the deepest one. The
+lookup is vectorized with no Python loop over ranges or queries: the nesting depth of each
+range and of each query time comes from two sorted searches, and among the ranges of that
+depth on that thread -- which are disjoint -- the last one starting at or before ``t`` is
+the one covering it. Ranges that overlap without nesting (rare: async NVTX start/end
+ranges) can make a lookup miss; every answer is checked to cover ``t``, so a miss gives
+"no range", never a wrong one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def innermost(
+    tid: np.ndarray, start: np.ndarray, end: np.ndarray, q_tid: np.ndarray, q_t: np.ndarray
+) -> np.ndarray:
+    """For each query ``(q_tid[i], q_t[i])``, the index of the innermost range on thread
+    ``q_tid[i]`` with ``start <= t < end``, or -1 when none covers it.
+
+    ``tid``, ``start``, ``end`` describe the ranges (any order); indices refer to them.
+    """
+    out = np.full(len(q_t), -1, dtype=np.int64)
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    # Empty ranges cover nothing, and would unbalance the depth count of their neighbours.
+    keep = np.flatnonzero(end > start)
+    if len(keep) == 0 or len(q_t) == 0:
+        return out
+    if len(keep) < len(start):
+        sub = innermost(np.asarray(tid)[keep], start[keep], end[keep], q_tid, q_t)
+        return np.where(sub >= 0, keep[np.clip(sub, 0, None)], -1)
+    n = len(start)
+    tid = np.asarray(tid, dtype=np.int64)
+    q_tid = np.asarray(q_tid, dtype=np.int64)
+    q_t = np.asarray(q_t, dtype=np.int64)
+    # Thread codes; queries on a thread with no ranges get no answer.
+    threads, code = np.unique(tid, return_inverse=True)
+    qpos = np.searchsorted(threads, q_tid)
+    qpos_c = np.clip(qpos, 0, len(threads) - 1)
+    q_ok = threads[qpos_c] == q_tid
+    # Shift each thread onto its own stretch of one time axis so that one sort serves all:
+    # thread k's times live in [k * width, (k + 1) * width).
+    lo = min(int(start.min()), int(q_t.min()))
+    width = max(int(end.max()), int(q_t.max())) - lo + 2
+    if width * (len(threads) + 1) >= 2**62:
+        return _innermost_per_thread(tid, start, end, q_tid, q_t)
+    base = code.astype(np.int64) * width - lo
+    s, e = start + base, end + base
+    t = q_t + qpos_c.astype(np.int64) * width - lo
+    # Parents first on equal starts (longer first), so depth counts them as enclosing.
+    order = np.lexsort((-e, s))
+    s, e = s[order], e[order]
+    ends_sorted = np.sort(e)
+    # Depth of a range = ranges started before it that have not ended by its start.
+    depth = np.arange(n) - np.searchsorted(ends_sorted, s, side="right")
+    # Ranges covering t = started at or before t minus ended at or before t.
+    q_depth = (
+        np.searchsorted(s, t, side="right") - np.searchsorted(ends_sorted, t, side="right") - 1
+    )
+    dmax = int(depth.max()) + 1
+    span = int(e.max()) + 2
+    if span * (dmax + 1) >= 2**62:
+        return _innermost_per_thread(tid, start, end, q_tid, q_t)
+    key = depth.astype(np.int64) * span + s
+    by_key = np.argsort(key, kind="stable")
+    skey = key[by_key]
+    qd = np.clip(q_depth, 0, dmax)
+    qkey = qd.astype(np.int64) * span + t
+    k = np.searchsorted(skey, qkey, side="right") - 1
+    cand = by_key[np.clip(k, 0, n - 1)]
+    hit = (
+        q_ok
+        & (q_depth >= 0)
+        & (k >= 0)
+        & (depth[cand] == qd)
+        & (s[cand] <= t)
+        & (e[cand] > t)
+    )
+    out[hit] = order[cand[hit]]
+    return out
+
+
+def _innermost_per_thread(
+    tid: np.ndarray, start: np.ndarray, end: np.ndarray, q_tid: np.ndarray, q_t: np.ndarray
+) -> np.ndarray:
+    """The same lookup one thread at a time, for time axes too long to stack in int64."""
+    out = np.full(len(q_t), -1, dtype=np.int64)
+    for th in np.unique(q_tid):
+        r = np.flatnonzero(tid == th)
+        q = np.flatnonzero(q_tid == th)
+        if len(r) == 0:
+            continue
+        sub = innermost(np.zeros(len(r), np.int64), start[r] - start[r].min(),
+                        end[r] - start[r].min(), np.zeros(len(q), np.int64),
+                        q_t[q] - start[r].min())
+        out[q] = np.where(sub >= 0, r[np.clip(sub, 0, None)], -1)
+    return out

@@ -1,0 +1,87 @@
+"""What ``traceforge annotate`` draws on a trace, gathered from the analyzers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from traceforge.analyzers import intervals as iv
+from traceforge.analyzers.idle import idle_gaps
+from traceforge.analyzers.kernel_names import classify
+from traceforge.analyzers.kernels import top_kernels
+from traceforge.analyzers.timeline import timeline
+from traceforge.model import Trace
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """What ``traceforge annotate`` draws on a trace (times in ns since the trace start).
+
+    ``gaps``: idle gaps (device, stream, step, ts, dur, cause, ...). ``windows``: the steps'
+    GPU windows (step, ts, end; empty without steps). ``top``: full names of the top-N
+    kernels, heaviest first. ``overlap``: state changes of the rank's communication: ts,
+    overlapped (comm running under compute, 0/1), exposed (comm running alone, 0/1).
+    ``kernel_classes``: full kernel name -> (class, family, detail). ``step_source``:
+    where the steps came from.
+    """
+
+    rank: int
+    gaps: pd.DataFrame
+    windows: pd.DataFrame
+    top: tuple[str, ...]
+    overlap: pd.DataFrame
+    kernel_classes: dict[str, tuple[str, str, str]]
+    step_source: str = ""
+
+
+def _indicator(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(times, 0/1 values) of a merged interval set: 1 at each start, 0 at each end."""
+    if len(sets) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    t = np.column_stack([sets[:, 0], sets[:, 1]]).ravel()
+    v = np.tile(np.array([1, 0], dtype=np.int64), len(sets))
+    return t, v
+
+
+def overlap_series(trace: Trace) -> pd.DataFrame:
+    """Communication overlapped with / exposed from compute, as 0/1 steps over time."""
+    tl = timeline(trace)
+    if tl.activity.empty:
+        empty: pd.DataFrame = pd.DataFrame({"ts": [0], "overlapped": [0], "exposed": [0]})
+        return empty
+    s = tl.sets()
+    both, alone = iv.intersect(s.comm, s.compute), iv.difference(s.comm, s.compute)
+    tb, vb = _indicator(both)
+    ta, va = _indicator(alone)
+    t = np.unique(np.concatenate(([0], tb, ta)))
+
+    # The value of an indicator at time x is the value of its last change at or before x.
+    def at(times: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        if len(times) == 0:
+            return np.zeros(len(t), np.int64)
+        k = np.searchsorted(times, t, side="right") - 1
+        return np.where(k >= 0, vals[np.clip(k, 0, None)], 0)
+
+    out: pd.DataFrame = pd.DataFrame({"ts": t, "overlapped": at(tb, vb), "exposed": at(ta, va)})
+    return out
+
+
+def annotation_data(trace: Trace, *, top_n: int = 10, min_gap_ns: int = 1000) -> Annotations:
+    """Everything ``annotate`` draws: idle gaps, step windows, top kernels, overlap."""
+    tl = timeline(trace)
+    windows = tl.windows if not tl.steps.empty else tl.windows.iloc[0:0]
+    gaps = idle_gaps(trace, min_gap_ns=min_gap_ns).gaps
+    tk = top_kernels(trace, top_n)
+    names = trace.kernels()["name"].astype(str).unique()
+    classes = {n: (k.cls, k.family, k.detail) for n in names for k in (classify(n),)}
+    return Annotations(
+        rank=0 if trace.meta.rank is None else int(trace.meta.rank),
+        gaps=gaps.reset_index(drop=True),
+        windows=windows[["step", "ts", "end"]].reset_index(drop=True),
+        top=tuple(str(x) for x in tk.get("full_name", pd.Series([], dtype=object))),
+        overlap=overlap_series(trace),
+        kernel_classes=classes,
+        step_source=tl.step_source,
+    )
