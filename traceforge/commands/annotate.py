@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import click
@@ -25,26 +24,16 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     """Write TRACE with idle gaps by cause, step windows, overlap counters, kernel classes
     and the top-N kernels on it, for the Perfetto UI."""
     from traceforge.render.annotate import annotated_document
-    from traceforge.render.chrome_json import dumps_chrome
+    from traceforge.render.document import document_bytes, output_kind
     from traceforge.report.annotations import annotation_data
 
     out = Path(output)
-    name = out.name.lower()
-    if not name.endswith((".json", ".json.gz", ".pftrace")):
-        raise UsageError(f"{output}: name the output .json, .json.gz or .pftrace")
+    output_kind(out)  # an unknown suffix fails before the analysis
     if out.resolve() == Path(trace).resolve():
         raise UsageError(f"{output}: is the input trace; name another output")
     t = load_trace(trace, steps_from)
     ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
-    doc = annotated_document(t, ann)
-    if name.endswith(".pftrace"):
-        from traceforge.render.perfetto import chrome_to_pftrace
-
-        data = chrome_to_pftrace(doc)
-    else:
-        data = dumps_chrome(doc)
-        if name.endswith(".gz"):
-            data = gzip.compress(data, compresslevel=6)
+    data = document_bytes(annotated_document(t, ann), out)
     try:
         out.write_bytes(data)
     except OSError as e:

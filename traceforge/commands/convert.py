@@ -9,39 +9,17 @@ import click
 from traceforge.commands.options import emit, trace_argument
 from traceforge.errors import UsageError
 from traceforge.formats import load
-from traceforge.render.chrome_json import dumps_chrome, trace_to_chrome
-
-#: Output suffixes and what they write.
-OUTPUTS = {".json": "chrome", ".json.gz": "chrome", ".pftrace": "perfetto",
-           ".perfetto-trace": "perfetto"}
-
-
-def output_kind(out: Path) -> str:
-    """``chrome`` or ``perfetto`` from OUT's suffix, or a usage error listing the choices."""
-    for suffix, kind in OUTPUTS.items():
-        if out.name.endswith(suffix):
-            return kind
-    raise UsageError(f"{out}: unknown output type (use one of {', '.join(OUTPUTS)})")
+from traceforge.render.chrome_json import trace_to_chrome
+from traceforge.render.document import document_bytes, output_kind
 
 
 def convert(src: str | Path, out: str | Path) -> Path:
     """Read ``src`` (any supported format) and write ``out`` in the format its suffix names."""
-    import gzip
-
     dst = Path(out)
-    kind = output_kind(dst)
+    output_kind(dst)  # an unknown suffix fails before the (long) read
     if Path(src).resolve() == dst.resolve():
         raise UsageError(f"{dst}: output would overwrite the input")
-    doc = trace_to_chrome(load(src))
-    if kind == "perfetto":
-        from traceforge.render.perfetto import chrome_to_pftrace
-
-        data = chrome_to_pftrace(doc)
-    else:
-        data = dumps_chrome(doc)
-        if dst.name.endswith(".gz"):
-            data = gzip.compress(data, compresslevel=6)
-    dst.write_bytes(data)
+    dst.write_bytes(document_bytes(trace_to_chrome(load(src)), dst))
     return dst
 
 

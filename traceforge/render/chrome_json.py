@@ -9,7 +9,6 @@ flow pairs the way Kineto writes them.
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -222,9 +221,8 @@ def write_chrome(
     extra_events: Iterable[Mapping[str, Any]] | None = None,
 ) -> Path:
     """Write ``trace`` as Chrome JSON to ``path`` (gzip when it ends in ``.gz``)."""
+    from traceforge.render.document import document_bytes
+
     p = Path(path)
-    data = dumps_chrome(trace_to_chrome(trace, extra_events))
-    if p.name.endswith(".gz"):
-        data = gzip.compress(data, compresslevel=6)
-    p.write_bytes(data)
+    p.write_bytes(document_bytes(trace_to_chrome(trace, extra_events), p))
     return p
