@@ -49,3 +49,21 @@ def sql_rows(db: Path, query: str) -> list[tuple[object, ...]]:
         return conn.execute(query).fetchall()
     finally:
         conn.close()
+
+
+def cli_main(*args: str) -> tuple[int, str, str]:
+    """Run ``traceforge ARGS`` in process through ``cli.main`` (its error mapping and exit
+    codes included): (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from traceforge.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as e:
+            code = int(e.code or 0)
+    return code, out.getvalue(), err.getvalue()

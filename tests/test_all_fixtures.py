@@ -44,3 +44,34 @@ def test_loads_or_is_refused_in_one_line(path: Path) -> None:
     with pytest.raises(TraceFormatError) as e:
         load(path)
     assert "\n" not in str(e.value) and str(path) in str(e.value)
+
+
+@pytest.mark.parametrize("path", [p for p in _files() if _is_trace(p)],
+                         ids=lambda p: str(p.relative_to(SHARED)))
+def test_timeline_analyses_run_on_every_trace(path: Path) -> None:
+    # What ops, launch, idle, info, breakdown, overlap and diff compute, on every real
+    # trace (loaded once): a result or an AnalysisError, never another exception.
+    import dataclasses
+
+    import pandas as pd
+
+    import traceforge as tf
+    from traceforge.analyzers.summary import summary
+    from traceforge.errors import AnalysisError
+    from traceforge.render import render_frame
+    from traceforge.render.diff import render_diff
+
+    t = load(path)
+    for fn in (tf.ops, tf.launch_overhead, tf.idle_gaps, summary, tf.breakdown, tf.overlap,
+               lambda x: render_diff(tf.diff(x, x), "table", "a", "b", None)):
+        try:
+            res = fn(t)
+        except AnalysisError as e:
+            assert "\n" not in str(e)
+            continue
+        frames = [res] if isinstance(res, pd.DataFrame) else [
+            getattr(res, f.name) for f in dataclasses.fields(res)
+        ] if dataclasses.is_dataclass(res) else []
+        for df in frames:
+            if isinstance(df, pd.DataFrame):
+                render_frame(df.head(50), "table")
