@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import combinations
 
 from traceforge.analyzers import cxx_names
 
@@ -257,13 +258,15 @@ def _distinguish(arglists: list[tuple[str, ...]], *, aligned: bool = True) -> li
 
 
 def _own_fields(fields: tuple[str, ...], group: list[tuple[str, ...]]) -> str:
-    """The fewest of this name's ``_`` fields, in order, that no other name has all of."""
+    """The fewest of this name's ``_`` fields (first in name order among equals) that no
+    other name has all of."""
     common = set.intersection(*(set(g) for g in group))
     own = [f for f in fields if f not in common]
     others = [set(g) for g in group if g != fields]
-    for k in range(1, len(own) + 1):
-        if not any(set(own[:k]) <= o for o in others):
-            return "_".join(own[:k])
+    for size in range(1, min(len(own), 3) + 1):
+        for pick in combinations(own, size):
+            if not any(set(pick) <= o for o in others):
+                return "_".join(pick)
     return "_".join(own)
 
 
