@@ -26,6 +26,8 @@ _ANON = re.compile(r"\(anonymous namespace\)::|`anonymous namespace'::|<unnamed>
 _EDG_LAMBDA = re.compile(r"\[lambda\((.*?)\) \(instance (\d+)\)\]")
 _OPERATOR = re.compile(r"operator(?:<<=|>>=|<=>|<<|>>|<=|>=|->\*|->|<|>|\(\)|\[\])")
 _LAMBDA = re.compile(r"^\{lambda\((.*)\)#(\d+)\}$")
+# An enum value as demanglers print it: (ck::InMemoryDataOperationEnum)1.
+_ENUM_CAST = re.compile(r"\((?:[\w$]+::)*([\w$]+)\)(-?\d+)")
 _INT_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|long long|short|char|bool)\)(-?\d+)")
 
 
@@ -202,6 +204,9 @@ def label(text: str) -> str:
     ``at::native::direct_copy_kernel_cuda(...)::{lambda()#3}::...::{lambda(float)#1}`` ->
     ``direct_copy_kernel_cuda`` (the function it is defined in); ``4`` -> ``4``.
     """
+    cast = _ENUM_CAST.fullmatch(text.strip())
+    if cast:
+        return f"({cast.group(1)}){cast.group(2)}"
     if is_literal(text) or _plain(text):
         return text.strip()
     parts = parse(text)
