@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "load": "traceforge.formats",
     "load_run": "traceforge.formats.run",
     "classify": "traceforge.analyzers.kernel_names",
+    "display_names": "traceforge.analyzers.kernel_names",
     "short_name": "traceforge.analyzers.kernel_names",
     "kernel_table": "traceforge.analyzers.kernels",
     "launch_config": "traceforge.analyzers.kernels",
@@ -71,6 +72,7 @@ __all__ = [
     "capture",
     "classify",
     "diff",
+    "display_names",
     "gpu_activity",
     "idle_gaps",
     "kernel_table",
@@ -93,7 +95,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.breakdown import breakdown
     from traceforge.analyzers.diff import TraceDiff, diff
     from traceforge.analyzers.idle import IdleReport, idle_gaps
-    from traceforge.analyzers.kernel_names import classify, short_name
+    from traceforge.analyzers.kernel_names import classify, display_names, short_name
     from traceforge.analyzers.kernels import kernel_table, launch_config, top_kernels
     from traceforge.analyzers.launch import LaunchReport, launch_overhead
     from traceforge.analyzers.ops import ops

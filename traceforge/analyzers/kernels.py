@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.kernel_names import classify
+from traceforge.analyzers.kernel_names import classify, display_names
 from traceforge.model import Trace
 
 #: Columns of :func:`top_kernels`, in order (``full_name`` only when grouping by name).
@@ -55,7 +55,10 @@ def top_kernels(
 ) -> pd.DataFrame:
     """Kernels by total GPU time: calls, total/avg/min/max (us) and % of all kernel time.
 
-    ``by`` groups by full kernel ``name`` (default, shown short), ``family`` or ``class``.
+    ``by`` groups by full kernel ``name`` (default), ``family`` or ``class``. By name, the
+    ``name`` column holds one distinct display name per full name (the short name, plus
+    the template argument that tells apart kernels sharing it: see
+    :func:`~traceforge.analyzers.kernel_names.display_names`) and ``full_name`` the name.
     Durations are summed in integer ns and converted once, so totals are exact.
     """
     if by not in BY:
@@ -68,11 +71,18 @@ def top_kernels(
         return result2
     g = kt.groupby(key, sort=False, observed=True)
     agg = g["dur"].agg(["count", "sum", "min", "max"])
-    first = g[["short", "class", "family"]].first()
+    first = g[["class", "family"]].first()
     total = int(kt["dur"].sum())
+    if by == "name":
+        # Display names are chosen among every kernel of the table, so a row's name does not
+        # depend on how many rows are shown.
+        shown = display_names(agg.index.astype(str))
+        names = np.array([shown[str(n)] for n in agg.index], dtype=object)
+    else:
+        names = agg.index.to_numpy()
     out = pd.DataFrame(
         {
-            "name": first["short"] if by == "name" else agg.index.to_numpy(),
+            "name": names,
             "class": first["class"] if by != "family" else first["class"],
             "family": first["family"] if by != "class" else "",
             "calls": agg["count"].astype(np.int64),

@@ -35,6 +35,7 @@ from traceforge.formats.kineto_schema import (
     loose,
 )
 from traceforge.formats.source import read_bytes
+from traceforge.formats.symbols import demangle_names
 from traceforge.model import (
     FLOW_COLUMNS,
     KINDS,
@@ -335,7 +336,7 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
         for col in ("name", "cat"):
             frame[col] = frame[col].cat.remove_unused_categories()
     # Columns are built in their final dtypes; normalize_events only checks and orders.
-    return Trace(normalize_events(frame), meta, flows, _LazyArgs(p, src_index))
+    return demangle_names(Trace(normalize_events(frame), meta, flows, _LazyArgs(p, src_index)))
 
 
 def _pair_begin_end(

@@ -37,6 +37,7 @@ import pandas as pd
 from traceforge.errors import TraceFormatError
 from traceforge.formats import sqlite_db
 from traceforge.formats.sqlite_db import ColumnArgs, pick
+from traceforge.formats.symbols import demangle_names
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
 
 NAME = "nsys-sqlite"
@@ -308,7 +309,7 @@ def _read_db(p: Path, conn: sqlite3.Connection, have: frozenset[str]) -> Trace:
     meta = _meta(p, conn, have, df, unfinished)
     df = df.sort_values("ts", kind="stable").reset_index(drop=True)
     events = normalize_events(df)
-    return Trace(events, meta, args_provider=ColumnArgs(df, _ARG_COLUMNS))
+    return demangle_names(Trace(events, meta, args_provider=ColumnArgs(df, _ARG_COLUMNS)))
 
 
 def _layout(df: pd.DataFrame) -> pd.DataFrame:

@@ -24,6 +24,7 @@ import pandas as pd
 
 from traceforge.errors import TraceFormatError
 from traceforge.formats.source import read_bytes
+from traceforge.formats.symbols import demangle_names
 from traceforge.model import FLOW_COLUMNS, GPU_KINDS, Trace, TraceMeta, normalize_events
 
 NAME = "perfetto"
@@ -321,7 +322,7 @@ def _build(p: Path, rows: list[dict[str, Any]], tracks: dict[int, dict[str, Any]
     def provider(sel: np.ndarray) -> list[dict[str, Any]]:
         return [dict(stored[int(i)]) for i in sel]
 
-    return Trace(normalize_events(df), meta, _flows(rows, pid, tid, t0), provider)
+    return demangle_names(Trace(normalize_events(df), meta, _flows(rows, pid, tid, t0), provider))
 
 
 def _flows(rows: list[dict[str, Any]], pid: np.ndarray, tid: np.ndarray, t0: int) -> pd.DataFrame:

@@ -38,6 +38,7 @@ import pandas as pd
 from traceforge.errors import TraceFormatError
 from traceforge.formats import sqlite_db
 from traceforge.formats.sqlite_db import ColumnArgs, pick
+from traceforge.formats.symbols import demangle_names
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
 
 NAME = "rocpd"
@@ -368,6 +369,6 @@ def _trace(p: Path, df: pd.DataFrame, devices: tuple[Device, ...], procs: dict[i
         versions={"rocpd_schema": version} if version else {}, process_names=procs,
         thread_names=threads, notes=tuple(notes))
     events = normalize_events(df.drop(columns=["end"]))
-    return Trace(events, meta, args_provider=ColumnArgs(df, _ARG_COLUMNS))
+    return demangle_names(Trace(events, meta, args_provider=ColumnArgs(df, _ARG_COLUMNS)))
 
 

@@ -25,6 +25,7 @@ import pandas as pd
 
 from traceforge.errors import TraceFormatError
 from traceforge.formats import sqlite_db
+from traceforge.formats.symbols import demangle_names
 from traceforge.model import Trace, TraceMeta, normalize_events
 
 NAME = "rocprof"
@@ -319,4 +320,5 @@ def _trace(p: Path, parts: list[pd.DataFrame], fmt: str) -> Trace:
         recs = extras.iloc[rows].to_dict("records")
         return [{k: v for k, v in r.items() if pd.notna(v) and v != -1} for r in recs]
 
-    return Trace(normalize_events(df.drop(columns=["end"])), meta, args_provider=provider)
+    events = normalize_events(df.drop(columns=["end"]))
+    return demangle_names(Trace(events, meta, args_provider=provider))

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
+from traceforge.formats.symbols import demangle_names
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
 
 NAME = "rocprofv3-json"
@@ -84,7 +85,8 @@ def read(path: str | Path) -> Trace:
         recs = extras.iloc[sel].to_dict("records")
         return [{k: int(v) for k, v in r.items() if pd.notna(v) and v >= 0} for r in recs]
 
-    return Trace(normalize_events(df.drop(columns=["end"])), meta, args_provider=provider)
+    events = normalize_events(df.drop(columns=["end"]))
+    return demangle_names(Trace(events, meta, args_provider=provider))
 
 
 def _agents(proc: dict[str, Any]) -> tuple[dict[int, int], list[Device]]:

@@ -1,4 +1,19 @@
-"""Render one DataFrame as a terminal table, CSV, JSON or Markdown."""
+"""Render one DataFrame as a terminal table, CSV, JSON or Markdown.
+
+JSON and CSV keep every value as the frame holds it (integer ns, full float precision).
+Tables and Markdown are for reading, and format by column-name convention so that every
+verb gets the same presentation without code of its own:
+
+- columns of integer nanoseconds (named ``*_ns``, or the model's ``ts``, ``dur``, ``end``)
+  are shown in ms when the column reaches 1 ms, else in us, with the unit in the header
+  (``window_ns`` -> ``window (ms)``) and enough decimals for five significant digits of the
+  largest value and one of the smallest (at most 3); ``-1`` (unknown) is left blank;
+- a float that holds a whole number (a count such as ``calls`` or ``kernels per step``) is
+  shown without decimals; other floats with ``digits`` decimals;
+- terminal tables also spell headers out so that rich can wrap them between words:
+  ``median_launch_delay_us`` -> ``median launch delay (us)``, ``host_wait_pct`` ->
+  ``host wait %``.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +21,79 @@ import io
 import math
 from typing import Any
 
+import numpy as np
 import orjson
 import pandas as pd
 
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "md")
 
 
+#: Columns that hold integer nanoseconds besides those named ``*_ns`` (model columns).
+NS_COLUMNS = ("ts", "dur", "end")
+
+
 def _cell(v: Any, digits: int) -> str:
     if isinstance(v, float):
         if math.isnan(v):
             return ""
+        if v.is_integer() and abs(v) < 1e15:
+            return f"{int(v):,}"
         return f"{v:,.{digits}f}"
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
     return str(v)
+
+
+def is_ns_column(name: str) -> bool:
+    """Whether a column holds integer nanoseconds, by the naming convention."""
+    return name.endswith("_ns") or name in NS_COLUMNS
+
+
+def _ns_column(name: str, s: pd.Series) -> tuple[str, list[str]] | None:
+    """Header and cells of an ns column in ms or us; None if it holds no numbers."""
+    vals = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
+    known = vals[np.isfinite(vals) & (vals != -1)]
+    if len(s) and not len(known) and s.notna().any() and not (vals == -1).any():
+        return None  # not numbers after all: leave it to the generic formatter
+    big = np.abs(known).max() if len(known) else 0.0
+    unit, scale = ("ms", 1e6) if big >= 1e6 else ("us", 1e3)
+    shown = known / scale
+    nonzero = np.abs(shown[shown != 0])
+    decimals = 0
+    if len(nonzero):
+        decimals = max(4 - math.floor(math.log10(nonzero.max())),
+                       -math.floor(math.log10(nonzero.min())))
+    decimals = min(max(decimals, 0), 3)
+    cells = ["" if not math.isfinite(v) or v == -1 else f"{v / scale:,.{decimals}f}"
+             for v in vals]
+    base = name[:-3] if name.endswith("_ns") else name
+    return f"{base} ({unit})", cells
+
+
+def _spelled(header: str) -> str:
+    """A terminal table header: units in parentheses, words separated by spaces."""
+    for suffix, unit in (("_pct", " %"), ("_us", " (us)"), ("_ms", " (ms)")):
+        if header.endswith(suffix) and len(header) > len(suffix):
+            header = header[: -len(suffix)] + unit
+            break
+    return header.replace("_", " ")
+
+
+def _human(df: pd.DataFrame, digits: int) -> tuple[list[str], list[list[str]]]:
+    """Headers and cell strings for the table and Markdown formats."""
+    headers: list[str] = []
+    columns: list[list[str]] = []
+    for c in df.columns:
+        s = df[c]
+        ns = _ns_column(str(c), s) if is_ns_column(str(c)) else None
+        if ns is not None:
+            headers.append(ns[0])
+            columns.append(ns[1])
+            continue
+        headers.append(str(c))
+        columns.append([_cell(v.item() if hasattr(v, "item") else v, digits) for v in s])
+    rows = [list(r) for r in zip(*columns, strict=True)] if columns else []
+    return headers, rows
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -66,9 +140,7 @@ def render_frame(
         buf = io.StringIO()
         df.to_csv(buf, index=False)
         return buf.getvalue()
-    cells = [[_cell(v.item() if hasattr(v, "item") else v, digits) for v in row]
-             for row in df.itertuples(index=False, name=None)]
-    cols = [str(c) for c in df.columns]
+    cols, cells = _human(df, digits)
     if fmt == "md":
         lines = []
         if title:
@@ -79,7 +151,7 @@ def render_frame(
         lines += [""] + [f"_{n}_" for n in notes] if notes else []
         return "\n".join(lines) + "\n"
     if fmt == "table":
-        return _rich_table(df, cols, cells, title, notes)
+        return _rich_table(df, [_spelled(c) for c in cols], cells, title, notes)
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
