@@ -110,4 +110,4 @@ def test_the_verbs_on_a_real_trace() -> None:
     assert "1,791" in r.output and "1,791.000" not in r.output
     r = CliRunner().invoke(cli, ["breakdown", EAGER, "--format", "json"])
     assert r.exit_code == 0, r.output
-    assert all(isinstance(row["window_ns"], int) for row in json.loads(r.output))
+    assert all(isinstance(row["window_ns"], int) for row in json.loads(r.output)["breakdown"])
