@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from traceforge.commands import output as destination
 from traceforge.commands.options import trace_argument
 from traceforge.errors import UsageError
 
@@ -33,6 +34,7 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float) -> None:
         raise UsageError(f"{output}: name the output .json, .json.gz or .pftrace")
     if out.resolve() == Path(trace).resolve():
         raise UsageError(f"{output}: is the input trace; name another output")
+    destination.check(out)  # before the analysis: a bad destination is found in a moment
     t = load(trace)
     ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
     doc = annotated_document(t, ann)
@@ -44,9 +46,6 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float) -> None:
         data = dumps_chrome(doc)
         if name.endswith(".gz"):
             data = gzip.compress(data, compresslevel=6)
-    try:
-        out.write_bytes(data)
-    except OSError as e:
-        raise UsageError(f"{output}: cannot write ({e.strerror})") from None
+    destination.write(out, data)
     click.echo(f"wrote {output}: {len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
                f"top {len(ann.top)} kernels marked")

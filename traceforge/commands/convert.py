@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from traceforge.commands import output
 from traceforge.commands.options import emit, trace_argument
 from traceforge.errors import UsageError
 from traceforge.formats import load
@@ -32,6 +33,7 @@ def convert(src: str | Path, out: str | Path) -> Path:
     kind = output_kind(dst)
     if Path(src).resolve() == dst.resolve():
         raise UsageError(f"{dst}: output would overwrite the input")
+    output.check(dst)  # before the read: a bad destination is found in a moment
     doc = trace_to_chrome(load(src))
     if kind == "perfetto":
         from traceforge.render.perfetto import chrome_to_pftrace
@@ -41,8 +43,7 @@ def convert(src: str | Path, out: str | Path) -> Path:
         data = dumps_chrome(doc)
         if dst.name.endswith(".gz"):
             data = gzip.compress(data, compresslevel=6)
-    dst.write_bytes(data)
-    return dst
+    return output.write(dst, data)
 
 
 @click.command("convert")

@@ -6,6 +6,7 @@ import click
 
 from traceforge import perfetto_ui as ui
 from traceforge.commands.options import trace_argument
+from traceforge.formats import resolve
 
 
 @click.command("open")
@@ -24,7 +25,8 @@ def command(trace: str, no_browser: bool, origin: str, steps_text: str | None,
     """Open TRACE in the Perfetto UI (any format traceforge reads; exits after the fetch)."""
     steps = ui.parse_steps(steps_text) if steps_text else None
     window = ui.parse_window(window_text) if window_text else None
-    name, data = ui.payload(trace, steps=steps, window=window)
+    # sample:NAME names a bundled sample; the payload needs its file.
+    name, data = ui.payload(resolve(trace), steps=steps, window=window)
     size = ui.loaded_size(data)
     if size > ui.WARN_BYTES:
         click.echo(

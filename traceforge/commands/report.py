@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from traceforge.commands import output as destination
 from traceforge.errors import UsageError
 from traceforge.model import Trace
 
@@ -68,6 +69,7 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
         raise UsageError(f"{output}: name the report .html or .md")
     if any(out.resolve() == Path(t).resolve() for t in traces):
         raise UsageError(f"{output}: is one of the input traces; name another output")
+    destination.check(out)  # before the analysis: a bad destination is found in a moment
     loaded = _load_all(traces)
     runs = [analyze(r, top=top) for r in loaded]
     if latency_path:
@@ -88,8 +90,5 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
         from traceforge.render.markdown import render_markdown
 
         text = render_markdown(runs, found, comparison=comparison, title=title, diffs=diffs)
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"{output}: cannot write ({e.strerror})") from None
+    destination.write(out, text)
     click.echo(f"wrote {output}: {len(runs)} run(s), {len(found)} finding(s)")

@@ -43,18 +43,28 @@ def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace
     return replace(trace, events=ev[ev["kind"].isin(list(kinds))])
 
 
+def resolve(path: str | Path) -> Path:
+    """The file a trace argument names: ``sample:NAME`` is a bundled sample, else a path."""
+    text = str(path)
+    if text.startswith(samples.PREFIX) and not Path(path).exists():
+        if text.removeprefix(samples.PREFIX) not in samples.names():
+            raise TraceFormatError(text, f"no such sample (have: {', '.join(samples.names())})")
+        return samples.path(text)
+    return Path(path)
+
+
 def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
     """Read any supported trace file (format sniffed from its content) into a Trace.
 
-    ``kinds`` (values of ``traceforge.model.KINDS``) keeps only those events; readers that
-    can use it build columns for those rows only, which makes a kernel table of a large
-    trace faster. Times stay relative to the first event of any kind.
+    ``path`` may be ``sample:NAME`` (a bundled sample). A folder is read only when it is a
+    profiler's own output folder (rocprofv3); any other folder is an error that says how
+    many traces it holds, since merging them would mix unrelated runs (``load_run`` reads
+    a folder of one run's ranks). ``kinds`` (values of ``traceforge.model.KINDS``) keeps
+    only those events; readers that can use it build columns for those rows only, which
+    makes a kernel table of a large trace faster. Times stay relative to the first event
+    of any kind.
     """
-    if isinstance(path, str) and path.startswith(samples.PREFIX):
-        if path.removeprefix(samples.PREFIX) not in samples.names():
-            raise TraceFormatError(path, f"no such sample (have: {', '.join(samples.names())})")
-        path = samples.path(path)
-    p = Path(path)
+    p = resolve(path)
     if not p.exists():
         raise TraceFormatError(p, "no such file")
     if p.is_dir():
@@ -62,7 +72,13 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
             mod = _reader(name)
             if getattr(mod, "READS_DIRECTORIES", False) and mod.sniff(p, b""):
                 return _read_with(mod, p, kinds)
-        raise TraceFormatError(p, "is a directory, not a trace file")
+        from traceforge.formats.folder import scan
+
+        n = len(scan(p).files)
+        raise TraceFormatError(
+            p, f"is a folder with {n} trace file{'s' if n != 1 else ''} at its top level, not "
+            "one trace: name a file (overlap, breakdown and report read a folder of one "
+            "run's ranks)" if n else "is a folder without trace files at its top level")
     try:
         size = p.stat().st_size
     except OSError as e:
@@ -75,8 +91,19 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
         raise TraceFormatError(p, "permission denied") from None
     if not head.strip():
         raise TraceFormatError(p, "empty file")
+    from traceforge.formats.folder import non_trace
+
+    what = non_trace(p.name)
     for name in READERS:
         mod = _reader(name)
         if mod.sniff(p, head):
-            return _read_with(mod, p, kinds)
+            try:
+                return _read_with(mod, p, kinds)
+            except TraceFormatError:
+                if what is None or p.suffix.lower() == ".csv":
+                    raise  # the rocprof reader already names its own summaries
+                # A companion file (run summary, latency table): say what it is.
+                raise TraceFormatError(p, f"{what}, not a trace") from None
+    if what is not None:
+        raise TraceFormatError(p, f"{what}, not a trace")
     raise TraceFormatError(p, f"not a supported trace (supported: {SUPPORTED})")

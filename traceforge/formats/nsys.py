@@ -22,8 +22,6 @@ per rank (``traceforge.load_run`` does this for a single multi-process file).
 
 from __future__ import annotations
 
-import os
-import shutil
 import sqlite3
 import subprocess
 import tempfile
@@ -35,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
+from traceforge.executables import find_nsys
 from traceforge.formats import sqlite_db
 from traceforge.formats.sqlite_db import ColumnArgs, pick
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
@@ -95,21 +94,13 @@ def read(path: str | Path) -> Trace:
         return _read_db(p, conn, have)
 
 
-def nsys_binary() -> str | None:
-    """The nsys executable: ``$TRACEFORGE_NSYS`` or ``nsys`` on PATH."""
-    env = os.environ.get("TRACEFORGE_NSYS")
-    if env:
-        return env if Path(env).exists() else None
-    return shutil.which("nsys")
-
-
 def _read_rep(p: Path) -> Trace:
-    exe = nsys_binary()
-    if exe is None:
+    try:
+        exe = find_nsys()
+    except LookupError as e:
         raise TraceFormatError(
-            p, "an .nsys-rep needs nsys to export it: run `nsys export --type sqlite "
-            f"{p.name}` and pass the .sqlite (or set TRACEFORGE_NSYS to the nsys binary)"
-        )
+            p, f"an .nsys-rep needs nsys to export it ({e}); or run `nsys export --type "
+            f"sqlite {p.name}` elsewhere and pass the .sqlite") from None
     # Export into a private temp dir: nothing is ever written beside the input.
     with tempfile.TemporaryDirectory(prefix="traceforge-nsys-") as tmp:
         out = Path(tmp) / (p.stem + ".sqlite")

@@ -156,8 +156,9 @@ def read(path: str | Path) -> Trace:
         from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     except ImportError:
         raise TraceFormatError(
-            p, "reading Perfetto traces needs the perfetto extra: "
-            "pip install 'traceforge[perfetto]'") from None
+            p, "reading Perfetto traces needs the perfetto and protobuf packages "
+            "(dependencies of traceforge; reinstall it or pip install perfetto protobuf)"
+        ) from None
     raw = read_bytes(p)
     tracks: dict[int, dict[str, Any]] = {}
     seqs: dict[int, _Seq] = {}

@@ -2,9 +2,10 @@
 
 rocprofv3 CSV (``<pid>_kernel_trace.csv``, ``_hip_api_trace.csv``, ``_memory_copy_trace.csv``,
 ``_marker_api_trace.csv``, ...) is recognised by its header, in both the older layout
-(no Stream_Id) and the newer one ("Agent N" agent ids, VGPR/LDS columns). A directory of
-rocprofv3 output (``%hostname%/%pid%_*.csv``, several files per process) loads as one
-trace; with several processes ``rank`` numbers them in pid order. Legacy rocprof writes
+(no Stream_Id) and the newer one ("Agent N" agent ids, VGPR/LDS columns). A rocprofv3
+output directory (see :func:`output_files`: its trace CSVs at the top level, or its default
+``%hostname%/%pid%/%pid%_*.csv`` tree) loads as one trace; with several processes ``rank``
+numbers them in pid order. Any other folder is not merged. Legacy rocprof writes
 ``results.csv`` (per dispatch, BeginNs/EndNs), ``results.db`` (tables KERN / HIP / OPS /
 COPY / rocTX) and a Chrome JSON whose ts/dur are strings in us, rounded, with exact ns in
 ``args.BeginNs/EndNs``, and whose pids are lanes named "CPU HIP API", "COPY", "GPU0", ...
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -72,9 +74,9 @@ def _is_legacy_json(head: bytes) -> bool:
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """rocprof CSV (trace or summary), legacy rocprof JSON/DB, or a directory of them."""
+    """rocprof CSV (trace or summary), legacy rocprof JSON/DB, or a rocprofv3 output folder."""
     if path.is_dir():
-        return any(_csv_kind(f) for f in _dir_files(path))
+        return bool(output_files(path))
     if sqlite_db.is_sqlite(head):
         return any(t in sqlite_db.tables(path) for t in _LEGACY_DB) and \
             "StringIds" not in sqlite_db.tables(path)
@@ -86,8 +88,15 @@ def sniff(path: Path, head: bytes) -> bool:
     return any(c in _MARKERS for c in cols) or all(c in cols for c in _SUMMARY)
 
 
-def _dir_files(d: Path) -> list[Path]:
-    return sorted(p for p in d.rglob("*.csv") if p.is_file())
+#: Per-event layouts rocprofv3 writes (legacy results.csv is one run's whole trace).
+_V3_LAYOUTS = ("kernel", "api", "copy")
+#: rocprofv3 names every file ``<prefix>_<domain>_...``: the prefix is %pid% by default,
+#: the -o stem otherwise.
+_V3_NAME = re.compile(r"^(.*?)_?(?:kernel|hip|hsa|memory|marker|rccl|scratch|roc[a-z]+|"
+                      r"counter|agent|ompt|pc)_\w*\.csv$")
+_PID_PREFIX = re.compile(r"^\d+_")
+#: Depth of rocprofv3's default tree below the -d folder: %hostname%/%pid%/file.
+_TREE_DEPTH = 3
 
 
 def _csv_kind(p: Path) -> str | None:
@@ -98,13 +107,69 @@ def _csv_kind(p: Path) -> str | None:
         return None
 
 
+def is_trace_csv(p: Path) -> bool:
+    """A CSV whose header is one of rocprof's per-event layouts (not a summary)."""
+    return _csv_kind(p) is not None
+
+
+def _v3_csvs(files: list[Path]) -> list[Path]:
+    return sorted(f for f in files if f.suffix == ".csv" and _csv_kind(f) in _V3_LAYOUTS)
+
+
+def _tree_files(d: Path) -> list[Path]:
+    """Every file of rocprofv3's default tree below ``d``; [] at the first file that does
+    not belong there (a name without the %pid%_ prefix, or deeper than the layout)."""
+    files: list[Path] = []
+    for root, dirs, names in os.walk(d):
+        depth = len(Path(root).relative_to(d).parts) + 1
+        dirs[:] = [x for x in dirs if not x.startswith(".")]
+        if depth > _TREE_DEPTH and (dirs or names):
+            return []
+        for n in names:
+            if n.startswith("."):
+                continue
+            if not _PID_PREFIX.match(n):
+                return []
+            files.append(Path(root) / n)
+    return files
+
+
+def output_files(d: Path) -> list[Path]:
+    """The trace CSVs of rocprofv3 output folder ``d``, or [] when ``d`` is not one.
+
+    rocprofv3 ``-d DIR -o STEM`` writes ``DIR/STEM_kernel_trace.csv``, ...; without ``-o``
+    it writes its default tree ``DIR/%hostname%/%pid%/%pid%_kernel_trace.csv``. So: the
+    rocprofv3 trace CSVs at the top level when there are any (subfolders never read);
+    else the whole tree when every file in it is a rocprofv3 output named ``<pid>_...``
+    at most three levels down. Anything else is a folder of other things, never merged.
+    Top-level CSVs of several runs (different non-numeric prefixes) are an error.
+    """
+    try:
+        top = [f for f in d.iterdir() if f.is_file() and not f.name.startswith(".")]
+    except OSError:
+        return []
+    found = _v3_csvs(top)
+    if found:
+        prefixes = sorted({m.group(1) if (m := _V3_NAME.match(f.name)) else f.stem
+                           for f in found})
+        if len(prefixes) > 1 and not all(x.isdigit() for x in prefixes):
+            raise TraceFormatError(
+                d, f"holds the rocprofv3 CSVs of {len(prefixes)} runs "
+                f"({', '.join(x + '_*' for x in prefixes[:4])}): pass one run's files")
+        return found
+    if top:  # files at the top but none of them a rocprofv3 trace: not its tree either
+        return []
+    return _v3_csvs(_tree_files(d))
+
+
 def read(path: str | Path) -> Trace:
     """Read a rocprof CSV / legacy JSON / legacy DB, or a directory of rocprofv3 CSVs."""
     p = Path(path)
     if p.is_dir():
-        files = [f for f in _dir_files(p) if _csv_kind(f)]
+        files = output_files(p)
         if not files:
-            raise TraceFormatError(p, "directory holds no rocprofv3 trace CSV files")
+            raise TraceFormatError(p, "not a rocprofv3 output folder (no trace CSVs at its "
+                                   "top level nor in its %hostname%/%pid%/ tree)")
         parts = [_read_csv(f) for f in files]
         return _trace(p, parts, "rocprofv3-csv")
     with p.open("rb") as f:
