@@ -8,17 +8,18 @@ from pathlib import Path
 import click
 
 from traceforge.commands import output as destination
+from traceforge.commands import values
 from traceforge.commands.options import trace_argument
 from traceforge.errors import UsageError
 
 
 @click.command("annotate")
 @trace_argument
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+@click.option("-o", "--output", required=True, type=click.Path(path_type=str),
               help="OUT.json, OUT.json.gz (Chrome JSON) or OUT.pftrace (Perfetto protobuf).")
-@click.option("-n", "top_n", type=int, default=10, show_default=True,
+@click.option("-n", "top_n", type=values.COUNT, default=10, show_default=True,
               help="How many of the heaviest kernels to mark.")
-@click.option("--min-gap-us", type=float, default=1.0, show_default=True,
+@click.option("--min-gap-us", type=values.DURATION, default=1.0, show_default=True,
               help="Draw idle gaps at least this long.")
 def command(trace: str, output: str, top_n: int, min_gap_us: float) -> None:
     """Write TRACE with idle gaps by cause, step windows, overlap counters, kernel classes

@@ -48,7 +48,7 @@ def convert(src: str | Path, out: str | Path) -> Path:
 
 @click.command("convert")
 @trace_argument
-@click.argument("out", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("out", type=click.Path(path_type=str))
 def command(trace: str, out: str) -> None:
     """Convert TRACE to OUT: .json / .json.gz (Chrome/Kineto) or .pftrace (Perfetto)."""
     dst = convert(trace, out)

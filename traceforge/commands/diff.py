@@ -6,6 +6,7 @@ import click
 import pandas as pd
 
 from traceforge.analyzers.diff import TraceDiff, diff
+from traceforge.commands import values
 from traceforge.commands.options import emit, format_option
 from traceforge.formats import load
 from traceforge.render import render_frame
@@ -50,7 +51,7 @@ def render_diff(d: TraceDiff, fmt: str, a: str, b: str, limit: int | None) -> st
 @click.command("diff")
 @click.argument("a", type=click.Path(dir_okay=True, path_type=str))
 @click.argument("b", type=click.Path(dir_okay=True, path_type=str))
-@click.option("-n", "limit", type=int, default=15, show_default=True,
+@click.option("-n", "limit", type=values.COUNT, default=15, show_default=True,
               help="Rows per table (0: all).")
 @format_option
 def command(a: str, b: str, limit: int, fmt: str) -> None:

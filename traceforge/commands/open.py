@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from traceforge import perfetto_ui as ui
+from traceforge.commands import values
 from traceforge.commands.options import trace_argument
 from traceforge.formats import resolve
 
@@ -18,7 +19,7 @@ from traceforge.formats import resolve
               help="Serve only these profiler steps (for traces too big for the browser).")
 @click.option("--window", "window_text", metavar="START:END",
               help="Serve only this time range since the trace start (e.g. 100ms:250ms).")
-@click.option("--timeout", "timeout_s", type=float, default=None,
+@click.option("--timeout", "timeout_s", type=values.DURATION, default=None,
               help="Give up after this many seconds without a fetch.")
 def command(trace: str, no_browser: bool, origin: str, steps_text: str | None,
             window_text: str | None, timeout_s: float | None) -> None:

@@ -6,6 +6,7 @@ import click
 
 from traceforge.analyzers.ops import ops
 from traceforge.analyzers.steps import select_steps
+from traceforge.commands import values
 from traceforge.commands.options import emit, format_option, step_option, trace_argument
 from traceforge.formats import load
 from traceforge.render import render_frame
@@ -13,7 +14,8 @@ from traceforge.render import render_frame
 
 @click.command("ops")
 @trace_argument
-@click.option("-n", "limit", type=int, default=20, show_default=True, help="Rows to show (0: all).")
+@click.option("-n", "limit", type=values.COUNT, default=20, show_default=True,
+              help="Rows to show (0: all).")
 @click.option("--kernels-only", is_flag=True, help="Leave memcpy/memset time out of self GPU time.")
 @step_option
 @format_option

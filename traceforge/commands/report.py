@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from traceforge.commands import output as destination
+from traceforge.commands import values
 from traceforge.errors import UsageError
 from traceforge.model import Trace
 
@@ -46,13 +47,13 @@ def _load_all(paths: tuple[str, ...]) -> list[list[Trace]]:
 @click.command("report")
 @click.argument("traces", nargs=-1, required=True,
                 type=click.Path(dir_okay=True, path_type=str))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+@click.option("-o", "--output", required=True, type=click.Path(path_type=str),
               help="report.html (self-contained, plots inline) or report.md (for PRs).")
 @click.option("--title", default="traceforge report", show_default=True)
 @click.option("--latency", "latency_path", type=click.Path(dir_okay=False, path_type=str),
               help="latency.json measured outside the profiler (rows [mode, ms, Hz, GiB]); "
                    "runs are matched to its modes by label.")
-@click.option("-n", "top", type=int, default=15, show_default=True,
+@click.option("-n", "top", type=values.COUNT, default=15, show_default=True,
               help="Rows in the top-kernel and operator tables.")
 def command(traces: tuple[str, ...], output: str, title: str, latency_path: str | None,
             top: int) -> None:

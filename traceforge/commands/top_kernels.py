@@ -6,6 +6,7 @@ import click
 
 from traceforge.analyzers.kernels import BY, TOP_KERNEL_COLUMNS, top_kernels
 from traceforge.analyzers.steps import select_steps
+from traceforge.commands import values
 from traceforge.commands.options import emit, format_option, step_option, trace_argument
 from traceforge.formats import load
 from traceforge.model import GPU_KINDS
@@ -14,7 +15,8 @@ from traceforge.render import render_frame
 
 @click.command("top-kernels")
 @trace_argument
-@click.option("-n", "limit", type=int, default=20, show_default=True, help="Rows to show (0: all).")
+@click.option("-n", "limit", type=values.COUNT, default=20, show_default=True,
+              help="Rows to show (0: all).")
 @click.option("--by", type=click.Choice(BY), default="name", show_default=True,
               help="Group by kernel name, family (nvjet_sm90, triton_tem_fused, ...) or class.")
 @click.option("--include-memory", is_flag=True, help="Also count memcpy and memset activity.")
