@@ -163,7 +163,7 @@ def test_folder_of_folders_is_never_merged(tmp_path: Path,
     kernel_csv(tmp_path / "sdk" / "kernel_trace.csv", t0=10**9)
     kernel_csv(tmp_path / "other" / "run" / "kernel_trace.csv", t0=8 * 10**15)
     (tmp_path / "PROVENANCE.md").write_text("where these came from\n")
-    with pytest.raises(TraceFormatError, match="folder without trace files at its top level"):
+    with pytest.raises(TraceFormatError, match="directory without trace files at its top level"):
         tf.load(tmp_path)
     with pytest.raises(TraceFormatError, match="no trace files at its top level"):
         tf.load_run(tmp_path)
@@ -174,7 +174,7 @@ def test_folder_of_folders_is_never_merged(tmp_path: Path,
 def test_folder_of_several_traces_is_an_error_for_single_trace_verbs(
         run_folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = run_cli(capsys, "top-kernels", str(run_folder))
-    one_line_error(rc, err, "folder with 2 trace files", "name a file")
+    one_line_error(rc, err, "directory with 2 trace files", "name a file")
 
 
 def test_shared_fixture_trees_are_not_merged(capsys: pytest.CaptureFixture[str]) -> None:
@@ -196,7 +196,7 @@ def test_rocprofv3_default_tree_is_one_run_split_by_process(tmp_path: Path) -> N
     assert [r.meta.rank for r in ranks] == [0, 1]
     # A stray file without rocprofv3's %pid%_ prefix makes it some other folder.
     (tmp_path / "host" / "notes.txt").write_text("x")
-    with pytest.raises(TraceFormatError, match="folder"):
+    with pytest.raises(TraceFormatError, match="directory"):
         tf.load(tmp_path)
 
 

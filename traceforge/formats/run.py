@@ -46,8 +46,8 @@ def _files(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], str | 
         return [p], None
     found = scan(p)
     if not found.files:
-        raise TraceFormatError(p, "folder holds no trace files at its top level (subfolders "
-                               f"are not read; {found.note() or 'it is empty'})")
+        raise TraceFormatError(p, "directory holds no trace files at its top level "
+                               f"(subfolders are not read; {found.note() or 'it is empty'})")
     return list(found.files), found.note()
 
 
