@@ -30,8 +30,9 @@ class TraceFormatError(TraceforgeError):
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        # One line, whatever the library under a reader said (SQL text, parser context).
+        self.problem = " ".join(problem.split())
+        super().__init__(f"{self.path}: {self.problem}")
 
     def __reduce__(self) -> tuple[type[TraceFormatError], tuple[str, str]]:
         # Exception pickles as cls(*self.args), and args holds the joined message only.

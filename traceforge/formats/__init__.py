@@ -8,6 +8,8 @@ the order of :data:`READERS` and raises one ``TraceFormatError`` line when none 
 from __future__ import annotations
 
 import importlib
+import sqlite3
+import zlib
 from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +34,30 @@ def _reader(name: str) -> ModuleType:
     return importlib.import_module(f"traceforge.formats.{name}")
 
 
+#: What a reader raises on damage it did not foresee. :func:`load` turns these into one
+#: line naming the file (exit 2, not an internal error); ``damaged or unexpected`` in that
+#: line is what tests/test_fuzz.py looks for, since each one is a reader bug to fix.
+_DAMAGE: tuple[type[BaseException], ...] = (
+    ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError,
+    UnicodeError, RecursionError, EOFError, zlib.error, sqlite3.Error, OSError,
+)
+
+
 def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
+    try:
+        return _read_kinds(mod, p, kinds)
+    except TraceFormatError:
+        raise
+    except _DAMAGE as e:
+        if isinstance(e, OSError) and not isinstance(e, sqlite3.Error) and e.strerror:
+            raise TraceFormatError(p, f"cannot read ({e.strerror})") from e
+        detail = " ".join(str(e).split())[:300]
+        raise TraceFormatError(
+            p, f"damaged or unexpected {mod.NAME} content: {type(e).__name__} ({detail})"
+        ) from e
+
+
+def _read_kinds(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
     if kinds is not None and getattr(mod, "ACCEPTS_KINDS", False):
         trace: Trace = mod.read(p, kinds=kinds)
         return trace

@@ -184,11 +184,40 @@ def read(path: str | Path) -> Trace:
 
 
 def _int_col(s: pd.Series) -> np.ndarray:
-    """Integers from ints or strings like "Agent 2" (newer rocprofv3 agent ids)."""
-    if s.dtype.kind in "iu":
+    """Integers from ints or strings like "Agent 2" (newer rocprofv3 agent ids); -1 where a
+    cell holds none (at most 18 digits are read, so a damaged cell cannot overflow)."""
+    if s.dtype.kind == "i":
         return s.to_numpy(dtype=np.int64)
-    num = pd.to_numeric(s.astype(str).str.extract(r"(-?\d+)")[0], errors="coerce")
+    num = pd.to_numeric(s.astype(str).str.extract(r"(-?\d{1,18})")[0], errors="coerce")
     return num.fillna(-1).to_numpy(dtype=np.int64)
+
+
+def _ints(df: pd.DataFrame, *names: str) -> np.ndarray:
+    """The first of ``names`` that the CSV has, as integers; -1 for every row when none."""
+    for n in names:
+        if n in df:
+            return _int_col(df[n])
+    return np.full(len(df), -1, dtype=np.int64)
+
+
+#: Largest |time| in ns: differences of two times must fit in int64.
+_MAX_NS = 2**62
+
+
+def _times(p: Path, s: pd.Series, what: str) -> np.ndarray:
+    """A time column as int64 ns; a missing, non-numeric or absurd cell is a one-line error."""
+    num = pd.to_numeric(s, errors="coerce")
+    if num.dtype.kind in "iu" and (num.abs() <= _MAX_NS).all():
+        exact: np.ndarray = num.to_numpy(dtype=np.int64)
+        return exact
+    with np.errstate(invalid="ignore"):
+        bad = ~(num.abs() <= _MAX_NS)  # NaN, inf and out of range alike
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise TraceFormatError(p, f"an event has a missing or invalid {what} time "
+                               f"({str(s.iloc[i])[:40]!r})")
+    out: np.ndarray = np.rint(num.to_numpy(dtype=np.float64)).astype(np.int64)
+    return out
 
 
 def _read_csv(p: Path) -> pd.DataFrame:
@@ -222,15 +251,14 @@ def _read_csv(p: Path) -> pd.DataFrame:
 
 
 def _v3_kernels(df: pd.DataFrame, file_pid: int) -> pd.DataFrame:
-    agent = _int_col(df["Agent_Id"])
-    stream = _int_col(df["Stream_Id"]) if "Stream_Id" in df else _int_col(df["Queue_Id"])
+    agent = _ints(df, "Agent_Id")
+    stream = _ints(df, "Stream_Id", "Queue_Id")
     return _df({
         "name": df["Kernel_Name"].fillna(""), "kind": "kernel", "cat": "KERNEL_DISPATCH",
         "ts": df["Start_Timestamp"], "end": df["End_Timestamp"],
         "pid": agent, "tid": stream, "device": agent, "stream": stream,
         "corr": _int_col(df["Correlation_Id"]), "host_pid": file_pid,
-        "queue": _int_col(df["Queue_Id"]) if "Queue_Id" in df else -1,
-        "dispatch": _int_col(df["Dispatch_Id"]) if "Dispatch_Id" in df else -1,
+        "queue": _ints(df, "Queue_Id"), "dispatch": _ints(df, "Dispatch_Id"),
     })
 
 
@@ -250,10 +278,10 @@ def _v3_api(df: pd.DataFrame, file_pid: int) -> pd.DataFrame:
 def _v3_copies(df: pd.DataFrame, file_pid: int) -> pd.DataFrame:
     d = df["Direction"].astype(str).str.replace("MEMORY_COPY_", "", regex=False)
     short = d.map(_DIRECTION).fillna(d)
-    src, dst = _int_col(df["Source_Agent_Id"]), _int_col(df["Destination_Agent_Id"])
+    src, dst = _ints(df, "Source_Agent_Id"), _ints(df, "Destination_Agent_Id")
     # The copy occupies the GPU side: the destination, unless it is the host.
     device = np.where(short.to_numpy() == "DtoH", src, dst)
-    stream = _int_col(df["Stream_Id"]) if "Stream_Id" in df else np.full(len(df), -1)
+    stream = _ints(df, "Stream_Id")
     return _df({
         "name": "Memcpy " + short, "kind": "memcpy", "cat": "MEMORY_COPY",
         "ts": df["Start_Timestamp"], "end": df["End_Timestamp"], "pid": device,
@@ -263,14 +291,14 @@ def _v3_copies(df: pd.DataFrame, file_pid: int) -> pd.DataFrame:
 
 
 def _legacy_kernels(df: pd.DataFrame, file_pid: int) -> pd.DataFrame:
-    gpu, queue = _int_col(df["gpu-id"]), _int_col(df["queue-id"])
+    gpu, queue = _ints(df, "gpu-id"), _ints(df, "queue-id")
     return _df({
         # results.db keeps the CSV's quotes around names.
         "name": df["KernelName"].fillna("").astype(str).str.strip('"'), "kind": "kernel",
         "cat": "KernelExecution",
         "ts": df["BeginNs"], "end": df["EndNs"], "pid": gpu, "tid": queue,
         "device": gpu, "stream": queue,
-        "host_pid": _int_col(df["pid"]) if "pid" in df else file_pid,
+        "host_pid": _ints(df, "pid") if "pid" in df else file_pid,
     })
 
 
@@ -286,36 +314,58 @@ def _read_legacy_json(p: Path) -> pd.DataFrame:
 
     try:
         doc = msgspec.json.decode(p.read_bytes())
-    except msgspec.DecodeError as err:
+    except (msgspec.DecodeError, UnicodeDecodeError) as err:
         raise TraceFormatError(p, f"not valid JSON ({err})") from None
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
-    lanes = {str(e.get("pid")): str((e.get("args") or {}).get("name", ""))
+    if not isinstance(events, list):
+        raise TraceFormatError(p, "traceEvents is not a list")
+    lanes = {str(e.get("pid")): str(_args(e).get("name", ""))
              for e in events if isinstance(e, dict) and e.get("ph") == "M"}
     rows: list[dict[str, Any]] = []
-    for e in events:
+    for k, e in enumerate(events):
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
-        a = e.get("args") or {}
-        lane = lanes.get(str(e.get("pid")), "")
-        kind = _lane_kind(lane)
-        name = str(e.get("name", ""))
-        if kind == "kernel" and name == "Unknown command type":
-            kind = "other"
-        if kind == "memcpy" and "Fill" in name:
-            kind = "memset"
-        dev = int(str(a.get("dev-id", lane[3:] if lane[3:].isdigit() else -1)))
-        gpu = kind in ("kernel", "memcpy", "memset")
-        # ts/dur are rounded us strings; BeginNs/EndNs keep the exact ns.
-        rows.append({
-            "name": name, "kind": kind, "cat": lane or "rocprof",
-            "ts": int(a.get("BeginNs", float(e.get("ts", 0)) * 1000)),
-            "end": int(a.get("EndNs", (float(e.get("ts", 0)) + float(e.get("dur", 0))) * 1000)),
-            "pid": dev if gpu else int(str(a.get("proc-id", e.get("tid", -1)))),
-            "tid": int(a.get("queue-id", -1)) if gpu else int(e.get("tid", -1)),
-            "device": dev if gpu else -1, "stream": int(a.get("queue-id", -1)) if gpu else -1,
-            "host_pid": int(a.get("proc-id", -1)),
-        })
+        try:
+            rows.append(_legacy_row(e, lanes))
+        except (TypeError, ValueError, OverflowError):
+            raise TraceFormatError(p, f"event {k} ({str(e.get('name'))[:60]!r}) has a "
+                                   "non-numeric time or id") from None
     return _df(rows)
+
+
+def _args(e: dict[str, Any]) -> dict[str, Any]:
+    a = e.get("args")
+    return a if isinstance(a, dict) else {}
+
+
+def _legacy_row(e: dict[str, Any], lanes: dict[str, str]) -> dict[str, Any]:
+    a = _args(e)
+    lane = lanes.get(str(e.get("pid")), "")
+    kind = _lane_kind(lane)
+    name = str(e.get("name", ""))
+    if kind == "kernel" and name == "Unknown command type":
+        kind = "other"
+    if kind == "memcpy" and "Fill" in name:
+        kind = "memset"
+    dev = int(str(a.get("dev-id", lane[3:] if lane[3:].isdigit() else -1)))
+    gpu = kind in ("kernel", "memcpy", "memset")
+    # ts/dur are rounded us strings; BeginNs/EndNs keep the exact ns.
+    return {
+        "name": name, "kind": kind, "cat": lane or "rocprof",
+        "ts": int(a.get("BeginNs", float(e.get("ts", 0)) * 1000)),
+        "end": int(a.get("EndNs", (float(e.get("ts", 0)) + float(e.get("dur", 0))) * 1000)),
+        "pid": dev if gpu else int(str(a.get("proc-id", e.get("tid", -1)))),
+        "tid": int(a.get("queue-id", -1)) if gpu else int(e.get("tid", -1)),
+        "device": dev if gpu else -1, "stream": int(a.get("queue-id", -1)) if gpu else -1,
+        "host_pid": int(a.get("proc-id", -1)),
+    }
+
+
+def _need(p: Path, table: str, df: pd.DataFrame, *cols: str) -> pd.DataFrame:
+    missing = [c for c in cols if c not in df]
+    if missing:
+        raise TraceFormatError(p, f"rocprof table {table} lacks column {', '.join(missing)}")
+    return df
 
 
 def _read_db(p: Path) -> list[pd.DataFrame]:
@@ -323,35 +373,42 @@ def _read_db(p: Path) -> list[pd.DataFrame]:
     parts: list[pd.DataFrame] = []
     with sqlite_db.connect(p) as conn:
         if "KERN" in have:
-            parts.append(_legacy_kernels(sqlite_db.frame(conn, "SELECT * FROM KERN"), -1))
+            k = _need(p, "KERN", sqlite_db.frame(conn, "SELECT * FROM KERN"),
+                      "KernelName", "BeginNs", "EndNs")
+            parts.append(_legacy_kernels(k, -1))
         elif "OPS" in have:
-            ops = sqlite_db.frame(conn, 'SELECT * FROM OPS WHERE Name != "Unknown command type"')
-            dev, q = _int_col(ops["dev-id"]), _int_col(ops["queue-id"])
+            ops = _need(p, "OPS", sqlite_db.frame(
+                conn, 'SELECT * FROM OPS WHERE Name != "Unknown command type"'),
+                "Name", "BeginNs", "EndNs")
+            dev, q = _ints(ops, "dev-id"), _ints(ops, "queue-id")
             parts.append(pd.DataFrame({
                 "name": ops["Name"], "kind": "kernel", "cat": "OPS", "ts": ops["BeginNs"],
                 "end": ops["EndNs"], "pid": dev, "tid": q, "device": dev, "stream": q,
-                "host_pid": _int_col(ops["proc-id"])}))
+                "host_pid": _ints(ops, "proc-id")}))
         if "COPY" in have:
-            c = sqlite_db.frame(conn, "SELECT * FROM COPY")
-            dev, q = _int_col(c["dev-id"]), _int_col(c["queue-id"])
+            c = _need(p, "COPY", sqlite_db.frame(conn, "SELECT * FROM COPY"),
+                      "Name", "BeginNs", "EndNs")
+            dev, q = _ints(c, "dev-id"), _ints(c, "queue-id")
             parts.append(pd.DataFrame({
-                "name": c["Name"], "kind": np.where(c["Name"].str.contains("Fill"), "memset",
-                                                    "memcpy"),
+                "name": c["Name"],
+                "kind": np.where(c["Name"].astype(str).str.contains("Fill"), "memset", "memcpy"),
                 "cat": "COPY", "ts": c["BeginNs"], "end": c["EndNs"], "pid": dev, "tid": q,
-                "device": dev, "stream": q, "host_pid": _int_col(c["proc-id"])}))
+                "device": dev, "stream": q, "host_pid": _ints(c, "proc-id")}))
         if "HIP" in have:
-            h = sqlite_db.frame(conn, "SELECT * FROM HIP")
+            h = _need(p, "HIP", sqlite_db.frame(conn, "SELECT * FROM HIP"),
+                      "Name", "BeginNs", "EndNs")
             parts.append(pd.DataFrame({
                 "name": h["Name"], "kind": "runtime", "cat": "HIP", "ts": h["BeginNs"],
-                "end": h["EndNs"], "pid": _int_col(h["tid"]), "tid": _int_col(h["tid"]),
-                "host_pid": _int_col(h["tid"])}))
+                "end": h["EndNs"], "pid": _ints(h, "tid"), "tid": _ints(h, "tid"),
+                "host_pid": _ints(h, "tid")}))
         if "rocTX" in have:
-            r = sqlite_db.frame(conn, "SELECT * FROM rocTX")
+            r = _need(p, "rocTX", sqlite_db.frame(conn, "SELECT * FROM rocTX"),
+                      "Name", "BeginNs", "EndNs")
             parts.append(pd.DataFrame({
                 "name": r["Name"].astype(str).str.strip('"'), "kind": "user_annotation",
                 "cat": "rocTX", "ts": r["BeginNs"], "end": r["EndNs"],
-                "pid": _int_col(r["tid"]), "tid": _int_col(r["tid"]),
-                "host_pid": _int_col(r["tid"])}))
+                "pid": _ints(r, "tid"), "tid": _ints(r, "tid"),
+                "host_pid": _ints(r, "tid")}))
     if not parts:
         raise TraceFormatError(p, f"rocprof database without any of the tables {_LEGACY_DB}")
     return parts
@@ -362,8 +419,8 @@ def _trace(p: Path, parts: list[pd.DataFrame], fmt: str) -> Trace:
     if not parts:
         raise TraceFormatError(p, "rocprof output without any events")
     df = pd.concat(parts, ignore_index=True, sort=False)
-    df["ts"] = df["ts"].astype(np.int64)
-    df["dur"] = (df["end"].astype(np.int64) - df["ts"]).clip(lower=0)
+    df["ts"] = _times(p, df["ts"], "start")
+    df["dur"] = (_times(p, df["end"], "end") - df["ts"]).clip(lower=0)
     t0 = int(df["ts"].min())
     df["ts"] -= t0
     for c in ("device", "stream", "corr", "host_pid"):

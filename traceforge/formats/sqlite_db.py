@@ -109,8 +109,20 @@ def columns(conn: sqlite3.Connection, table: str) -> list[str]:
 
 
 def frame(conn: sqlite3.Connection, sql: str) -> pd.DataFrame:
-    """Run ``sql`` and return its rows as a DataFrame."""
-    return pd.read_sql_query(sql, conn)
+    """Run ``sql`` and return its rows as a DataFrame.
+
+    pandas wraps SQLite's errors (a damaged page, a column a schema lacks) in its own
+    DatabaseError; the SQLite error is raised again so that :func:`connect` names the file.
+    """
+    try:
+        return pd.read_sql_query(sql, conn)
+    except sqlite3.Error:
+        raise
+    except Exception as e:
+        cause = e.__cause__
+        if isinstance(cause, sqlite3.Error):
+            raise sqlite3.DatabaseError(str(cause)) from None
+        raise
 
 
 def pick(have: list[str], *wanted: str, alias: str | None = None, prefix: str = "") -> str:
