@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
-from traceforge.formats import sqlite_db
+from traceforge.formats import columns, sqlite_db
 from traceforge.model import Trace, TraceMeta, normalize_events
 
 NAME = "rocprof"
@@ -187,9 +187,8 @@ def _int_col(s: pd.Series) -> np.ndarray:
     """Integers from ints or strings like "Agent 2" (newer rocprofv3 agent ids); -1 where a
     cell holds none (at most 18 digits are read, so a damaged cell cannot overflow)."""
     if s.dtype.kind == "i":
-        return s.to_numpy(dtype=np.int64)
-    num = pd.to_numeric(s.astype(str).str.extract(r"(-?\d{1,18})")[0], errors="coerce")
-    return num.fillna(-1).to_numpy(dtype=np.int64)
+        return columns.ids(s)
+    return columns.ids(s.map(str).str.extract(r"(-?\d{1,18})")[0])
 
 
 def _ints(df: pd.DataFrame, *names: str) -> np.ndarray:
@@ -198,26 +197,6 @@ def _ints(df: pd.DataFrame, *names: str) -> np.ndarray:
         if n in df:
             return _int_col(df[n])
     return np.full(len(df), -1, dtype=np.int64)
-
-
-#: Largest |time| in ns: differences of two times must fit in int64.
-_MAX_NS = 2**62
-
-
-def _times(p: Path, s: pd.Series, what: str) -> np.ndarray:
-    """A time column as int64 ns; a missing, non-numeric or absurd cell is a one-line error."""
-    num = pd.to_numeric(s, errors="coerce")
-    if num.dtype.kind in "iu" and (num.abs() <= _MAX_NS).all():
-        exact: np.ndarray = num.to_numpy(dtype=np.int64)
-        return exact
-    with np.errstate(invalid="ignore"):
-        bad = ~(num.abs() <= _MAX_NS)  # NaN, inf and out of range alike
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise TraceFormatError(p, f"an event has a missing or invalid {what} time "
-                               f"({str(s.iloc[i])[:40]!r})")
-    out: np.ndarray = np.rint(num.to_numpy(dtype=np.float64)).astype(np.int64)
-    return out
 
 
 def _read_csv(p: Path) -> pd.DataFrame:
@@ -419,12 +398,12 @@ def _trace(p: Path, parts: list[pd.DataFrame], fmt: str) -> Trace:
     if not parts:
         raise TraceFormatError(p, "rocprof output without any events")
     df = pd.concat(parts, ignore_index=True, sort=False)
-    df["ts"] = _times(p, df["ts"], "start")
-    df["dur"] = (_times(p, df["end"], "end") - df["ts"]).clip(lower=0)
+    df["ts"] = columns.times(p, df["ts"], "start time")
+    df["dur"] = (columns.times(p, df["end"], "end time") - df["ts"]).clip(lower=0)
     t0 = int(df["ts"].min())
     df["ts"] -= t0
-    for c in ("device", "stream", "corr", "host_pid"):
-        df[c] = df[c].fillna(-1).astype(np.int64) if c in df else -1
+    for c in ("pid", "tid", "device", "stream", "corr", "host_pid"):
+        df[c] = columns.ids(df[c]) if c in df else -1
     hosts = sorted(set(df["host_pid"].tolist()) - {-1})
     notes: tuple[str, ...] = ()
     if len(hosts) > 1 and len(parts) > 1:

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
+from traceforge.formats import columns
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
 
 NAME = "rocprofv3-json"
@@ -78,6 +79,10 @@ def read(path: str | Path) -> Trace:
         if num.dtype.kind not in "iu" or not (num.abs() <= 2**62).all():
             raise TraceFormatError(p, f"a record has a missing or invalid {col} timestamp")
         df[col] = num.astype(np.int64)
+    for col in ("pid", "tid", "device", "stream", "corr", "ext", "rank", "queue", "dispatch",
+                "bytes"):
+        if col in df:
+            df[col] = columns.ids(df[col])
     t0 = int(df["ts"].min())
     df["ts"] = df["ts"] - t0
     df["dur"] = (df["end"] - df["ts"] - t0).clip(lower=0)
