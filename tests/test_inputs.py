@@ -351,3 +351,21 @@ def test_shared_folder_with_latency_file_reads_its_traces(
     d = shared("h200-graphs")
     traces = tf.load_run(d)
     assert len(traces) == 1 and "latency_d768.json" in traces[0].meta.notes[-1]
+
+
+def test_what_no_reader_foresaw_is_still_one_line(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """load() turns a reader's stray ValueError/KeyError/... into one line naming the file."""
+    from traceforge.formats import chrome
+
+    def broken(path: Path, kinds: object = None) -> None:
+        raise KeyError("args")
+
+    monkeypatch.setattr(chrome, "read", broken)
+    p = kineto(tmp_path / "t.json")
+    with pytest.raises(TraceFormatError, match=r"t\.json: damaged or unexpected kineto content: "
+                                               r"KeyError \('args'\)"):
+        tf.load(p)
+    rc, _, err = run_cli(capsys, "info", str(p))
+    one_line_error(rc, err, str(p), "damaged or unexpected")

@@ -43,6 +43,13 @@ def test_ruff_clean() -> None:
 
 
 def test_mypy_strict_clean() -> None:
+    import numpy as np
+
+    if int(np.__version__.split(".")[0]) < 2:
+        # numpy 1.x ships older stubs (bare ndarray is an error there): types are checked
+        # once, against the newest releases (CI's first run); the lowest-versions run
+        # checks behaviour.
+        pytest.skip("types are checked against numpy 2 stubs")
     r = subprocess.run([_tool("mypy")], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 

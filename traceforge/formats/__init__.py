@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 import sqlite3
 import zlib
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -43,9 +44,11 @@ _DAMAGE: tuple[type[BaseException], ...] = (
 )
 
 
-def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
+@contextmanager
+def _guard(mod: ModuleType, p: Path) -> Iterator[None]:
+    """One line naming the file for what a reader's sniff or read did not foresee."""
     try:
-        return _read_kinds(mod, p, kinds)
+        yield
     except TraceFormatError:
         raise
     except _DAMAGE as e:
@@ -55,6 +58,18 @@ def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace
         raise TraceFormatError(
             p, f"damaged or unexpected {mod.NAME} content: {type(e).__name__} ({detail})"
         ) from e
+
+
+def _sniff(mod: ModuleType, p: Path, head: bytes) -> bool:
+    with _guard(mod, p):
+        return bool(mod.sniff(p, head))
+    return False  # unreachable: _guard re-raises (mypy cannot see that)
+
+
+def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
+    with _guard(mod, p):
+        return _read_kinds(mod, p, kinds)
+    raise AssertionError("unreachable")
 
 
 def _read_kinds(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
@@ -95,7 +110,7 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
     if p.is_dir():
         for name in READERS:
             mod = _reader(name)
-            if getattr(mod, "READS_DIRECTORIES", False) and mod.sniff(p, b""):
+            if getattr(mod, "READS_DIRECTORIES", False) and _sniff(mod, p, b""):
                 return _read_with(mod, p, kinds)
         from traceforge.formats.folder import scan
 
@@ -121,7 +136,7 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
     what = non_trace(p.name)
     for name in READERS:
         mod = _reader(name)
-        if mod.sniff(p, head):
+        if _sniff(mod, p, head):
             try:
                 return _read_with(mod, p, kinds)
             except TraceFormatError:

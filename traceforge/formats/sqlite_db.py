@@ -81,6 +81,10 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         yield conn
     except sqlite3.DatabaseError as e:
         raise TraceFormatError(path, f"corrupt or unreadable SQLite database ({e})") from None
+    except UnicodeDecodeError:
+        # sqlite3 decodes TEXT as UTF-8; a damaged page can hold anything.
+        raise TraceFormatError(path, "corrupt SQLite database (text that is not UTF-8)"
+                               ) from None
     finally:
         conn.close()
 
