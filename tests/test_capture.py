@@ -228,8 +228,43 @@ def test_exit_status_and_exception_propagate(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert "ValueError: target failed on purpose" in r.stderr
     assert "runpy" not in r.stderr and "traceforge/capture" not in r.stderr
-    block = meta(tmp_path / "boom.sdpa.pt.trace.json.gz")  # the completed steps were written
+    # The completed steps were written, under the name of a failed run.
+    block = meta(tmp_path / "boom.sdpa.failed.pt.trace.json.gz")
     assert block["exit_status"] == 1 and block["steps"]["recorded"] == [2, 3]
+
+
+def test_failed_run_never_replaces_a_good_trace(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    import hashlib
+
+    target = script(tmp_path, "flaky.py", """
+        import sys, torch, traceforge
+        lin = torch.nn.Linear(4, 4)
+        for _ in range(6):
+            lin(torch.randn(2, 4))
+            traceforge.step()
+        if sys.argv[1:] == ["--typo"]:
+            raise SystemExit("unrecognized argument --typo")
+    """)
+    out = tmp_path / "out"
+    good = out / "flaky.sdpa.pt.trace.json.gz"
+    assert run_subprocess("capture", "-o", str(out), "--", "python", str(target)).returncode == 0
+    before = hashlib.sha256(good.read_bytes()).hexdigest()
+    r = run_subprocess("capture", "-o", str(out), "--", "python", str(target), "--typo")
+    assert r.returncode == 1, r.stderr
+    assert hashlib.sha256(good.read_bytes()).hexdigest() == before
+    failed = out / "flaky.sdpa.failed.pt.trace.json.gz"
+    assert meta(failed)["exit_status"] == 1 and meta(good)["exit_status"] == 0
+    assert "kept the earlier flaky.sdpa.pt.trace.json.gz" in r.stderr
+    summary = json.loads((out / "flaky.sdpa.summary.json").read_text())
+    assert summary["trace"]["path"] == failed.name  # the summary describes the latest run
+    # No temporary file is left behind, and a folder read as a run leaves the failure out.
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [good.name, failed.name, "flaky.sdpa.summary.json"])
+    t = traceforge.load_run(out)
+    assert [x.meta.path for x in t] == [str(good)]
+    assert "flaky.sdpa.failed.pt.trace.json.gz (the trace of a failed capture)" in \
+        t[0].meta.notes[-1]
 
 
 def test_ctrl_c_writes_what_was_captured(tmp_path: Path) -> None:
@@ -245,7 +280,7 @@ def test_ctrl_c_writes_what_was_captured(tmp_path: Path) -> None:
     """)
     r = run_subprocess("capture", "-o", str(tmp_path), "--", "python", str(target))
     assert r.returncode == 130, r.stderr
-    block = meta(tmp_path / "intr.sdpa.pt.trace.json.gz")
+    block = meta(tmp_path / "intr.sdpa.failed.pt.trace.json.gz")
     assert block["interrupted"] is True and block["steps"]["recorded"] == [2, 3]
     assert len(block["steps"]["wall_s"]) == 3
 

@@ -68,6 +68,12 @@ def main(argv: list[str] | None = None) -> Any:
     except click.exceptions.Abort:
         click.echo("traceforge: aborted", err=True)
         sys.exit(130)
+    except click.UsageError as e:
+        # One line, like every other input error (click's own form takes four).
+        where = e.ctx.command_path if e.ctx is not None else "traceforge"
+        msg = " ".join(e.format_message().split())
+        click.echo(f"traceforge: error: {msg} (see `{where} -h`)", err=True)
+        sys.exit(e.exit_code)
     except click.ClickException as e:
         e.show()
         sys.exit(e.exit_code)

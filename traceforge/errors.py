@@ -8,6 +8,8 @@
 
 Only ``traceforge.cli`` maps these to exit codes (2 for input/usage problems, 1 otherwise).
 Messages are one line and name the file they are about, so the CLI can print them as is.
+Every error pickles (``__reduce__``): readers run in worker processes for multi-file runs,
+and an error that cannot be rebuilt in the parent would surface as ``BrokenProcessPool``.
 """
 
 from __future__ import annotations
@@ -28,8 +30,13 @@ class TraceFormatError(TraceforgeError):
 
     def __init__(self, path: str | Path, problem: str) -> None:
         self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        # One line, whatever the library under a reader said (SQL text, parser context).
+        self.problem = " ".join(problem.split())
+        super().__init__(f"{self.path}: {self.problem}")
+
+    def __reduce__(self) -> tuple[type[TraceFormatError], tuple[str, str]]:
+        # Exception pickles as cls(*self.args), and args holds the joined message only.
+        return type(self), (self.path, self.problem)
 
 
 class AnalysisError(TraceforgeError):

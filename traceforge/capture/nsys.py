@@ -14,8 +14,8 @@ from traceforge.capture.wrapper import (
     tool_version,
 )
 from traceforge.errors import CaptureError
+from traceforge.executables import NSYS
 
-HOW = "install Nsight Systems (developer.nvidia.com/nsight-systems)"
 #: CUDA, NVTX, OS runtime, cuBLAS and cuDNN: the API layers a PyTorch run goes through.
 TRACES = "cuda,nvtx,osrt,cublas,cudnn"
 
@@ -30,7 +30,7 @@ def profile_command(nsys: str, report: str, opts: CaptureOptions, inner: list[st
 
 def run(target: Target, opts: CaptureOptions) -> dict[str, Any]:
     """Profile ``target`` with nsys; returns the completed run summary."""
-    nsys = find_profiler(("nsys",), "TRACEFORGE_NSYS", opts.profiler_path, HOW, "--nsys")
+    nsys = find_profiler(NSYS, opts.profiler_path)
     stem = f"{opts.name}.{opts.mode}"
     rep = opts.out / f"{stem}.nsys-rep"
     cmd = profile_command(nsys, str(rep), opts, inner_command(target, opts))

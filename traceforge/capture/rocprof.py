@@ -14,8 +14,7 @@ from traceforge.capture.wrapper import (
     run_outer,
     tool_version,
 )
-
-HOW = "install ROCm's rocprofiler-sdk (rocprofv3) or rocprof"
+from traceforge.executables import ROCPROF
 
 
 def v3_command(exe: str, opts: CaptureOptions, stem: str, inner: list[str]) -> list[str]:
@@ -31,8 +30,7 @@ def legacy_command(exe: str, opts: CaptureOptions, stem: str, inner: list[str]) 
 
 def run(target: Target, opts: CaptureOptions) -> dict[str, Any]:
     """Profile ``target`` with rocprofv3 (or legacy rocprof); returns the run summary."""
-    exe = find_profiler(("rocprofv3", "rocprof"), "TRACEFORGE_ROCPROF", opts.profiler_path,
-                        HOW, "--rocprof")
+    exe = find_profiler(ROCPROF, opts.profiler_path)
     v3 = "rocprofv3" in os.path.basename(exe)
     stem = f"{opts.name}.{opts.mode}"
     inner = inner_command(target, opts)

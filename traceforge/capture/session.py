@@ -239,6 +239,10 @@ class _Recorder:
             self.nvtx_open = False
 
 
+#: Infix of the trace of a run that failed: ``NAME.MODE.failed.pt.trace.json.gz``.
+FAILED = ".failed"
+
+
 def _stem(options: CaptureOptions, rank: int | None) -> str:
     suffix = f".rank{rank}" if rank is not None else ""
     return f"{options.name}.{options.mode}{suffix}"
@@ -290,7 +294,13 @@ def _finish(rec: _Recorder, t0: float) -> None:
             run.notes.append(f"{sum(recorded)} graph(s) compiled inside the recorded steps; "
                              "raise WAIT in --steps to keep compilation out of the trace")
     if raw is not None:
-        dest = rec.out / f"{run.stem}.pt.trace.json.gz"
+        # A failed run (an exception, a non-zero exit, Ctrl-C) gets its own name, so that
+        # re-running a script with a typo never replaces the good trace of an earlier run.
+        failed = run.exit_status != 0 or run.interrupted
+        dest = rec.out / f"{run.stem}{FAILED if failed else ''}.pt.trace.json.gz"
+        if failed and (rec.out / f"{run.stem}.pt.trace.json.gz").exists():
+            run.notes.append(f"kept the earlier {run.stem}.pt.trace.json.gz of a run that "
+                             "succeeded")
         kernels = embed_metadata(raw, dest, summary)
         trace_file = {"path": dest.name, "bytes": dest.stat().st_size, "kernel_events": kernels}
         run.trace_path = dest

@@ -25,7 +25,8 @@ def check_writable(folder: Path) -> None:
         os.unlink(probe)
     except OSError as e:
         why = e.strerror or str(e)
-        raise CaptureError(f"{folder}: output directory is not writable ({why})") from None
+        raise CaptureError(f"{folder}: cannot write (output directory is not writable: {why})"
+                           ) from None
 
 
 def embed_metadata(raw: Path, dest: Path, meta: dict[str, Any]) -> int:
@@ -41,18 +42,28 @@ def embed_metadata(raw: Path, dest: Path, meta: dict[str, Any]) -> int:
     block = json.dumps(meta, default=str, separators=(",", ":")).encode()
     body = data[:-1].rstrip()
     sep = b"," if not body.endswith(b"{") else b""
-    tmp = dest.with_name(dest.name + ".tmp")
-    with gzip.open(tmp, "wb", compresslevel=6) as f:
-        f.write(body + sep + b'\n  "traceforge": ' + block + b"\n}\n")
-    tmp.replace(dest)
+    # A temporary name, renamed when complete: a reader never sees half a trace, and a
+    # failed write leaves an earlier trace of the same name as it was.
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    try:
+        with gzip.open(tmp, "wb", compresslevel=6) as f:
+            f.write(body + sep + b'\n  "traceforge": ' + block + b"\n}\n")
+        tmp.replace(dest)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise CaptureError(f"{dest}: cannot write ({e.strerror or e})") from None
     return kernels
 
 
 def write_summary(path: Path, summary: dict[str, Any]) -> None:
     """The run summary JSON (the same facts as the trace's ``traceforge`` key, and more)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise CaptureError(f"{path}: cannot write ({e.strerror or e})") from None
 
 
 def read_summary(path: Path) -> dict[str, Any]:

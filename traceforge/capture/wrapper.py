@@ -7,8 +7,6 @@ the run summary, which the outer backend then completes with its own files.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,22 +16,15 @@ from traceforge.capture.options import CaptureOptions
 from traceforge.capture.target import Target
 from traceforge.capture.trace_file import read_summary, write_summary
 from traceforge.errors import CaptureError
+from traceforge.executables import Tool, find
 
 
-def find_profiler(names: tuple[str, ...], env_var: str, explicit: str | None, how: str,
-                  option: str) -> str:
-    """The profiler executable: ``explicit`` path (``option``), ``$env_var``, then PATH."""
-    for cand, origin in ((explicit, option), (os.environ.get(env_var), env_var)):
-        if cand:
-            if os.path.isfile(cand) and os.access(cand, os.X_OK):
-                return cand
-            raise CaptureError(f"{origin}={cand}: not an executable {names[0]}")
-    for name in names:
-        found = shutil.which(name)
-        if found:
-            return found
-    raise CaptureError(f"{' or '.join(names)} not found on PATH: {how}, set {env_var}=/path/to/"
-                       f"{names[0]} or pass {option} PATH")
+def find_profiler(tool: Tool, explicit: str | None) -> str:
+    """The profiler executable (``traceforge.executables.find``), or a CaptureError."""
+    try:
+        return find(tool, explicit)
+    except LookupError as e:
+        raise CaptureError(str(e)) from None
 
 
 def inner_command(target: Target, opts: CaptureOptions) -> list[str]:

@@ -6,17 +6,19 @@ from pathlib import Path
 
 import click
 
+from traceforge.commands import output as destination
+from traceforge.commands import values
 from traceforge.commands.options import load_trace, steps_from_option, trace_argument
 from traceforge.errors import UsageError
 
 
 @click.command("annotate")
 @trace_argument
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+@click.option("-o", "--output", required=True, type=click.Path(path_type=str),
               help="OUT.json, OUT.json.gz (Chrome JSON) or OUT.pftrace (Perfetto protobuf).")
-@click.option("-n", "top_n", type=int, default=10, show_default=True,
+@click.option("-n", "top_n", type=values.COUNT, default=10, show_default=True,
               help="How many of the heaviest kernels to mark.")
-@click.option("--min-gap-us", type=float, default=1.0, show_default=True,
+@click.option("--min-gap-us", type=values.DURATION, default=1.0, show_default=True,
               help="Draw idle gaps at least this long.")
 @steps_from_option
 def command(trace: str, output: str, top_n: int, min_gap_us: float,
@@ -31,12 +33,9 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     output_kind(out)  # an unknown suffix fails before the analysis
     if out.resolve() == Path(trace).resolve():
         raise UsageError(f"{output}: is the input trace; name another output")
+    destination.check(out)  # before the analysis: a bad destination is found in a moment
     t = load_trace(trace, steps_from)
     ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
-    data = document_bytes(annotated_document(t, ann), out)
-    try:
-        out.write_bytes(data)
-    except OSError as e:
-        raise UsageError(f"{output}: cannot write ({e.strerror})") from None
+    destination.write(out, document_bytes(annotated_document(t, ann), out))
     click.echo(f"wrote {output}: {len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
                f"top {len(ann.top)} kernels marked")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from traceforge.commands import output
 from traceforge.commands.options import emit, trace_argument
 from traceforge.errors import UsageError
 from traceforge.formats import load
@@ -19,13 +20,13 @@ def convert(src: str | Path, out: str | Path) -> Path:
     output_kind(dst)  # an unknown suffix fails before the (long) read
     if Path(src).resolve() == dst.resolve():
         raise UsageError(f"{dst}: output would overwrite the input")
-    dst.write_bytes(document_bytes(trace_to_chrome(load(src)), dst))
-    return dst
+    output.check(dst)  # before the read: a bad destination is found in a moment
+    return output.write(dst, document_bytes(trace_to_chrome(load(src)), dst))
 
 
 @click.command("convert")
 @trace_argument
-@click.argument("out", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("out", type=click.Path(path_type=str))
 def command(trace: str, out: str) -> None:
     """Convert TRACE to OUT: .json / .json.gz (Chrome/Kineto) or .pftrace (Perfetto)."""
     dst = convert(trace, out)

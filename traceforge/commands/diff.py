@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from traceforge.analyzers.diff import diff
+from traceforge.commands import values
 from traceforge.commands.options import (
     emit,
     format_option,
@@ -18,7 +19,7 @@ from traceforge.render.diff import render_diff
 @click.command("diff")
 @click.argument("a", type=click.Path(dir_okay=True, path_type=str))
 @click.argument("b", type=click.Path(dir_okay=True, path_type=str))
-@click.option("-n", "limit", type=int, default=15, show_default=True,
+@click.option("-n", "limit", type=values.COUNT, default=15, show_default=True,
               help="Rows per table (0: all).")
 @steps_from_option
 @format_option

@@ -9,6 +9,7 @@ import pandas as pd
 
 from traceforge.analyzers.idle import idle_gaps
 from traceforge.analyzers.kernel_names import short_name
+from traceforge.commands import values
 from traceforge.commands.options import (
     emit,
     format_option,
@@ -23,9 +24,9 @@ from traceforge.render.frame import to_json_bytes
 
 @click.command("idle")
 @trace_argument
-@click.option("-n", "limit", type=int, default=10, show_default=True,
+@click.option("-n", "limit", type=values.COUNT, default=10, show_default=True,
               help="Largest gaps to list (0: all).")
-@click.option("--min-gap-us", type=float, default=0.0, show_default=True,
+@click.option("--min-gap-us", type=values.DURATION, default=0.0, show_default=True,
               help="List only gaps at least this long (all gaps still count in the summary).")
 @click.option("--per-stream", is_flag=True, help="Also analyze each stream on its own.")
 @step_options

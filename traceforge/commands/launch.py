@@ -9,6 +9,7 @@ import pandas as pd
 
 from traceforge.analyzers.kernel_names import short_name
 from traceforge.analyzers.launch import launch_overhead
+from traceforge.commands import values
 from traceforge.commands.options import (
     emit,
     format_option,
@@ -23,9 +24,9 @@ from traceforge.render.frame import to_json_bytes
 
 @click.command("launch")
 @trace_argument
-@click.option("-n", "limit", type=int, default=10, show_default=True,
+@click.option("-n", "limit", type=values.COUNT, default=10, show_default=True,
               help="Kernels with the longest launch delay to list (0: all).")
-@click.option("--bound-pct", type=float, default=50.0, show_default=True,
+@click.option("--bound-pct", type=values.PERCENT, default=50.0, show_default=True,
               help="Call a step launch-bound when the GPU waits on the CPU more than this %.")
 @step_options
 @format_option

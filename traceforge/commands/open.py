@@ -5,8 +5,10 @@ from __future__ import annotations
 import click
 
 from traceforge.analyzers.steps import parse_spec
+from traceforge.commands import values
 from traceforge.commands.options import steps_from_option, trace_argument
 from traceforge.errors import UsageError
+from traceforge.formats import resolve
 from traceforge.ui import perfetto as ui
 from traceforge.ui import server
 
@@ -21,7 +23,7 @@ from traceforge.ui import server
 @steps_from_option
 @click.option("--window", "window_text", metavar="START:END",
               help="Serve only this time range since the trace start (e.g. 100ms:250ms).")
-@click.option("--timeout", "timeout_s", type=float, default=None,
+@click.option("--timeout", "timeout_s", type=values.DURATION, default=None,
               help="Give up after this many seconds without a fetch.")
 def command(trace: str, no_browser: bool, origin: str, steps_text: str | None,
             steps_from: str | None, window_text: str | None, timeout_s: float | None) -> None:
@@ -30,7 +32,8 @@ def command(trace: str, no_browser: bool, origin: str, steps_text: str | None,
     if steps_text and steps is None:
         raise UsageError("--steps none: serve the whole trace by leaving --steps out")
     window = ui.parse_window(window_text) if window_text else None
-    name, data = ui.payload(trace, steps=steps, window=window, steps_from=steps_from)
+    # sample:NAME names a bundled sample; the payload needs its file.
+    name, data = ui.payload(resolve(trace), steps=steps, window=window, steps_from=steps_from)
     size = ui.loaded_size(data)
     if size > ui.WARN_BYTES:
         click.echo(

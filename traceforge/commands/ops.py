@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from traceforge.analyzers.ops import ops
+from traceforge.commands import values
 from traceforge.commands.options import (
     emit,
     format_option,
@@ -18,7 +19,8 @@ from traceforge.render import render_frame
 
 @click.command("ops")
 @trace_argument
-@click.option("-n", "limit", type=int, default=20, show_default=True, help="Rows to show (0: all).")
+@click.option("-n", "limit", type=values.COUNT, default=20, show_default=True,
+              help="Rows to show (0: all).")
 @click.option("--kernels-only", is_flag=True, help="Leave memcpy/memset time out of self GPU time.")
 @step_options
 @format_option

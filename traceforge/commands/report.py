@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from traceforge.commands import output as destination
+from traceforge.commands import values
 from traceforge.commands.options import steps_from_option
 from traceforge.errors import UsageError
 from traceforge.model import Trace
@@ -46,13 +48,13 @@ def _load_all(paths: tuple[str, ...], steps_from: str | None) -> list[list[Trace
 @click.command("report")
 @click.argument("traces", nargs=-1, required=True,
                 type=click.Path(dir_okay=True, path_type=str))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+@click.option("-o", "--output", required=True, type=click.Path(path_type=str),
               help="report.html (self-contained, plots inline) or report.md (for PRs).")
 @click.option("--title", default="traceforge report", show_default=True)
 @click.option("--latency", "latency_path", type=click.Path(dir_okay=False, path_type=str),
               help="latency.json measured outside the profiler (rows [mode, ms, Hz, GiB]); "
                    "runs are matched to its modes by label.")
-@click.option("-n", "top", type=int, default=15, show_default=True,
+@click.option("-n", "top", type=values.COUNT, default=15, show_default=True,
               help="Rows in the top-kernel and operator tables.")
 @steps_from_option
 def command(traces: tuple[str, ...], output: str, title: str, latency_path: str | None,
@@ -71,6 +73,7 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
         raise UsageError(f"{output}: name the report .html or .md")
     if any(out.resolve() == Path(t).resolve() for t in traces):
         raise UsageError(f"{output}: is one of the input traces; name another output")
+    destination.check(out)  # before the analysis: a bad destination is found in a moment
     rule, _ = resolve_steps(steps_from, None)
     loaded = _load_all(traces, rule)
     runs = [analyze(r, top=top) for r in loaded]
@@ -92,8 +95,5 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
         from traceforge.render.markdown import render_markdown
 
         text = render_markdown(runs, found, comparison=comparison, title=title, diffs=diffs)
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"{output}: cannot write ({e.strerror})") from None
+    destination.write(out, text)
     click.echo(f"wrote {output}: {len(runs)} run(s), {len(found)} finding(s)")

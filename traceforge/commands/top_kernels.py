@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from traceforge.analyzers.kernels import BY, TOP_KERNEL_COLUMNS, top_kernels
+from traceforge.commands import values
 from traceforge.commands.options import (
     emit,
     format_option,
@@ -19,7 +20,8 @@ from traceforge.render import render_frame
 
 @click.command("top-kernels")
 @trace_argument
-@click.option("-n", "limit", type=int, default=20, show_default=True, help="Rows to show (0: all).")
+@click.option("-n", "limit", type=values.COUNT, default=20, show_default=True,
+              help="Rows to show (0: all).")
 @click.option("--by", type=click.Choice(BY), default="name", show_default=True,
               help="Group by kernel name, family (nvjet_sm90, triton_tem_fused, ...) or class.")
 @click.option("--include-memory", is_flag=True, help="Also count memcpy and memset activity.")

@@ -8,7 +8,10 @@ the order of :data:`READERS` and raises one ``TraceFormatError`` line when none 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Collection
+import sqlite3
+import zlib
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -32,7 +35,44 @@ def _reader(name: str) -> ModuleType:
     return importlib.import_module(f"traceforge.formats.{name}")
 
 
+#: What a reader raises on damage it did not foresee. :func:`load` turns these into one
+#: line naming the file (exit 2, not an internal error); ``damaged or unexpected`` in that
+#: line is what tests/test_fuzz.py looks for, since each one is a reader bug to fix.
+_DAMAGE: tuple[type[BaseException], ...] = (
+    ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError,
+    UnicodeError, RecursionError, EOFError, zlib.error, sqlite3.Error, OSError,
+)
+
+
+@contextmanager
+def _guard(mod: ModuleType, p: Path) -> Iterator[None]:
+    """One line naming the file for what a reader's sniff or read did not foresee."""
+    try:
+        yield
+    except TraceFormatError:
+        raise
+    except _DAMAGE as e:
+        if isinstance(e, OSError) and not isinstance(e, sqlite3.Error) and e.strerror:
+            raise TraceFormatError(p, f"cannot read ({e.strerror})") from e
+        detail = " ".join(str(e).split())[:300]
+        raise TraceFormatError(
+            p, f"damaged or unexpected {mod.NAME} content: {type(e).__name__} ({detail})"
+        ) from e
+
+
+def _sniff(mod: ModuleType, p: Path, head: bytes) -> bool:
+    with _guard(mod, p):
+        return bool(mod.sniff(p, head))
+    return False  # unreachable: _guard re-raises (mypy cannot see that)
+
+
 def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
+    with _guard(mod, p):
+        return _read_kinds(mod, p, kinds)
+    raise AssertionError("unreachable")
+
+
+def _read_kinds(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
     if kinds is not None and getattr(mod, "ACCEPTS_KINDS", False):
         trace: Trace = mod.read(p, kinds=kinds)
         return trace
@@ -43,26 +83,42 @@ def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace
     return replace(trace, events=ev[ev["kind"].isin(list(kinds))])
 
 
+def resolve(path: str | Path) -> Path:
+    """The file a trace argument names: ``sample:NAME`` is a bundled sample, else a path."""
+    text = str(path)
+    if text.startswith(samples.PREFIX) and not Path(path).exists():
+        if text.removeprefix(samples.PREFIX) not in samples.names():
+            raise TraceFormatError(text, f"no such sample (have: {', '.join(samples.names())})")
+        return samples.path(text)
+    return Path(path)
+
+
 def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
     """Read any supported trace file (format sniffed from its content) into a Trace.
 
-    ``kinds`` (values of ``traceforge.model.KINDS``) keeps only those events; readers that
-    can use it build columns for those rows only, which makes a kernel table of a large
-    trace faster. Times stay relative to the first event of any kind.
+    ``path`` may be ``sample:NAME`` (a bundled sample). A folder is read only when it is a
+    profiler's own output folder (rocprofv3); any other folder is an error that says how
+    many traces it holds, since merging them would mix unrelated runs (``load_run`` reads
+    a folder of one run's ranks). ``kinds`` (values of ``traceforge.model.KINDS``) keeps
+    only those events; readers that can use it build columns for those rows only, which
+    makes a kernel table of a large trace faster. Times stay relative to the first event
+    of any kind.
     """
-    if isinstance(path, str) and path.startswith(samples.PREFIX):
-        if path.removeprefix(samples.PREFIX) not in samples.names():
-            raise TraceFormatError(path, f"no such sample (have: {', '.join(samples.names())})")
-        path = samples.path(path)
-    p = Path(path)
+    p = resolve(path)
     if not p.exists():
         raise TraceFormatError(p, "no such file")
     if p.is_dir():
         for name in READERS:
             mod = _reader(name)
-            if getattr(mod, "READS_DIRECTORIES", False) and mod.sniff(p, b""):
+            if getattr(mod, "READS_DIRECTORIES", False) and _sniff(mod, p, b""):
                 return _read_with(mod, p, kinds)
-        raise TraceFormatError(p, "is a directory, not a trace file")
+        from traceforge.formats.folder import scan
+
+        n = len(scan(p).files)
+        raise TraceFormatError(
+            p, f"is a directory with {n} trace file{'s' if n != 1 else ''} at its top level, "
+            "not one trace: name a file (overlap, breakdown and report read a directory of "
+            "one run's ranks)" if n else "is a directory without trace files at its top level")
     try:
         size = p.stat().st_size
     except OSError as e:
@@ -75,8 +131,19 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
         raise TraceFormatError(p, "permission denied") from None
     if not head.strip():
         raise TraceFormatError(p, "empty file")
+    from traceforge.formats.folder import non_trace
+
+    what = non_trace(p.name)
     for name in READERS:
         mod = _reader(name)
-        if mod.sniff(p, head):
-            return _read_with(mod, p, kinds)
+        if _sniff(mod, p, head):
+            try:
+                return _read_with(mod, p, kinds)
+            except TraceFormatError:
+                if what is None or p.suffix.lower() == ".csv":
+                    raise  # the rocprof reader already names its own summaries
+                # A companion file (run summary, latency table): say what it is.
+                raise TraceFormatError(p, f"{what}, not a trace") from None
+    if what is not None:
+        raise TraceFormatError(p, f"{what}, not a trace")
     raise TraceFormatError(p, f"not a supported trace (supported: {SUPPORTED})")

@@ -45,6 +45,8 @@ from traceforge.model import (
 )
 
 NAME = FORMAT
+#: Largest |ts| or dur in us: 2**62 ns, so that differences of two times fit in int64.
+MAX_US = float(2**62) / 1000.0
 #: read() takes ``kinds`` and builds columns for those rows only.
 ACCEPTS_KINDS = True
 SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
@@ -162,14 +164,14 @@ class _Ids:
         # every value at C speed (ints map to themselves).
         fix = {v: self.one(v) for v in set(values) if type(v) is not int}
         if not fix:
-            return np.array(values, dtype=np.int64)
+            return np.array(values, dtype=np.int64)  # OverflowError past 64 bits
         return np.fromiter(map(fix.get, values, values), dtype=np.int64, count=len(values))
 
     def one(self, v: Any) -> int:
         if isinstance(v, int):
             return v
         s = str(v)
-        if s.lstrip("-").isdigit():
+        if s.lstrip("-").isdigit() and len(s) < 19:  # fits in int64
             return int(s)
         return self.names.setdefault(s, -2 - len(self.names))
 
@@ -240,10 +242,15 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
         # None (missing) becomes NaN, numeric strings are parsed; checked just below.
         ts_us = _floats(p, _take(attrgetter("ts"), events), "ts")
         dur_us = _floats(p, _take(attrgetter("dur"), events), "dur")
+    # Beyond +-2**62 ns a time cannot be made relative in int64 (inf, 1e308, damage).
+    with np.errstate(invalid="ignore"):
+        far = (~np.isnan(ts_us) & ~(np.abs(ts_us) <= MAX_US)) | \
+            (~np.isnan(dur_us) & ~(dur_us <= MAX_US))
     for what, bad_mask in (
         ("has no ts", is_event & np.isnan(ts_us)),
         ("has no dur", (phs == "X") & np.isnan(dur_us)),
         ("has a negative duration", is_event & (dur_us < 0)),
+        ("has a ts or dur out of range", is_event & far),
     ):
         if bad_mask.any():
             bad = int(np.flatnonzero(bad_mask)[0])
@@ -273,17 +280,21 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
     kind_codes = kind_all[idx_ev]
     cat_cat = cat_all[idx_ev]
     names = _take(attrgetter("name"), evs)
-    pid = ids.column(_take(attrgetter("pid"), evs))
-    tid = ids.column(_take(attrgetter("tid"), evs))
     args = _take(attrgetter("args"), evs)
     n = len(args)
     # One pass over the args structs: five ints per event, reshaped into columns.
     five = attrgetter("ext", "correlation", "stream", "device", "graph")
-    ints = np.fromiter(
-        chain.from_iterable(map(five, args)),
-        dtype=np.int64,
-        count=5 * n,
-    ).reshape(n, 5)
+    try:
+        pid = ids.column(_take(attrgetter("pid"), evs))
+        tid = ids.column(_take(attrgetter("tid"), evs))
+        ints = np.fromiter(
+            chain.from_iterable(map(five, args)),
+            dtype=np.int64,
+            count=5 * n,
+        ).reshape(n, 5)
+    except OverflowError:
+        raise TraceFormatError(p, "an id (pid, tid, External id, correlation, stream, "
+                               "device or graph id) does not fit in 64 bits") from None
     ext, corr, stream, device, graph = (ints[:, k] for k in range(5))
     del args
 
@@ -372,14 +383,24 @@ def _flows(events: list[Any], idx: np.ndarray, phs: np.ndarray, ids: _Ids, p: Pa
     if not fl:
         return empty_frame(FLOW_COLUMNS)
     ts = _floats(p, _take(attrgetter("ts"), fl), "flow ts")
+    with np.errstate(invalid="ignore"):
+        if (np.abs(ts) > MAX_US).any():
+            raise TraceFormatError(p, "a flow event has a ts out of range")
+    try:
+        fid = ids.column([-1 if v is None else v for v in _take(attrgetter("id"), fl)])
+        fpid = ids.column(_take(attrgetter("pid"), fl))
+        ftid = ids.column(_take(attrgetter("tid"), fl))
+    except OverflowError:
+        raise TraceFormatError(p, "a flow event's id, pid or tid does not fit in 64 bits"
+                               ) from None
     result4: pd.DataFrame = pd.DataFrame(
         {
-            "id": ids.column([-1 if v is None else v for v in _take(attrgetter("id"), fl)]),
+            "id": fid,
             "cat": _categorical(_take(attrgetter("cat"), fl)),
             "ph": pd.Categorical(phs[idx].astype(object), categories=list(FLOW_PHASES)),
             "ts": us_to_ns(np.where(np.isnan(ts), 0.0, ts)),
-            "pid": ids.column(_take(attrgetter("pid"), fl)),
-            "tid": ids.column(_take(attrgetter("tid"), fl)),
+            "pid": fpid,
+            "tid": ftid,
         }
     )
     return result4

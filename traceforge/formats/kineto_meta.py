@@ -104,7 +104,8 @@ def build_meta(
         path=str(p),
         format=FORMAT,
         base_ns=int(base_ns),
-        rank=int_or(rank) if rank is not None and int_or(rank) >= 0 else None,
+        # A rank past 2**31 is damage, not a rank (and would not fit the int64 column).
+        rank=int_or(rank) if rank is not None and 0 <= int_or(rank) < 2**31 else None,
         world_size=int_or(world) if world is not None and int_or(world) > 0 else None,
         devices=devices_of(doc.deviceProperties),
         versions=versions,

@@ -22,8 +22,6 @@ per rank (``traceforge.load_run`` does this for a single multi-process file).
 
 from __future__ import annotations
 
-import os
-import shutil
 import sqlite3
 import subprocess
 import tempfile
@@ -35,7 +33,8 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
-from traceforge.formats import sqlite_db
+from traceforge.executables import find_nsys
+from traceforge.formats import columns, sqlite_db
 from traceforge.formats.sqlite_db import ColumnArgs, pick
 from traceforge.formats.symbols import demangle_names
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
@@ -96,21 +95,13 @@ def read(path: str | Path) -> Trace:
         return _read_db(p, conn, have)
 
 
-def nsys_binary() -> str | None:
-    """The nsys executable: ``$TRACEFORGE_NSYS`` or ``nsys`` on PATH."""
-    env = os.environ.get("TRACEFORGE_NSYS")
-    if env:
-        return env if Path(env).exists() else None
-    return shutil.which("nsys")
-
-
 def _read_rep(p: Path) -> Trace:
-    exe = nsys_binary()
-    if exe is None:
+    try:
+        exe = find_nsys()
+    except LookupError as e:
         raise TraceFormatError(
-            p, "an .nsys-rep needs nsys to export it: run `nsys export --type sqlite "
-            f"{p.name}` and pass the .sqlite (or set TRACEFORGE_NSYS to the nsys binary)"
-        )
+            p, f"an .nsys-rep needs nsys to export it ({e}); or run `nsys export --type "
+            f"sqlite {p.name}` elsewhere and pass the .sqlite") from None
     # Export into a private temp dir: nothing is ever written beside the input.
     with tempfile.TemporaryDirectory(prefix="traceforge-nsys-") as tmp:
         out = Path(tmp) / (p.stem + ".sqlite")
@@ -169,7 +160,7 @@ def _copies(conn: sqlite3.Connection, table: str, enum_labels: dict[int, str]) -
                {_pid_sql('m.globalPid')} AS hpid, {extra}
         FROM {table} m""")
     if is_copy:
-        kinds = df["copyKind"].fillna(0).astype(np.int64)
+        kinds = pd.Series(columns.ids(df["copyKind"], 0), index=df.index)
         df["direction"] = kinds.map(_COPY_DIR).fillna("Unknown")
         # nsys names copies by its enum label: "[CUDA memcpy Host-to-Device]".
         df["name"] = [f"[CUDA memcpy {enum_labels.get(int(k), _COPY_DIR.get(int(k), k))}]"
@@ -207,7 +198,7 @@ def _sync(conn: sqlite3.Connection) -> pd.DataFrame:
                s.streamId AS stream, s.correlationId AS corr,
                {_pid_sql('s.globalPid')} AS hpid, {pick(c, 'syncType', prefix='s.')}
         FROM {_SYNC} s""")
-    df["name"] = [labels.get(int(t), "Synchronization") if pd.notna(t) else "Synchronization"
+    df["name"] = [labels.get(columns.as_int(t, -1) or 0, "Synchronization")
                   for t in df["syncType"]]
     df["kind"], df["cat"] = "sync", "cuda_sync"
     return df
@@ -222,15 +213,15 @@ def _nvtx(conn: sqlite3.Connection) -> tuple[pd.DataFrame, int]:
                {text} AS text, {dom}
         FROM {_NVTX} n WHERE n.eventType IN
             ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_DOMAIN})""")
-    domains = {int(d): str(t) for d, t in
+    domains = {columns.as_int(d): str(t) for d, t in
                df.loc[df["etype"] == NVTX_DOMAIN, ["domainId", "text"]].itertuples(index=False)
-               if pd.notna(d)}
+               if columns.as_int(d) is not None}
     df = df[df["etype"] != NVTX_DOMAIN]
     is_range = df["etype"].isin((NVTX_PUSHPOP, NVTX_STARTEND))
     unfinished = int((is_range & df["te"].isna()).sum())
     # A range that never ended (the process exited inside it) has no duration to report.
     df = df[~(is_range & df["te"].isna())].copy()
-    dom_ids = df["domainId"].fillna(0).astype(np.int64)
+    dom_ids = columns.ids(df["domainId"], 0)
     txt = df["text"].fillna("").astype(str)
     # Named domains are shown "domain:text", the way nsys's nvtx_sum report names them.
     df["name"] = [f"{domains[d]}:{t}" if d in domains else t
@@ -257,7 +248,8 @@ def _enum(conn: sqlite3.Connection, table: str) -> dict[int, str]:
     if "id" not in c:
         return {}
     col = "label" if "label" in c else "name"
-    return {int(i): str(v) for i, v in conn.execute(f'SELECT id, "{col}" FROM {table}')}
+    return {k: str(v) for i, v in conn.execute(f'SELECT id, "{col}" FROM {table}')
+            if (k := columns.as_int(i)) is not None}
 
 
 def _meta_table(conn: sqlite3.Connection, have: frozenset[str]) -> dict[str, str]:
@@ -278,8 +270,8 @@ def _devices(conn: sqlite3.Connection, have: frozenset[str]) -> tuple[Device, ..
     out: list[Device] = []
     for i, name, sms, mem, major, minor in conn.execute(f"SELECT {sel} FROM TARGET_INFO_GPU"):
         out.append(Device(
-            id=int(i) if i is not None else len(out), name=str(name or ""), vendor="nvidia",
-            sms=int(sms) if sms else None, memory_bytes=int(mem) if mem else None,
+            id=columns.as_int(i, len(out)) or 0, name=str(name or ""), vendor="nvidia",
+            sms=columns.as_int(sms) or None, memory_bytes=columns.as_int(mem) or None,
             compute_capability=f"{major}.{minor}" if major is not None else None))
     return tuple(sorted(out, key=lambda d: d.id))
 
@@ -305,31 +297,31 @@ def _read_db(p: Path, conn: sqlite3.Connection, have: frozenset[str]) -> Trace:
     parts = [d for d in parts if not d.empty]
     df = pd.concat(parts, ignore_index=True, sort=False) if parts else pd.DataFrame(
         {c: pd.Series([], dtype=object) for c in ("name", "kind", "cat", "ts", "dur")})
-    df = _layout(df)
+    df = _layout(p, df)
     meta = _meta(p, conn, have, df, unfinished)
     df = df.sort_values("ts", kind="stable").reset_index(drop=True)
     events = normalize_events(df)
     return demangle_names(Trace(events, meta, args_provider=ColumnArgs(df, _ARG_COLUMNS)))
 
 
-def _layout(df: pd.DataFrame) -> pd.DataFrame:
+def _layout(p: Path, df: pd.DataFrame) -> pd.DataFrame:
     """Fill pid/tid/device/stream/rank from the nsys ids (see the module docstring)."""
     n = len(df)
     for col in ("ts", "dur", "device", "stream", "corr", "hpid", "gtid", "graphId"):
         if col not in df.columns:
             df[col] = np.nan
-    gtid = df["gtid"].fillna(-1).astype(np.int64).to_numpy()
+    gtid = columns.ids(df["gtid"], -1)
     host = gtid >= 0
-    hpid = np.where(host, (gtid >> 24) & 0xFFFFFF, df["hpid"].fillna(-1).astype(np.int64))
-    device = df["device"].fillna(-1).astype(np.int64).to_numpy()
-    stream = df["stream"].fillna(-1).astype(np.int64).to_numpy()
+    hpid = np.where(host, (gtid >> 24) & 0xFFFFFF, columns.ids(df["hpid"], -1))
+    device = columns.ids(df["device"], -1)
+    stream = columns.ids(df["stream"], -1)
     df["host_pid"] = hpid
     # GPU rows follow Kineto's layout: pid = device, tid = stream.
     df["pid"] = np.where(host, hpid, device)
     df["tid"] = np.where(host, gtid & 0xFFFFFF, stream)
     df["device"], df["stream"] = device, stream
-    df["corr"] = df["corr"].fillna(-1).astype(np.int64)
-    graph = df["graphId"].fillna(-1).astype(np.int64).to_numpy()
+    df["corr"] = columns.ids(df["corr"], -1)
+    graph = columns.ids(df["graphId"], -1)
     if "graphNodeId" in df.columns:
         # Exports without a graphId column still mark graph-node kernels: the replaying
         # cudaGraphLaunch's correlation id then stands in for the graph.
@@ -342,8 +334,8 @@ def _layout(df: pd.DataFrame) -> pd.DataFrame:
         df["rank"] = [rank_of.get(int(x), -1) for x in hpid]
     else:
         df["rank"] = np.full(n, -1, dtype=np.int64)
-    df["ts"] = df["ts"].astype(np.int64)
-    df["dur"] = df["dur"].fillna(0).astype(np.int64).clip(lower=0)
+    df["ts"] = columns.times(p, df["ts"], "start time")
+    df["dur"] = np.clip(columns.times(p, df["dur"].fillna(0), "duration"), 0, None)
     out: pd.DataFrame = df.drop(columns=["gtid", "hpid", "graphId"])
     return out
 
@@ -354,7 +346,7 @@ def _meta(p: Path, conn: sqlite3.Connection, have: frozenset[str], df: pd.DataFr
     session = 0
     if "TARGET_INFO_SESSION_START_TIME" in have:
         row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-        session = int(row[0]) if row and row[0] is not None else 0
+        session = (columns.as_int(row[0], 0) or 0) if row else 0
     t0 = int(df["ts"].min()) if len(df) else 0
     df["ts"] -= t0
     pids = sorted(set(df["host_pid"].tolist()) - {-1})
@@ -362,11 +354,15 @@ def _meta(p: Path, conn: sqlite3.Connection, have: frozenset[str], df: pd.DataFr
     threads: dict[tuple[int, int], str] = {}
     if "PROCESSES" in have and pids:
         q = f"SELECT pid, name FROM PROCESSES WHERE pid IN ({','.join(map(str, pids))})"
-        procs = {int(a): str(b) for a, b in conn.execute(q) if b}
+        procs = {k: str(b) for a, b in conn.execute(q)
+                 if b and (k := columns.as_int(a)) is not None}
     if "ThreadNames" in have and pids:
         q = "SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"
         for g, name in conn.execute(q):
-            pid, tid = (int(g) >> 24) & 0xFFFFFF, int(g) & 0xFFFFFF
+            gtid = columns.as_int(g)
+            if gtid is None:
+                continue
+            pid, tid = (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
             if pid in procs or pid in pids:
                 threads[(pid, tid)] = str(name)
     versions = {k: info[src] for k, src in (("nsys", "EXPORT_PRODUCT_VERSION"),

@@ -140,7 +140,7 @@ class _Seq:
 
 
 def _annotation(d: Any, seq: _Seq) -> tuple[str, Any]:
-    name = d.name if d.HasField("name") else seq.ann.get(d.name_iid, str(d.name_iid))
+    name = _text(d.name) if d.HasField("name") else seq.ann.get(d.name_iid, str(d.name_iid))
     which = d.WhichOneof("value")
     if which is None:
         return name, None
@@ -157,8 +157,9 @@ def read(path: str | Path) -> Trace:
         from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
     except ImportError:
         raise TraceFormatError(
-            p, "reading Perfetto traces needs the perfetto extra: "
-            "pip install 'traceforge[perfetto]'") from None
+            p, "reading Perfetto traces needs the perfetto and protobuf packages "
+            "(dependencies of traceforge; reinstall it or pip install perfetto protobuf)"
+        ) from None
     raw = read_bytes(p)
     tracks: dict[int, dict[str, Any]] = {}
     seqs: dict[int, _Seq] = {}
@@ -186,9 +187,9 @@ def read(path: str | Path) -> Trace:
             _snapshot(pkt.clock_snapshot, seq)
         if pkt.HasField("interned_data"):
             i = pkt.interned_data
-            seq.names.update((e.iid, e.name) for e in i.event_names)
-            seq.cats.update((e.iid, e.name) for e in i.event_categories)
-            seq.ann.update((e.iid, e.name) for e in i.debug_annotation_names)
+            seq.names.update((e.iid, _text(e.name)) for e in i.event_names)
+            seq.cats.update((e.iid, _text(e.name)) for e in i.event_categories)
+            seq.ann.update((e.iid, _text(e.name)) for e in i.debug_annotation_names)
         if pkt.HasField("track_descriptor"):
             _track(pkt.track_descriptor, tracks)
         if not pkt.HasField("track_event"):
@@ -207,8 +208,9 @@ def read(path: str | Path) -> Trace:
             v = te.double_counter_value if te.HasField("double_counter_value") else te.counter_value
             counters.append((track, ts, float(v)))
             continue
-        name = te.name if te.HasField("name") else seq.names.get(te.name_iid, "")
-        cats = list(te.categories) or [seq.cats.get(c, "") for c in te.category_iids]
+        name = _text(te.name) if te.HasField("name") else seq.names.get(te.name_iid, "")
+        cats = [_text(c) for c in te.categories] or [seq.cats.get(c, "") for c in
+                                                     te.category_iids]
         r = {"name": name, "cat": ",".join(c for c in cats if c), "ts": ts, "dur": 0,
              "track": track, "args": dict(_annotation(a, seq) for a in te.debug_annotations),
              "flows": list(te.flow_ids), "ends": list(te.terminating_flow_ids)}
@@ -218,6 +220,11 @@ def read(path: str | Path) -> Trace:
             rows.append(r)
     unclosed = sum(len(s) for s in open_.values())
     return _build(p, rows, tracks, counters, unclosed)
+
+
+def _text(v: Any) -> str:
+    """A proto string field as text: a damaged field can come back as bytes."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
 def _snapshot(cs: Any, seq: _Seq) -> None:
@@ -242,12 +249,13 @@ def _timestamp(pkt: Any, seq: _Seq) -> int:
 
 
 def _track(td: Any, tracks: dict[int, dict[str, Any]]) -> None:
-    t: dict[str, Any] = {"name": td.name or td.static_name, "parent": td.parent_uuid or None}
+    t: dict[str, Any] = {"name": _text(td.name or td.static_name),
+                         "parent": td.parent_uuid or None}
     if td.HasField("thread"):
         t["pid"], t["tid"] = td.thread.pid, td.thread.tid
-        t["name"] = t["name"] or td.thread.thread_name
+        t["name"] = t["name"] or _text(td.thread.thread_name)
     elif td.HasField("process"):
-        t["pid"], t["pname"] = td.process.pid, td.process.process_name
+        t["pid"], t["pname"] = td.process.pid, _text(td.process.process_name)
     tracks[td.uuid] = t
 
 

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
-from traceforge.formats import sqlite_db
+from traceforge.formats import columns, sqlite_db
 from traceforge.formats.sqlite_db import ColumnArgs, pick
 from traceforge.formats.symbols import demangle_names
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
@@ -187,7 +187,7 @@ def _gpu_index(df: pd.DataFrame, prefix: str = "agent") -> np.ndarray:
     idx = df[f"{prefix}_type_index"]
     if f"{prefix}_log_index" in df.columns:
         idx = idx.fillna(df[f"{prefix}_log_index"])
-    out: np.ndarray = idx.fillna(-1).astype(np.int64).to_numpy()
+    out: np.ndarray = columns.ids(idx, -1)
     return out
 
 
@@ -219,16 +219,16 @@ def _kernels(conn: sqlite3.Connection, have: frozenset[str], t: dict[str, str | 
         *(pick(c, a) for a in _KERNEL_ARGS)])
     df = sqlite_db.frame(conn, f"SELECT {sel} FROM {src}")
     dev = _gpu_index(df)
-    queue = df["queue_id"].fillna(-1).astype(np.int64)
-    stream = df["stream_id"].fillna(0).astype(np.int64)
+    queue = columns.ids(df["queue_id"], -1)
+    stream = columns.ids(df["stream_id"], 0)
     # HIP stream when the dispatch records one (rocprofv3 >= 7.0), else the HSA queue.
     lane = np.where(stream > 0, stream, queue)
     out: pd.DataFrame = pd.DataFrame({
         "name": df["name"].fillna("").astype(str), "kind": "kernel",
         "cat": df["category"].fillna("KERNEL_DISPATCH").astype(str),
         "ts": df["start"], "end": df["end"], "pid": dev, "tid": lane, "device": dev,
-        "stream": lane, "corr": df["corr_id"].fillna(-1).astype(np.int64),
-        "host_pid": df["pid"].fillna(-1).astype(np.int64),
+        "stream": lane, "corr": columns.ids(df["corr_id"], -1),
+        "host_pid": columns.ids(df["pid"], -1),
         **{a: df[a] for a in _KERNEL_ARGS}})
     return out
 
@@ -254,14 +254,14 @@ def _copies(conn: sqlite3.Connection, have: frozenset[str],
     dst_gpu = (df["dst_agent_type"].astype(str) == "GPU").to_numpy()
     # The copy occupies the GPU side: the destination unless it is the host.
     dev = np.where(dst_gpu, dst, src_dev)
-    stream = df["stream_id"].fillna(0).astype(np.int64)
-    lane = np.where(stream > 0, stream, df["queue_id"].fillna(-1).astype(np.int64))
+    stream = columns.ids(df["stream_id"], 0)
+    lane = np.where(stream > 0, stream, columns.ids(df["queue_id"], -1))
     out: pd.DataFrame = pd.DataFrame({
         "name": "Memcpy " + short, "kind": "memcpy",
         "cat": df["category"].fillna("MEMORY_COPY").astype(str),
         "ts": df["start"], "end": df["end"], "pid": dev, "tid": lane, "device": dev,
-        "stream": lane, "corr": df["corr_id"].fillna(-1).astype(np.int64),
-        "host_pid": df["pid"].fillna(-1).astype(np.int64), "bytes": df["size"],
+        "stream": lane, "corr": columns.ids(df["corr_id"], -1),
+        "host_pid": columns.ids(df["pid"], -1), "bytes": df["size"],
         "direction": short})
     return out
 
@@ -280,13 +280,13 @@ def _regions(conn: sqlite3.Connection, have: frozenset[str],
     kind = np.where(cat.str.startswith("HIP_RUNTIME"), "runtime",
                     np.where(cat.str.startswith("MARKER") & ~cat.str.contains("CONTROL|NAME"),
                              np.where(mark, "other", "user_annotation"), "other"))
-    pid = df["pid"].fillna(-1).astype(np.int64)
+    pid = columns.ids(df["pid"], -1)
     out: pd.DataFrame = pd.DataFrame({
         "name": df["name"].fillna("").astype(str), "kind": kind, "cat": cat.replace("", "rocpd"),
         "ts": df["start"], "end": df["end"], "pid": pid,
-        "tid": df["tid"].fillna(-1).astype(np.int64), "device": -1, "stream": -1,
+        "tid": columns.ids(df["tid"], -1), "device": -1, "stream": -1,
         # Correlation ids start at 1; markers and HSA calls carry 0 (no GPU work).
-        "corr": df["corr_id"].fillna(0).astype(np.int64).where(lambda c: c > 0, -1),
+        "corr": np.where(columns.ids(df["corr_id"], 0) > 0, columns.ids(df["corr_id"], 0), -1),
         "host_pid": pid})
     return out
 
@@ -305,13 +305,14 @@ def _devices(conn: sqlite3.Connection, agents: str | None) -> tuple[Device, ...]
         try:
             q = (f"SELECT COALESCE(type_index, logical_index), json_extract(extdata, "
                  f"'$.cu_count') FROM \"{agents}\" WHERE type = 'GPU'")
-            cus = {int(i): int(n) for i, n in conn.execute(q) if i is not None and n}
+            cus = {k: n for i, cu in conn.execute(q)
+                   if (k := columns.as_int(i)) is not None and (n := columns.as_int(cu))}
         except sqlite3.Error:
             cus = {}  # extdata in a JSONB encoding this sqlite cannot read: no CU counts
     seen: dict[int, Device] = {}
     for type_index, logical, product, name, model, vendor in rows:
-        i = int(type_index if type_index is not None else logical if logical is not None
-                else len(seen))
+        i = columns.as_int(type_index if type_index is not None else logical, len(seen))
+        i = len(seen) if i is None else i
         # A merged database lists each GPU once per process: keep one entry per ordinal.
         seen.setdefault(i, Device(
             id=i, name=str(product or model or name or ""),
@@ -326,12 +327,14 @@ def _names(conn: sqlite3.Connection, have: frozenset[str]
     threads: dict[tuple[int, int], str] = {}
     try:
         if "processes" in have:
-            procs = {int(p): str(cmd)[:200] for p, cmd in
-                     conn.execute("SELECT pid, command FROM processes") if p is not None and cmd}
+            procs = {k: str(cmd)[:200] for p, cmd in
+                     conn.execute("SELECT pid, command FROM processes")
+                     if cmd and (k := columns.as_int(p)) is not None}
         if "threads" in have:
-            threads = {(int(p), int(t)): str(n) for p, t, n in
+            threads = {(k, j): str(n) for p, t, n in
                        conn.execute("SELECT pid, tid, name FROM threads")
-                       if p is not None and t is not None and n}
+                       if n and (k := columns.as_int(p)) is not None
+                       and (j := columns.as_int(t)) is not None}
     except sqlite3.Error:
         pass  # names are decoration: a view that fails to resolve must not fail the read
     return procs, threads
@@ -348,12 +351,12 @@ def _trace(p: Path, df: pd.DataFrame, devices: tuple[Device, ...], procs: dict[i
            threads: dict[tuple[int, int], str], version: str | None,
            notes: list[str]) -> Trace:
     df = df[df["ts"].notna() & df["end"].notna()].copy()
-    df["ts"] = df["ts"].astype(np.int64)
-    df["dur"] = (df["end"].astype(np.int64) - df["ts"]).clip(lower=0)
+    df["ts"] = columns.times(p, df["ts"], "start time")
+    df["dur"] = (columns.times(p, df["end"], "end time") - df["ts"]).clip(lower=0)
     t0 = int(df["ts"].min()) if len(df) else 0
     df["ts"] -= t0
     for col in ("pid", "tid", "device", "stream", "corr", "host_pid"):
-        df[col] = df[col].fillna(-1).astype(np.int64)
+        df[col] = columns.ids(df[col])
     hpid = df["host_pid"].to_numpy()
     gpu_pids = sorted(set(hpid[df["device"].to_numpy() >= 0].tolist()) - {-1})
     if len(gpu_pids) > 1:

@@ -2,9 +2,10 @@
 
 rocprofv3 CSV (``<pid>_kernel_trace.csv``, ``_hip_api_trace.csv``, ``_memory_copy_trace.csv``,
 ``_marker_api_trace.csv``, ...) is recognised by its header, in both the older layout
-(no Stream_Id) and the newer one ("Agent N" agent ids, VGPR/LDS columns). A directory of
-rocprofv3 output (``%hostname%/%pid%_*.csv``, several files per process) loads as one
-trace; with several processes ``rank`` numbers them in pid order. Legacy rocprof writes
+(no Stream_Id) and the newer one ("Agent N" agent ids, VGPR/LDS columns). A rocprofv3
+output directory (see :func:`output_files`: its trace CSVs at the top level, or its default
+``%hostname%/%pid%/%pid%_*.csv`` tree) loads as one trace; with several processes ``rank``
+numbers them in pid order. Any other folder is not merged. Legacy rocprof writes
 ``results.csv`` (per dispatch, BeginNs/EndNs), ``results.db`` (tables KERN / HIP / OPS /
 COPY / rocTX) and a Chrome JSON whose ts/dur are strings in us, rounded, with exact ns in
 ``args.BeginNs/EndNs``, and whose pids are lanes named "CPU HIP API", "COPY", "GPU0", ...
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
-from traceforge.formats import sqlite_db
+from traceforge.formats import columns, sqlite_db
 from traceforge.formats.symbols import demangle_names
 from traceforge.model import Trace, TraceMeta, normalize_events
 
@@ -73,9 +75,9 @@ def _is_legacy_json(head: bytes) -> bool:
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """rocprof CSV (trace or summary), legacy rocprof JSON/DB, or a directory of them."""
+    """rocprof CSV (trace or summary), legacy rocprof JSON/DB, or a rocprofv3 output folder."""
     if path.is_dir():
-        return any(_csv_kind(f) for f in _dir_files(path))
+        return bool(output_files(path))
     if sqlite_db.is_sqlite(head):
         return any(t in sqlite_db.tables(path) for t in _LEGACY_DB) and \
             "StringIds" not in sqlite_db.tables(path)
@@ -87,8 +89,15 @@ def sniff(path: Path, head: bytes) -> bool:
     return any(c in _MARKERS for c in cols) or all(c in cols for c in _SUMMARY)
 
 
-def _dir_files(d: Path) -> list[Path]:
-    return sorted(p for p in d.rglob("*.csv") if p.is_file())
+#: Per-event layouts rocprofv3 writes (legacy results.csv is one run's whole trace).
+_V3_LAYOUTS = ("kernel", "api", "copy")
+#: rocprofv3 names every file ``<prefix>_<domain>_...``: the prefix is %pid% by default,
+#: the -o stem otherwise.
+_V3_NAME = re.compile(r"^(.*?)_?(?:kernel|hip|hsa|memory|marker|rccl|scratch|roc[a-z]+|"
+                      r"counter|agent|ompt|pc)_\w*\.csv$")
+_PID_PREFIX = re.compile(r"^\d+_")
+#: Depth of rocprofv3's default tree below the -d folder: %hostname%/%pid%/file.
+_TREE_DEPTH = 3
 
 
 def _csv_kind(p: Path) -> str | None:
@@ -99,13 +108,69 @@ def _csv_kind(p: Path) -> str | None:
         return None
 
 
+def is_trace_csv(p: Path) -> bool:
+    """A CSV whose header is one of rocprof's per-event layouts (not a summary)."""
+    return _csv_kind(p) is not None
+
+
+def _v3_csvs(files: list[Path]) -> list[Path]:
+    return sorted(f for f in files if f.suffix == ".csv" and _csv_kind(f) in _V3_LAYOUTS)
+
+
+def _tree_files(d: Path) -> list[Path]:
+    """Every file of rocprofv3's default tree below ``d``; [] at the first file that does
+    not belong there (a name without the %pid%_ prefix, or deeper than the layout)."""
+    files: list[Path] = []
+    for root, dirs, names in os.walk(d):
+        depth = len(Path(root).relative_to(d).parts) + 1
+        dirs[:] = [x for x in dirs if not x.startswith(".")]
+        if depth > _TREE_DEPTH and (dirs or names):
+            return []
+        for n in names:
+            if n.startswith("."):
+                continue
+            if not _PID_PREFIX.match(n):
+                return []
+            files.append(Path(root) / n)
+    return files
+
+
+def output_files(d: Path) -> list[Path]:
+    """The trace CSVs of rocprofv3 output folder ``d``, or [] when ``d`` is not one.
+
+    rocprofv3 ``-d DIR -o STEM`` writes ``DIR/STEM_kernel_trace.csv``, ...; without ``-o``
+    it writes its default tree ``DIR/%hostname%/%pid%/%pid%_kernel_trace.csv``. So: the
+    rocprofv3 trace CSVs at the top level when there are any (subfolders never read);
+    else the whole tree when every file in it is a rocprofv3 output named ``<pid>_...``
+    at most three levels down. Anything else is a folder of other things, never merged.
+    Top-level CSVs of several runs (different non-numeric prefixes) are an error.
+    """
+    try:
+        top = [f for f in d.iterdir() if f.is_file() and not f.name.startswith(".")]
+    except OSError:
+        return []
+    found = _v3_csvs(top)
+    if found:
+        prefixes = sorted({m.group(1) if (m := _V3_NAME.match(f.name)) else f.stem
+                           for f in found})
+        if len(prefixes) > 1 and not all(x.isdigit() for x in prefixes):
+            raise TraceFormatError(
+                d, f"holds the rocprofv3 CSVs of {len(prefixes)} runs "
+                f"({', '.join(x + '_*' for x in prefixes[:4])}): pass one run's files")
+        return found
+    if top:  # files at the top but none of them a rocprofv3 trace: not its tree either
+        return []
+    return _v3_csvs(_tree_files(d))
+
+
 def read(path: str | Path) -> Trace:
     """Read a rocprof CSV / legacy JSON / legacy DB, or a directory of rocprofv3 CSVs."""
     p = Path(path)
     if p.is_dir():
-        files = [f for f in _dir_files(p) if _csv_kind(f)]
+        files = output_files(p)
         if not files:
-            raise TraceFormatError(p, "directory holds no rocprofv3 trace CSV files")
+            raise TraceFormatError(p, "not a rocprofv3 output folder (no trace CSVs at its "
+                                   "top level nor in its %hostname%/%pid%/ tree)")
         parts = [_read_csv(f) for f in files]
         return _trace(p, parts, "rocprofv3-csv")
     with p.open("rb") as f:
@@ -120,11 +185,19 @@ def read(path: str | Path) -> Trace:
 
 
 def _int_col(s: pd.Series) -> np.ndarray:
-    """Integers from ints or strings like "Agent 2" (newer rocprofv3 agent ids)."""
-    if s.dtype.kind in "iu":
-        return s.to_numpy(dtype=np.int64)
-    num = pd.to_numeric(s.astype(str).str.extract(r"(-?\d+)")[0], errors="coerce")
-    return num.fillna(-1).to_numpy(dtype=np.int64)
+    """Integers from ints or strings like "Agent 2" (newer rocprofv3 agent ids); -1 where a
+    cell holds none (at most 18 digits are read, so a damaged cell cannot overflow)."""
+    if s.dtype.kind == "i":
+        return columns.ids(s)
+    return columns.ids(s.map(str).str.extract(r"(-?\d{1,18})")[0])
+
+
+def _ints(df: pd.DataFrame, *names: str) -> np.ndarray:
+    """The first of ``names`` that the CSV has, as integers; -1 for every row when none."""
+    for n in names:
+        if n in df:
+            return _int_col(df[n])
+    return np.full(len(df), -1, dtype=np.int64)
 
 
 def _read_csv(p: Path) -> pd.DataFrame:
@@ -158,15 +231,14 @@ def _read_csv(p: Path) -> pd.DataFrame:
 
 
 def _v3_kernels(df: pd.DataFrame, file_pid: int) -> pd.DataFrame:
-    agent = _int_col(df["Agent_Id"])
-    stream = _int_col(df["Stream_Id"]) if "Stream_Id" in df else _int_col(df["Queue_Id"])
+    agent = _ints(df, "Agent_Id")
+    stream = _ints(df, "Stream_Id", "Queue_Id")
     return _df({
         "name": df["Kernel_Name"].fillna(""), "kind": "kernel", "cat": "KERNEL_DISPATCH",
         "ts": df["Start_Timestamp"], "end": df["End_Timestamp"],
         "pid": agent, "tid": stream, "device": agent, "stream": stream,
         "corr": _int_col(df["Correlation_Id"]), "host_pid": file_pid,
-        "queue": _int_col(df["Queue_Id"]) if "Queue_Id" in df else -1,
-        "dispatch": _int_col(df["Dispatch_Id"]) if "Dispatch_Id" in df else -1,
+        "queue": _ints(df, "Queue_Id"), "dispatch": _ints(df, "Dispatch_Id"),
     })
 
 
@@ -186,10 +258,10 @@ def _v3_api(df: pd.DataFrame, file_pid: int) -> pd.DataFrame:
 def _v3_copies(df: pd.DataFrame, file_pid: int) -> pd.DataFrame:
     d = df["Direction"].astype(str).str.replace("MEMORY_COPY_", "", regex=False)
     short = d.map(_DIRECTION).fillna(d)
-    src, dst = _int_col(df["Source_Agent_Id"]), _int_col(df["Destination_Agent_Id"])
+    src, dst = _ints(df, "Source_Agent_Id"), _ints(df, "Destination_Agent_Id")
     # The copy occupies the GPU side: the destination, unless it is the host.
     device = np.where(short.to_numpy() == "DtoH", src, dst)
-    stream = _int_col(df["Stream_Id"]) if "Stream_Id" in df else np.full(len(df), -1)
+    stream = _ints(df, "Stream_Id")
     return _df({
         "name": "Memcpy " + short, "kind": "memcpy", "cat": "MEMORY_COPY",
         "ts": df["Start_Timestamp"], "end": df["End_Timestamp"], "pid": device,
@@ -199,14 +271,14 @@ def _v3_copies(df: pd.DataFrame, file_pid: int) -> pd.DataFrame:
 
 
 def _legacy_kernels(df: pd.DataFrame, file_pid: int) -> pd.DataFrame:
-    gpu, queue = _int_col(df["gpu-id"]), _int_col(df["queue-id"])
+    gpu, queue = _ints(df, "gpu-id"), _ints(df, "queue-id")
     return _df({
         # results.db keeps the CSV's quotes around names.
         "name": df["KernelName"].fillna("").astype(str).str.strip('"'), "kind": "kernel",
         "cat": "KernelExecution",
         "ts": df["BeginNs"], "end": df["EndNs"], "pid": gpu, "tid": queue,
         "device": gpu, "stream": queue,
-        "host_pid": _int_col(df["pid"]) if "pid" in df else file_pid,
+        "host_pid": _ints(df, "pid") if "pid" in df else file_pid,
     })
 
 
@@ -222,36 +294,58 @@ def _read_legacy_json(p: Path) -> pd.DataFrame:
 
     try:
         doc = msgspec.json.decode(p.read_bytes())
-    except msgspec.DecodeError as err:
+    except (msgspec.DecodeError, UnicodeDecodeError) as err:
         raise TraceFormatError(p, f"not valid JSON ({err})") from None
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
-    lanes = {str(e.get("pid")): str((e.get("args") or {}).get("name", ""))
+    if not isinstance(events, list):
+        raise TraceFormatError(p, "traceEvents is not a list")
+    lanes = {str(e.get("pid")): str(_args(e).get("name", ""))
              for e in events if isinstance(e, dict) and e.get("ph") == "M"}
     rows: list[dict[str, Any]] = []
-    for e in events:
+    for k, e in enumerate(events):
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
-        a = e.get("args") or {}
-        lane = lanes.get(str(e.get("pid")), "")
-        kind = _lane_kind(lane)
-        name = str(e.get("name", ""))
-        if kind == "kernel" and name == "Unknown command type":
-            kind = "other"
-        if kind == "memcpy" and "Fill" in name:
-            kind = "memset"
-        dev = int(str(a.get("dev-id", lane[3:] if lane[3:].isdigit() else -1)))
-        gpu = kind in ("kernel", "memcpy", "memset")
-        # ts/dur are rounded us strings; BeginNs/EndNs keep the exact ns.
-        rows.append({
-            "name": name, "kind": kind, "cat": lane or "rocprof",
-            "ts": int(a.get("BeginNs", float(e.get("ts", 0)) * 1000)),
-            "end": int(a.get("EndNs", (float(e.get("ts", 0)) + float(e.get("dur", 0))) * 1000)),
-            "pid": dev if gpu else int(str(a.get("proc-id", e.get("tid", -1)))),
-            "tid": int(a.get("queue-id", -1)) if gpu else int(e.get("tid", -1)),
-            "device": dev if gpu else -1, "stream": int(a.get("queue-id", -1)) if gpu else -1,
-            "host_pid": int(a.get("proc-id", -1)),
-        })
+        try:
+            rows.append(_legacy_row(e, lanes))
+        except (TypeError, ValueError, OverflowError):
+            raise TraceFormatError(p, f"event {k} ({str(e.get('name'))[:60]!r}) has a "
+                                   "non-numeric time or id") from None
     return _df(rows)
+
+
+def _args(e: dict[str, Any]) -> dict[str, Any]:
+    a = e.get("args")
+    return a if isinstance(a, dict) else {}
+
+
+def _legacy_row(e: dict[str, Any], lanes: dict[str, str]) -> dict[str, Any]:
+    a = _args(e)
+    lane = lanes.get(str(e.get("pid")), "")
+    kind = _lane_kind(lane)
+    name = str(e.get("name", ""))
+    if kind == "kernel" and name == "Unknown command type":
+        kind = "other"
+    if kind == "memcpy" and "Fill" in name:
+        kind = "memset"
+    dev = int(str(a.get("dev-id", lane[3:] if lane[3:].isdigit() else -1)))
+    gpu = kind in ("kernel", "memcpy", "memset")
+    # ts/dur are rounded us strings; BeginNs/EndNs keep the exact ns.
+    return {
+        "name": name, "kind": kind, "cat": lane or "rocprof",
+        "ts": int(a.get("BeginNs", float(e.get("ts", 0)) * 1000)),
+        "end": int(a.get("EndNs", (float(e.get("ts", 0)) + float(e.get("dur", 0))) * 1000)),
+        "pid": dev if gpu else int(str(a.get("proc-id", e.get("tid", -1)))),
+        "tid": int(a.get("queue-id", -1)) if gpu else int(e.get("tid", -1)),
+        "device": dev if gpu else -1, "stream": int(a.get("queue-id", -1)) if gpu else -1,
+        "host_pid": int(a.get("proc-id", -1)),
+    }
+
+
+def _need(p: Path, table: str, df: pd.DataFrame, *cols: str) -> pd.DataFrame:
+    missing = [c for c in cols if c not in df]
+    if missing:
+        raise TraceFormatError(p, f"rocprof table {table} lacks column {', '.join(missing)}")
+    return df
 
 
 def _read_db(p: Path) -> list[pd.DataFrame]:
@@ -259,35 +353,42 @@ def _read_db(p: Path) -> list[pd.DataFrame]:
     parts: list[pd.DataFrame] = []
     with sqlite_db.connect(p) as conn:
         if "KERN" in have:
-            parts.append(_legacy_kernels(sqlite_db.frame(conn, "SELECT * FROM KERN"), -1))
+            k = _need(p, "KERN", sqlite_db.frame(conn, "SELECT * FROM KERN"),
+                      "KernelName", "BeginNs", "EndNs")
+            parts.append(_legacy_kernels(k, -1))
         elif "OPS" in have:
-            ops = sqlite_db.frame(conn, 'SELECT * FROM OPS WHERE Name != "Unknown command type"')
-            dev, q = _int_col(ops["dev-id"]), _int_col(ops["queue-id"])
+            ops = _need(p, "OPS", sqlite_db.frame(
+                conn, 'SELECT * FROM OPS WHERE Name != "Unknown command type"'),
+                "Name", "BeginNs", "EndNs")
+            dev, q = _ints(ops, "dev-id"), _ints(ops, "queue-id")
             parts.append(pd.DataFrame({
                 "name": ops["Name"], "kind": "kernel", "cat": "OPS", "ts": ops["BeginNs"],
                 "end": ops["EndNs"], "pid": dev, "tid": q, "device": dev, "stream": q,
-                "host_pid": _int_col(ops["proc-id"])}))
+                "host_pid": _ints(ops, "proc-id")}))
         if "COPY" in have:
-            c = sqlite_db.frame(conn, "SELECT * FROM COPY")
-            dev, q = _int_col(c["dev-id"]), _int_col(c["queue-id"])
+            c = _need(p, "COPY", sqlite_db.frame(conn, "SELECT * FROM COPY"),
+                      "Name", "BeginNs", "EndNs")
+            dev, q = _ints(c, "dev-id"), _ints(c, "queue-id")
             parts.append(pd.DataFrame({
-                "name": c["Name"], "kind": np.where(c["Name"].str.contains("Fill"), "memset",
-                                                    "memcpy"),
+                "name": c["Name"],
+                "kind": np.where(c["Name"].astype(str).str.contains("Fill"), "memset", "memcpy"),
                 "cat": "COPY", "ts": c["BeginNs"], "end": c["EndNs"], "pid": dev, "tid": q,
-                "device": dev, "stream": q, "host_pid": _int_col(c["proc-id"])}))
+                "device": dev, "stream": q, "host_pid": _ints(c, "proc-id")}))
         if "HIP" in have:
-            h = sqlite_db.frame(conn, "SELECT * FROM HIP")
+            h = _need(p, "HIP", sqlite_db.frame(conn, "SELECT * FROM HIP"),
+                      "Name", "BeginNs", "EndNs")
             parts.append(pd.DataFrame({
                 "name": h["Name"], "kind": "runtime", "cat": "HIP", "ts": h["BeginNs"],
-                "end": h["EndNs"], "pid": _int_col(h["tid"]), "tid": _int_col(h["tid"]),
-                "host_pid": _int_col(h["tid"])}))
+                "end": h["EndNs"], "pid": _ints(h, "tid"), "tid": _ints(h, "tid"),
+                "host_pid": _ints(h, "tid")}))
         if "rocTX" in have:
-            r = sqlite_db.frame(conn, "SELECT * FROM rocTX")
+            r = _need(p, "rocTX", sqlite_db.frame(conn, "SELECT * FROM rocTX"),
+                      "Name", "BeginNs", "EndNs")
             parts.append(pd.DataFrame({
                 "name": r["Name"].astype(str).str.strip('"'), "kind": "user_annotation",
                 "cat": "rocTX", "ts": r["BeginNs"], "end": r["EndNs"],
-                "pid": _int_col(r["tid"]), "tid": _int_col(r["tid"]),
-                "host_pid": _int_col(r["tid"])}))
+                "pid": _ints(r, "tid"), "tid": _ints(r, "tid"),
+                "host_pid": _ints(r, "tid")}))
     if not parts:
         raise TraceFormatError(p, f"rocprof database without any of the tables {_LEGACY_DB}")
     return parts
@@ -298,12 +399,12 @@ def _trace(p: Path, parts: list[pd.DataFrame], fmt: str) -> Trace:
     if not parts:
         raise TraceFormatError(p, "rocprof output without any events")
     df = pd.concat(parts, ignore_index=True, sort=False)
-    df["ts"] = df["ts"].astype(np.int64)
-    df["dur"] = (df["end"].astype(np.int64) - df["ts"]).clip(lower=0)
+    df["ts"] = columns.times(p, df["ts"], "start time")
+    df["dur"] = (columns.times(p, df["end"], "end time") - df["ts"]).clip(lower=0)
     t0 = int(df["ts"].min())
     df["ts"] -= t0
-    for c in ("device", "stream", "corr", "host_pid"):
-        df[c] = df[c].fillna(-1).astype(np.int64) if c in df else -1
+    for c in ("pid", "tid", "device", "stream", "corr", "host_pid"):
+        df[c] = columns.ids(df[c]) if c in df else -1
     hosts = sorted(set(df["host_pid"].tolist()) - {-1})
     notes: tuple[str, ...] = ()
     if len(hosts) > 1 and len(parts) > 1:

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
+from traceforge.formats import columns
 from traceforge.formats.symbols import demangle_names
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
 
@@ -42,7 +43,7 @@ def _load(p: Path) -> Any:
             raise TraceFormatError(p, f"truncated or corrupt gzip ({e})") from None
     try:
         return msgspec.json.decode(raw)
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:
         raise TraceFormatError(p, f"not valid JSON ({e})") from None
 
 
@@ -62,23 +63,41 @@ def read(path: str | Path) -> Trace:
     rows: list[dict[str, Any]] = []
     devices: list[Device] = []
     for rank, proc in enumerate(procs):
-        gpu_of, devs = _agents(proc)
+        try:
+            gpu_of, devs = _agents(proc)
+            rows += _records(proc, gpu_of, rank if len(procs) > 1 else -1)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+            # A record without a timestamp, a list where an object belongs, ...
+            raise TraceFormatError(p, f"process {rank}: malformed rocprofv3 record "
+                                   f"({type(e).__name__}: {e})") from None
         if rank == 0:
             devices = devs
-        rows += _records(proc, gpu_of, rank if len(procs) > 1 else -1)
     if not rows:
         raise TraceFormatError(p, "rocprofv3 JSON without any buffer records")
     df = pd.DataFrame(rows)
+    for col in ("ts", "end"):
+        num = pd.to_numeric(df[col], errors="coerce")
+        if num.dtype.kind not in "iu" or not (num.abs() <= 2**62).all():
+            raise TraceFormatError(p, f"a record has a missing or invalid {col} timestamp")
+        df[col] = num.astype(np.int64)
+    for col in ("pid", "tid", "device", "stream", "corr", "ext", "rank", "queue", "dispatch",
+                "bytes"):
+        if col in df:
+            df[col] = columns.ids(df[col])
     t0 = int(df["ts"].min())
     df["ts"] = df["ts"] - t0
     df["dur"] = (df["end"] - df["ts"] - t0).clip(lower=0)
     df = df.sort_values("ts", kind="stable").reset_index(drop=True)
-    pid0 = int((procs[0].get("metadata") or {}).get("pid", -1)) if procs else -1
+    meta0 = procs[0].get("metadata") if isinstance(procs[0], dict) else None
+    meta0 = meta0 if isinstance(meta0, dict) else {}
+    try:
+        pid0 = int(meta0.get("pid", -1))
+    except (TypeError, ValueError, OverflowError):
+        pid0 = -1
     meta = TraceMeta(path=str(p), format=NAME, base_ns=t0, devices=tuple(devices),
                      world_size=len(procs) if len(procs) > 1 else None,
-                     process_names={pid0: " ".join(
-                         map(str, (procs[0].get("metadata") or {}).get("command", [])))[:200]}
-                     if pid0 >= 0 else {})
+                     process_names={pid0: " ".join(map(str, meta0.get("command") or []))[:200]}
+                     if pid0 >= 0 and isinstance(meta0.get("command") or [], list) else {})
     extras = df[["queue", "dispatch", "bytes"]]
 
     def provider(sel: np.ndarray) -> list[dict[str, Any]]:

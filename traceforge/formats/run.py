@@ -3,6 +3,11 @@
 Ranks come from each file's ``distributedInfo`` (``meta.rank``), else from the file name
 (``rank3``, ``rank-3``, ``rank_3``, ``worker3``: HTA takes the first ``"rank": N`` it finds
 and falls back to rank 0, so two rank-less files silently collide there, HTA#107).
+
+A folder is read at its top level only (:mod:`traceforge.formats.folder`): run summaries,
+latency tables and other companions are skipped with a note on the first rank's
+``meta.notes``, subfolders are never walked into. A rocprofv3 output folder is one trace
+of all its processes, split per process like a multi-process nsys report.
 """
 
 from __future__ import annotations
@@ -11,16 +16,17 @@ import os
 import re
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from pathlib import Path
 
 from traceforge.errors import AnalysisError, TraceFormatError
-from traceforge.formats import SUPPORTED, load
+from traceforge.formats import load, resolve, rocprof
+from traceforge.formats.folder import scan
 from traceforge.formats.nsys import split_processes
 from traceforge.model import Trace
 
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
-_TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 def rank_from_name(path: str | Path) -> int | None:
@@ -29,19 +35,37 @@ def rank_from_name(path: str | Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _files(paths: Sequence[str | Path] | str | Path) -> list[Path]:
-    if isinstance(paths, (str, Path)):
-        p = Path(paths)
-        if not p.exists():
-            raise TraceFormatError(p, "no such file or directory")
-        if p.is_dir():
-            files = sorted(f for f in p.iterdir()
-                           if f.is_file() and f.name.endswith(_TRACE_SUFFIXES))
-            if not files:
-                raise TraceFormatError(p, f"directory holds no trace files ({SUPPORTED})")
-            return files
-        return [p]
-    return [Path(x) for x in paths]
+def _files(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], str | None]:
+    """The files of a run and a note on what a folder held besides them."""
+    if not isinstance(paths, (str, Path)):
+        return [resolve(x) for x in paths], None
+    p = resolve(paths)
+    if not p.exists():
+        raise TraceFormatError(p, "no such file or directory")
+    if not p.is_dir() or rocprof.sniff(p, b""):
+        return [p], None
+    found = scan(p)
+    if not found.files:
+        raise TraceFormatError(p, "directory holds no trace files at its top level "
+                               f"(subfolders are not read; {found.note() or 'it is empty'})")
+    return list(found.files), found.note()
+
+
+def _load_all(files: list[Path], workers: int | None) -> list[Trace]:
+    n = min(len(files), workers or os.cpu_count() or 1)
+    if n <= 1:
+        return [load(f) for f in files]
+    # Parsing is CPU-bound and holds the GIL: one process per file. Errors come back
+    # pickled (every TraceforgeError pickles); a worker that dies (out of memory, a
+    # signal) breaks the pool, which is reported naming the files, not as an internal
+    # error.
+    try:
+        with ProcessPoolExecutor(max_workers=n) as pool:
+            return list(pool.map(load, files))
+    except BrokenProcessPool:
+        raise AnalysisError(
+            f"{', '.join(map(str, files))}: a reader process died (out of memory?); "
+            "read them one at a time") from None
 
 
 def load_run(paths: Sequence[str | Path] | str | Path, *, workers: int | None = None
@@ -55,22 +79,18 @@ def load_run(paths: Sequence[str | Path] | str | Path, *, workers: int | None = 
     holds the GIL). Raises AnalysisError naming the files when two claim the same rank or
     when the files come from different runs (different world sizes or NCCL versions).
     """
-    files = _files(paths)
+    files, note = _files(paths)
     if len(files) == 1:
         traces = [load(files[0])]
         t0 = traces[0]
         if t0.meta.rank is None and (t0.meta.world_size or 0) > 1:
             # One report of several processes (torchrun under nsys, a merged rocpd
-            # database): one trace per process, ranks as the reader numbered them.
+            # database, a rocprofv3 folder): one trace per process, ranks as the reader
+            # numbered them.
             traces = split_processes(t0)
             files = files * len(traces)
     else:
-        n = min(len(files), workers or os.cpu_count() or 1)
-        if n <= 1:
-            traces = [load(f) for f in files]
-        else:
-            with ProcessPoolExecutor(max_workers=n) as pool:
-                traces = list(pool.map(load, files))
+        traces = _load_all(files, workers)
     ranked: list[tuple[int, Trace]] = []
     for f, t in zip(files, traces, strict=True):
         r = t.meta.rank if t.meta.rank is not None else rank_from_name(f)
@@ -84,7 +104,10 @@ def load_run(paths: Sequence[str | Path] | str | Path, *, workers: int | None = 
         ranked.append((r, t))
     _check_one_run(ranked)
     ranked.sort(key=lambda x: x[0])
-    return [t for _, t in ranked]
+    out = [t for _, t in ranked]
+    if note:
+        out[0] = replace(out[0], meta=replace(out[0].meta, notes=(*out[0].meta.notes, note)))
+    return out
 
 
 def _check_one_run(ranked: list[tuple[int, Trace]]) -> None:

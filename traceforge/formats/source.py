@@ -31,6 +31,6 @@ def read_head(path: Path, n: int = 4096) -> bytes:
         try:
             with gzip.open(path, "rb") as g:
                 return g.read(n)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise TraceFormatError(path, f"truncated or corrupt gzip ({e})") from None
     return head

@@ -81,6 +81,10 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
         yield conn
     except sqlite3.DatabaseError as e:
         raise TraceFormatError(path, f"corrupt or unreadable SQLite database ({e})") from None
+    except UnicodeDecodeError:
+        # sqlite3 decodes TEXT as UTF-8; a damaged page can hold anything.
+        raise TraceFormatError(path, "corrupt SQLite database (text that is not UTF-8)"
+                               ) from None
     finally:
         conn.close()
 
@@ -109,8 +113,20 @@ def columns(conn: sqlite3.Connection, table: str) -> list[str]:
 
 
 def frame(conn: sqlite3.Connection, sql: str) -> pd.DataFrame:
-    """Run ``sql`` and return its rows as a DataFrame."""
-    return pd.read_sql_query(sql, conn)
+    """Run ``sql`` and return its rows as a DataFrame.
+
+    pandas wraps SQLite's errors (a damaged page, a column a schema lacks) in its own
+    DatabaseError; the SQLite error is raised again so that :func:`connect` names the file.
+    """
+    try:
+        return pd.read_sql_query(sql, conn)
+    except sqlite3.Error:
+        raise
+    except Exception as e:
+        cause = e.__cause__
+        if isinstance(cause, sqlite3.Error):
+            raise sqlite3.DatabaseError(str(cause)) from None
+        raise
 
 
 def pick(have: list[str], *wanted: str, alias: str | None = None, prefix: str = "") -> str:

@@ -1,0 +1,36 @@
+"""Types of numeric option values: counts and finite ranges, checked by click.
+
+``click.FloatRange`` lets ``nan`` through (every comparison with nan is false) and ``inf``
+through an open upper end, and a plain ``int`` takes ``-5`` rows; these types refuse them
+with click's one-line usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+
+#: Row counts: 0 means "all rows" where a verb says so; negative counts mean nothing.
+COUNT = click.IntRange(min=0)
+
+
+class FiniteFloat(click.FloatRange):
+    """A float in ``[min, max]`` that is neither nan nor infinite."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if isinstance(rv, float) and not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+#: Durations and thresholds (us, s): finite, >= 0, and at most 1e12 (11.6 days in us), so
+#: that converting to int64 ns never overflows.
+DURATION = FiniteFloat(min=0.0, max=1e12)
+#: Percentages.
+PERCENT = FiniteFloat(min=0.0, max=100.0)
