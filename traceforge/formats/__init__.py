@@ -32,7 +32,28 @@ def _reader(name: str) -> ModuleType:
     return importlib.import_module(f"traceforge.formats.{name}")
 
 
-def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
+def _accepts_kinds(name: str) -> bool:
+    return name in READERS and bool(getattr(_reader(name), "ACCEPTS_KINDS", False))
+
+
+def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None,
+               use_cache: bool = False) -> Trace:
+    if use_cache:
+        from traceforge.formats import cache
+
+        # The cache holds the whole table, whatever this verb needs; kinds are then
+        # selected exactly as a cache hit selects them.
+        full: Trace = mod.read(p)
+        name = mod.__name__.rsplit(".", 1)[-1]
+        if cache.write(p, full, name) and kinds is not None:
+            hit = cache.read(p, kinds, _accepts_kinds)
+            if hit is not None:
+                return hit
+        if kinds is None:
+            return full
+        if getattr(mod, "ACCEPTS_KINDS", False):
+            return cache.select(full, kinds)
+        return replace(full, events=full.events[full.events["kind"].isin(list(kinds))])
     if kinds is not None and getattr(mod, "ACCEPTS_KINDS", False):
         trace: Trace = mod.read(p, kinds=kinds)
         return trace
@@ -43,12 +64,17 @@ def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace
     return replace(trace, events=ev[ev["kind"].isin(list(kinds))])
 
 
-def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
+def load(path: str | Path, *, kinds: Collection[str] | None = None,
+         cache: bool | None = None) -> Trace:
     """Read any supported trace file (format sniffed from its content) into a Trace.
 
     ``kinds`` (values of ``traceforge.model.KINDS``) keeps only those events; readers that
     can use it build columns for those rows only, which makes a kernel table of a large
     trace faster. Times stay relative to the first event of any kind.
+
+    ``cache`` (default: on unless ``TRACEFORGE_NO_CACHE=1``) reads and writes the columnar
+    cache of :mod:`traceforge.formats.cache`: the first load of a file stores its table,
+    later loads map it instead of parsing. Directories are never cached.
     """
     if isinstance(path, str) and path.startswith(samples.PREFIX):
         if path.removeprefix(samples.PREFIX) not in samples.names():
@@ -69,6 +95,13 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
         raise TraceFormatError(p, f"cannot read ({e.strerror})") from None
     if size == 0:
         raise TraceFormatError(p, "empty file")
+    from traceforge.formats import cache as cache_mod
+
+    use_cache = cache_mod.enabled(cache)
+    if use_cache:
+        hit = cache_mod.read(p, kinds, _accepts_kinds)
+        if hit is not None:
+            return hit
     try:
         head = read_head(p)
     except PermissionError:
@@ -78,5 +111,5 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
     for name in READERS:
         mod = _reader(name)
         if mod.sniff(p, head):
-            return _read_with(mod, p, kinds)
+            return _read_with(mod, p, kinds, use_cache)
     raise TraceFormatError(p, f"not a supported trace (supported: {SUPPORTED})")

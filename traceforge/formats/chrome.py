@@ -384,6 +384,16 @@ def _flows(events: list[Any], idx: np.ndarray, phs: np.ndarray, ids: _Ids, p: Pa
     return result4
 
 
+def args_from_cache(path: Path, columns: dict[str, np.ndarray]) -> _LazyArgs:
+    """The args provider of a cached trace of ``path`` (the columns ``cache_columns`` gave).
+
+    Kineto args stay in the source file: storing them would more than double the cache
+    (they are most of a trace's bytes) and slow the first load; they are re-read when
+    asked for, exactly as a fresh parse does.
+    """
+    return _LazyArgs(path, np.asarray(columns["src"], dtype=np.int64))
+
+
 class _LazyArgs:
     """Decode ``args`` of chosen rows on demand by re-reading the (unchanged) file.
 
@@ -415,6 +425,10 @@ class _LazyArgs:
                     for e in evs
                 ]
         return self._raws
+
+    def cache_columns(self) -> dict[str, np.ndarray]:
+        """What the columnar cache stores to rebuild this provider: each row's source event."""
+        return {"src": self.src_index}
 
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
         raws = self._load()
