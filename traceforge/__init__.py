@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "launch_config": "traceforge.analyzers.kernels",
     "top_kernels": "traceforge.analyzers.kernels",
     "ops": "traceforge.analyzers.ops",
+    "sql": "traceforge.analyzers.query",
     "select_steps": "traceforge.analyzers.steps",
     "IdleReport": "traceforge.analyzers.idle",
     "idle_gaps": "traceforge.analyzers.idle",
@@ -80,6 +81,7 @@ __all__ = [
     "overlap",
     "select_steps",
     "short_name",
+    "sql",
     "step",
     "top_kernels",
 ]
@@ -93,6 +95,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.launch import LaunchReport, gpu_activity, launch_overhead
     from traceforge.analyzers.ops import ops
     from traceforge.analyzers.overlap import OverlapReport, overlap
+    from traceforge.analyzers.query import sql
     from traceforge.analyzers.steps import select_steps
     from traceforge.capture import capture, step
     from traceforge.errors import (

@@ -218,7 +218,12 @@ def _dec(v: Any) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Deep equality that also compares DataFrames (meta.extra may hold one)."""
+    """Deep equality that also compares DataFrames (meta.extra may hold one).
+
+    numpy scalars equal the Python numbers they stand for (the cache stores them as such).
+    """
+    a = a.item() if isinstance(a, np.generic) else a
+    b = b.item() if isinstance(b, np.generic) else b
     if isinstance(a, pd.DataFrame) or isinstance(b, pd.DataFrame):
         return isinstance(a, pd.DataFrame) and isinstance(b, pd.DataFrame) and a.equals(b) \
             and list(a.dtypes.astype(str)) == list(b.dtypes.astype(str))
@@ -300,7 +305,8 @@ def _column(arr: pa.ChunkedArray, rows: np.ndarray | None) -> Any:
 
 
 def _table_frame(t: pa.Table) -> pd.DataFrame:
-    return pd.DataFrame({c: _column(t.column(c), None) for c in t.column_names})
+    df: pd.DataFrame = pd.DataFrame({c: _column(t.column(c), None) for c in t.column_names})
+    return df
 
 
 def _ipc_bytes(t: pa.Table) -> bytes:
