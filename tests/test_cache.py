@@ -102,6 +102,20 @@ def test_miss_writes_then_hit_reads_without_parsing(cdir: Path, trace_copy: Path
     assert hit.meta.path == str(trace_copy)
 
 
+def test_cached_traces_pickle_with_their_args(cdir: Path, trace_copy: Path) -> None:
+    # load_run and (later) Dask workers send traces between processes.
+    import pickle
+
+    fresh = load(trace_copy, cache=False)
+    load(trace_copy)
+    for kinds in (None, GPU_KINDS):
+        hit = load(trace_copy, kinds=kinds)
+        hit.args([0])  # a built provider must not be pickled along
+        back = pickle.loads(pickle.dumps(hit))
+        ref = fresh if kinds is None else load(trace_copy, kinds=kinds, cache=False)
+        _assert_same(ref, back)
+
+
 def test_kinds_from_cache_equal_a_fresh_kinds_parse(cdir: Path, trace_copy: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     fresh = load(trace_copy, kinds=GPU_KINDS, cache=False)

@@ -378,23 +378,56 @@ class _JsonArgs:
         return out
 
 
+class _Rebuild:
+    """How to rebuild a cached trace's args provider (picklable: traces cross processes)."""
+
+    def __init__(self, module: str | None, source: Path,
+                 columns: dict[str, pa.ChunkedArray]) -> None:
+        self.module, self.source, self.columns = module, source, columns
+
+    def __call__(self) -> Callable[[np.ndarray], list[dict[str, Any]]]:
+        if _JSON_ARGS in self.columns:
+            return _JsonArgs(self.columns[_JSON_ARGS])
+        mod = str(self.module)
+        if not mod.startswith("traceforge.formats."):
+            raise ImportError(f"no args provider module {mod!r}")
+        # (ChunkedArray.to_numpy copies; args are read only when asked for.)
+        got = {c.removeprefix(_ARGS_PREFIX): a.to_numpy() for c, a in self.columns.items()}
+        fn = importlib.import_module(mod).args_from_cache
+        result: Callable[[np.ndarray], list[dict[str, Any]]] = fn(self.source, got)
+        return result
+
+
 class _CachedArgs:
     """Args of a cached trace: the provider is rebuilt from its columns on first use.
 
     ``rows`` maps this trace's row labels to rows of the cached table (a kinds selection).
     """
 
-    def __init__(self, build: Callable[[], Callable[[np.ndarray], list[dict[str, Any]]]],
+    def __init__(self, rebuild: Callable[[], Callable[[np.ndarray], list[dict[str, Any]]]],
                  rows: np.ndarray | None) -> None:
-        self._build = build
+        self._rebuild = rebuild
         self._inner: Callable[[np.ndarray], list[dict[str, Any]]] | None = None
         self.rows = rows
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_inner": None}
+
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
         if self._inner is None:
-            self._inner = self._build()
+            self._inner = self._rebuild()
         r = np.asarray(rows, dtype=np.int64)
         return self._inner(r if self.rows is None else self.rows[r])
+
+
+class _Provider:
+    """A provider that is already built (a full trace in memory), as a rebuild step."""
+
+    def __init__(self, provider: Callable[[np.ndarray], list[dict[str, Any]]]) -> None:
+        self.provider = provider
+
+    def __call__(self) -> Callable[[np.ndarray], list[dict[str, Any]]]:
+        return self.provider
 
 
 # -- read ----------------------------------------------------------------------------------
@@ -483,28 +516,12 @@ def _trace(t: pa.Table, head: dict[str, Any], path: Path, kinds: Collection[str]
     for c, dt in FLOW_COLUMNS.items():
         if c in flows and dt == "category" and not isinstance(flows[c].dtype, pd.CategoricalDtype):
             flows[c] = flows[c].astype("category")
-    args_mod = head.get("args")
-    arg_cols = [c for c in t.column_names if c.startswith(_ARGS_PREFIX)]
-    provider: Callable[[np.ndarray], list[dict[str, Any]]]
-    if not arg_cols:
-        provider = _no_args
-    else:
-        src = Path(str(head.get("source", path)))
-
-        def build() -> Callable[[np.ndarray], list[dict[str, Any]]]:
-            if _JSON_ARGS in arg_cols:
-                return _JsonArgs(t.column(_JSON_ARGS))
-            mod = str(args_mod)
-            if not mod.startswith("traceforge.formats."):
-                raise ImportError(mod)
-            got: dict[str, np.ndarray] = {
-                c.removeprefix(_ARGS_PREFIX): t.column(c).to_numpy() for c in arg_cols}
-            # (ChunkedArray.to_numpy copies; args are read only when asked for.)
-            fn = importlib.import_module(mod).args_from_cache
-            result: Callable[[np.ndarray], list[dict[str, Any]]] = fn(src, got)
-            return result
-
-        provider = _CachedArgs(build, rows if reindex else None)
+    arg_cols = {c: t.column(c) for c in t.column_names if c.startswith(_ARGS_PREFIX)}
+    provider: Callable[[np.ndarray], list[dict[str, Any]]] = _no_args
+    if arg_cols:
+        source = Path(str(head.get("source", path)))
+        rebuild = _Rebuild(head.get("args"), source, arg_cols)
+        provider = _CachedArgs(rebuild, rows if reindex else None)
     return Trace(ev, meta, flows, provider)
 
 
@@ -550,7 +567,7 @@ def select(trace: Trace, kinds: Collection[str]) -> Trace:
     sel = ev.iloc[rows].reset_index(drop=True)
     sel["name"] = first_seen_categorical(np.asarray(sel["name"].cat.codes),
                                          sel["name"].cat.categories)
-    return Trace(sel, trace.meta, trace.flows, _CachedArgs(lambda: trace.args_provider, rows))
+    return Trace(sel, trace.meta, trace.flows, _CachedArgs(_Provider(trace.args_provider), rows))
 
 
 def _entry_table(trace: Trace, key: str, reader: str, path: Path
