@@ -34,7 +34,7 @@ from traceforge.formats.kineto_schema import (
     Doc,
     loose,
 )
-from traceforge.formats.source import content, first_byte, read_bytes
+from traceforge.formats.source import content, first_byte, view
 from traceforge.model import (
     FLOW_COLUMNS,
     KINDS,
@@ -58,13 +58,6 @@ def sniff(path: Path, head: bytes) -> bool:
         # rocprofv3 JSON is also an object; its own reader claims it first.
         return b"rocprofiler-sdk-tool" not in h[:200]
     return False
-
-
-def _read_bytes(path: Path) -> bytes:
-    raw = read_bytes(path)
-    if not raw.strip():
-        raise TraceFormatError(path, "empty file")
-    return raw
 
 
 def _decode_error(path: Path, raw: bytes, e: Exception) -> TraceFormatError:
@@ -429,11 +422,16 @@ class _LazyArgs:
         self.src_index = src_index
         self._raws: list[msgspec.Raw] | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The raw slices reference a map of the file: another process re-reads it.
+        return {**self.__dict__, "_raws": None}
+
     def _load(self) -> list[msgspec.Raw]:
         if self._raws is None:
-            raw = _read_bytes(self.path)
+            # A map, not a copy: the Raw slices keep referencing it (closed when freed).
+            raw = view(self.path)
             try:
-                if raw.lstrip()[:1] == b"[":
+                if first_byte(raw) == b"[":
                     items = msgspec.json.decode(raw, type=list[ArgsOnly])
                 else:
                     items = msgspec.json.decode(raw, type=ArgsDoc).traceEvents
@@ -455,10 +453,9 @@ class _LazyArgs:
 
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
         raws = self._load()
-        dec = msgspec.json.decode
-        out: list[dict[str, Any]] = []
-        for r in rows:
-            rw = raws[int(self.src_index[int(r)])]
-            val = dec(rw) if rw else {}
-            out.append(val if isinstance(val, dict) else {})
-        return out
+        src = self.src_index[np.asarray(rows, dtype=np.int64)]
+        # One decode of all requested slices as a JSON array: per-row decode calls cost
+        # more than the decoding itself when an analysis asks for ~100k rows.
+        parts = [bytes(rw) or b"{}" for rw in map(raws.__getitem__, src.tolist())]
+        vals = msgspec.json.decode(b"[" + b",".join(parts) + b"]") if parts else []
+        return [v if isinstance(v, dict) else {} for v in vals]

@@ -78,3 +78,18 @@ def first_byte(buf: bytes | mmap.mmap) -> bytes:
             return chunk[:1]
         i += 4096
     return b""
+
+
+def view(path: Path) -> bytes | mmap.mmap:
+    """The content of ``path`` as a read-only map (plain files) or bytes (gzip).
+
+    For decodes whose results keep referencing the buffer (``msgspec.Raw``): the map
+    stays open as long as anything references it.
+    """
+    try:
+        with path.open("rb") as f:
+            if f.read(2) != b"\x1f\x8b" and f.seek(0, 2) > 0:
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        pass
+    return read_bytes(path)
