@@ -1,10 +1,10 @@
 """Which on-disk layout the trace cache uses: Arrow IPC (mapped, compressed) vs Parquet.
 
 Loads a trace once, then for each layout writes the normalized event table, and times a
-full read to pandas and a read of the GPU rows only (what top-kernels needs), each best of
-``--repeat``, all in this one process. Also prints the cost of storing Kineto ``args``
-(the raw JSON of every event, the alternative the cache does not take) next to the
-source-row column it stores instead.
+full read into the model's columns (numpy / categorical) and a read of the GPU rows only
+(what top-kernels needs), each best of ``--repeat``, all in this one process. Also prints
+the cost of storing Kineto ``args`` (the raw JSON of every event, the alternative the
+cache does not take) next to the source-row column it stores instead.
 
     python benchmarks/bench_cache.py [--trace benchmarks/out/big.json] [--repeat 3]
 """
@@ -104,8 +104,11 @@ def main() -> None:
     import msgspec
 
     from traceforge.formats.kineto_schema import ArgsDoc
+    from traceforge.formats.source import read_bytes
 
-    raw = a.trace.read_bytes()
+    if trace.meta.format != "kineto":
+        return
+    raw = read_bytes(a.trace)
     t0 = time.perf_counter()
     items = msgspec.json.decode(raw, type=ArgsDoc).traceEvents
     decode_s = time.perf_counter() - t0
