@@ -43,9 +43,10 @@ def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None,
 
         # The cache holds the whole table, whatever this verb needs; kinds are then
         # selected exactly as a cache hit selects them.
+        k = cache.key(p)
         full: Trace = mod.read(p)
         name = mod.__name__.rsplit(".", 1)[-1]
-        if cache.write(p, full, name) and kinds is not None:
+        if cache.write(p, full, name, k) and kinds is not None:
             hit = cache.read(p, kinds, _accepts_kinds)
             if hit is not None:
                 return hit

@@ -450,6 +450,7 @@ def _open(entry: Path) -> tuple[pa.Table, dict[str, Any]] | None:
     try:
         mm = pa.memory_map(str(entry), "r")
         t = pa.ipc.open_file(mm).read_all()
+        t.validate()  # buffer sizes against lengths (cheap; not a scan of the values)
         head = msgspec.json.decode((t.schema.metadata or {})[_META_KEY])
     except (OSError, KeyError, ValueError, TypeError, msgspec.DecodeError, pa.ArrowException):
         return None
@@ -526,12 +527,18 @@ def _trace(t: pa.Table, head: dict[str, Any], path: Path, kinds: Collection[str]
 
 
 # -- write ---------------------------------------------------------------------------------
-def write(path: Path, trace: Trace, reader: str) -> bool:
+def key(path: Path) -> tuple[Path, str] | None:
+    """The entry file and key of ``path`` now: take it *before* parsing and pass it to
+    :func:`write`, so that a file changed during the parse is never stored as current."""
+    return _key(path)
+
+
+def write(path: Path, trace: Trace, reader: str, k: tuple[Path, str] | None = None) -> bool:
     """Store ``trace`` (the full table a reader produced for ``path``); never raises.
 
     Returns whether the entry is now in place.
     """
-    k = _key(path)
+    k = k or _key(path)
     if k is None:
         return False
     entry, key = k
