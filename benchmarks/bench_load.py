@@ -137,26 +137,30 @@ def main() -> None:
     if not a.no_hta and importlib.util.find_spec("hta") is not None:
         cases.append(("HTA 0.5.0 parse + kernel breakdown", HTA, "any"))
     size = trace.stat().st_size / 1e6
-    print(f"trace: {trace} ({size:.1f} MB); {a.repeat} runs per case, median shown; "
+    print(f"trace: {trace} ({size:.1f} MB); {a.repeat} rounds of every case, median shown; "
           f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}")
-    results: dict[str, tuple[float, float, float]] = {}
-    for name, code, state in cases:
-        walls, inproc, rss = [], [], []
-        for _ in range(a.repeat):
+    # Round-robin (every case once per repeat), so that load from other processes on a
+    # shared machine spreads over all cases instead of skewing one of them.
+    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _, _ in cases}
+    failed: set[str] = set()
+    for _ in range(a.repeat):
+        for name, code, state in cases:
+            if name in failed:
+                continue
             if state == "empty":
                 shutil.rmtree(cache, ignore_errors=True)
             elif state == "warm" and not cache.exists():
                 run_case(verb("top_kernels", *tk), trace, base_env, out)
             try:
-                w, ip, r = run_case(code, trace, base_env, out)
+                samples[name].append(run_case(code, trace, base_env, out))
             except RuntimeError as e:
                 print(f"  {name}: {e}")
-                break
-            walls.append(w)
-            inproc.append(ip)
-            rss.append(r)
-        if walls:
-            results[name] = (statistics.median(walls), statistics.median(inproc), max(rss))
+                failed.add(name)
+    results = {
+        name: (statistics.median(s[0] for s in got), statistics.median(s[1] for s in got),
+               max(s[2] for s in got))
+        for name, got in samples.items() if got
+    }
     floor = results.get("typed msgspec decode (floor)")
     hta = results.get("HTA 0.5.0 parse + kernel breakdown")
     cache_mb = sum(p.stat().st_size for p in cache.glob("*.arrow")) / 1e6
