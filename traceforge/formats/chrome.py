@@ -228,7 +228,7 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
         raise TraceFormatError(p, f"not a trace ({what})")
     # Phase letters -> small codes through dict.get at C speed; unknown phases get -1.
     ph_code = np.fromiter(
-        map(PH_CODE.get, _take(attrgetter("ph"), events), repeat(-1)),
+        map(PH_CODE.get, map(attrgetter("ph"), events), repeat(-1)),
         dtype=np.int8,
         count=n_all,
     )
@@ -289,8 +289,9 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
     cat_cat = cat_all[idx_ev]
     n = len(evs)
     name_cat = _categorical(map(attrgetter("name"), evs), n)
-    pid = ids.column(_take(attrgetter("pid"), evs))
-    tid = ids.column(_take(attrgetter("tid"), evs))
+    # pid and tid in one pass, as pairs, then split.
+    pidtid = ids.column(list(chain.from_iterable(map(attrgetter("pid", "tid"), evs))))
+    pid, tid = pidtid[0::2], pidtid[1::2]
     args = _take(attrgetter("args"), evs)
     # One pass over the args structs: five ints per event, reshaped into columns.
     five = attrgetter("ext", "correlation", "stream", "device", "graph")
