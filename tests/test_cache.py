@@ -379,3 +379,37 @@ def test_kineto_args_come_from_the_source_rows(cdir: Path, tmp_path: Path) -> No
     load(p)
     _assert_same(fresh, load(p))
     assert load(p).args([3]) == [{"grid": [3, 1, 1], "note": "é"}]
+
+
+def test_other_model_or_reader_version_rebuilds(cdir: Path, trace_copy: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # The key holds a fingerprint of the trace model (TraceMeta fields, columns, kinds) and
+    # of the reader modules: a new TraceMeta field or an edited reader must not be served
+    # an old entry.
+    load(trace_copy)
+    (entry,) = _entries(cdir)
+    before = entry.stat().st_mtime_ns
+    old = cache._code_fingerprint()
+    monkeypatch.setattr(cache, "_fingerprint", old + "-other")
+    from traceforge.formats import chrome
+
+    calls: list[int] = []
+    real = chrome.read
+
+    def counting(*a: Any, **k: Any) -> Trace:
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(chrome, "read", counting)
+    load(trace_copy)
+    assert calls and _entries(cdir) == [entry]
+    assert entry.stat().st_mtime_ns >= before
+
+
+def test_cache_info_flags_a_damaged_entry(cdir: Path, trace_copy: Path) -> None:
+    load(trace_copy)
+    (entry,) = _entries(cdir)
+    entry.write_bytes(b"not arrow")
+    r = CliRunner().invoke(cli, ["cache", "info", "--format", "json"])
+    (row,) = json.loads(r.output)["traces"]
+    assert row["state"].startswith("damaged")
