@@ -161,7 +161,9 @@ def _key(path: Path) -> tuple[Path, str] | None:
     except (OSError, RuntimeError):
         return None
     name = hashlib.sha1(str(real).encode()).hexdigest()[:24] + SUFFIX
-    key = f"{real}|{st.st_size}|{st.st_mtime_ns}|{_fingerprint}"
+    # The inode too: a file replaced by rename within one tick of the coarse file clock
+    # can keep size and mtime; contents are never hashed (that would cost a full read).
+    key = f"{real}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{_fingerprint}"
     return cache_dir() / name, key
 
 
