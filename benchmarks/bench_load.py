@@ -1,34 +1,42 @@
-"""Cold `traceforge top-kernels` on a large Kineto trace, side by side with baselines.
+"""Cold and warm traceforge verbs on a large Kineto trace, side by side with baselines.
 
-Every case runs in a fresh subprocess (cold: imports, file read, parse, analysis), so wall
-time and peak RSS (from the child's rusage) are comparable. Ratios are printed against the
-typed-decode baseline (msgspec decoding only the fields an analysis needs, args left raw)
-and against HTA 0.5.0 when it is installed.
+Every case runs in a fresh subprocess, so wall time and peak RSS (from the child's rusage)
+are comparable. Two times per case:
 
-    python benchmarks/bench_load.py [--trace big.json] [--repeat 3] [--json-stdlib]
+* ``wall s``: the whole command, interpreter start-up and imports included (what a user
+  waits for);
+* ``in-proc s``: the verb alone, timed inside the process after Python, pandas, numpy,
+  pyarrow and the verb's module are imported (what the library spends on the trace).
 
-Without --trace, builds benchmarks/out/big.json (~280 MB) from fixtures/eager.pt.trace.json.gz.
+Cases: the typed msgspec decode (the floor: decoding only the fields an analysis needs,
+args left raw), cold ``top-kernels`` with an empty cache (parse + cache write), cold with
+``--no-cache``, warm (cached) ``top-kernels``, ``idle``, ``overlap`` and ``report``, and
+HTA 0.5.0 parse + kernel breakdown when it is installed. Ratios are printed against the
+decode floor and HTA, measured in the same invocation.
+
+    python benchmarks/bench_load.py [--trace big.json] [--repeat 3] [--no-hta]
+
+Without --trace, builds benchmarks/out/big.json (~288 MB) from fixtures/eager.pt.trace.json.gz.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
-CASES: dict[str, str] = {
-    "read bytes": "open(P, 'rb').read()",
-    "orjson.loads": "import orjson; orjson.loads(open(P, 'rb').read())",
-    "json.loads": "import json; json.loads(open(P, 'rb').read())",
-    "typed decode (baseline)": """
+DECODE = """
 import msgspec
 class E(msgspec.Struct, gc=False):
     ph: str = ""; cat: str = ""; name: str = ""
@@ -37,45 +45,68 @@ class E(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw()
 class D(msgspec.Struct, gc=False):
     traceEvents: list[E] = []
+import time; t0 = time.perf_counter()
 msgspec.json.decode(open(P, 'rb').read(), type=D)
-""",
-    "traceforge top-kernels": (
-        "import sys; from traceforge.cli import main; "
-        "sys.argv=['traceforge','top-kernels',P,'--format','json']; "
-        "import io, contextlib\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    try: main()\n"
-        "    except SystemExit: pass"
-    ),
-    "HTA 0.5.0 parse + kernel breakdown": """
-import os, shutil, tempfile, warnings
-warnings.filterwarnings('ignore')
+INPROC = time.perf_counter() - t0
+"""
+
+HTA = """
+import os, shutil, tempfile, warnings, logging
+warnings.filterwarnings('ignore'); logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
+import time; t0 = time.perf_counter()
 d = tempfile.mkdtemp()
 os.symlink(os.path.abspath(P), os.path.join(d, 'rank-0.json'))
 a = TraceAnalysis(trace_dir=d)
 a.get_gpu_kernel_breakdown(visualize=False)
 shutil.rmtree(d)
-""",
-}
+INPROC = time.perf_counter() - t0
+"""
 
 
-def run_case(code: str, trace: Path) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS GiB, exit code) of one fresh interpreter running ``code``."""
-    prog = f"P = {str(trace)!r}\n{code}"
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", prog], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    return wall, usage.ru_maxrss / 2**20, os.waitstatus_to_exitcode(status)
+def verb(module: str, *args: str) -> str:
+    """A CLI run of ``traceforge ARGS`` with its verb module imported before the clock."""
+    argv = ["traceforge", *args]
+    return f"""
+import importlib, io, contextlib, sys, time
+import numpy, pandas, pyarrow
+from traceforge.cli import main
+importlib.import_module('traceforge.commands.{module}')
+sys.argv = {argv!r}
+sys.argv = [a.replace('@P', P).replace('@OUT', OUT) for a in sys.argv]
+t0 = time.perf_counter()
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main()
+    except SystemExit as e:
+        if e.code:
+            raise
+INPROC = time.perf_counter() - t0
+"""
+
+
+def run_case(code: str, trace: Path, env: dict[str, str], out: Path) -> tuple[float, float, float]:
+    """(wall s, in-process s, peak RSS GiB) of one fresh interpreter running ``code``."""
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as res:
+        prog = (f"P = {str(trace)!r}\nOUT = {str(out)!r}\n{code}\n"
+                f"import json; json.dump(INPROC, open({res.name!r}, 'w'))")
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-c", prog], cwd=REPO, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        err = proc.stderr.read().decode(errors="replace")
+        rc = os.waitstatus_to_exitcode(status)
+        if rc != 0:
+            raise RuntimeError(f"exit {rc}: {err.strip().splitlines()[-1:] or ''}")
+        return wall, float(json.load(open(res.name))), usage.ru_maxrss / 2**20
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--trace", type=Path)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json-stdlib", action="store_true", help="also time json.loads (slow)")
     ap.add_argument("--no-hta", action="store_true")
     a = ap.parse_args()
     trace = a.trace
@@ -86,32 +117,62 @@ def main() -> None:
             subprocess.run([sys.executable, str(HERE / "make_big_trace.py"),
                             str(REPO / "fixtures" / "eager.pt.trace.json.gz"), str(trace)],
                            check=True)
-    cases = dict(CASES)
-    if not a.json_stdlib:
-        cases.pop("json.loads")
-    if a.no_hta or importlib.util.find_spec("hta") is None:
-        cases.pop("HTA 0.5.0 parse + kernel breakdown")
+    work = Path(tempfile.mkdtemp(prefix="tf-bench-"))
+    cache = work / "cache"
+    out = work / "report.md"
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("TRACEFORGE_")}
+    base_env["TRACEFORGE_CACHE"] = str(cache)
+    tk = ("top-kernels", "@P", "--format", "json")
+    # (name, code, cache state before each run: "empty" | "warm" | "any")
+    cases: list[tuple[str, str, str]] = [
+        ("typed msgspec decode (floor)", DECODE, "any"),
+        ("cold top-kernels (parse + cache write)", verb("top_kernels", *tk), "empty"),
+        # --no-cache is a group option: it goes before the verb.
+        ("cold top-kernels --no-cache", verb("top_kernels", "--no-cache", *tk), "any"),
+        ("warm top-kernels", verb("top_kernels", *tk), "warm"),
+        ("warm idle", verb("idle", "idle", "@P", "--format", "json"), "warm"),
+        ("warm overlap", verb("overlap", "overlap", "@P", "--format", "json"), "warm"),
+        ("warm report (md)", verb("report", "report", "@P", "-o", "@OUT"), "warm"),
+    ]
+    if not a.no_hta and importlib.util.find_spec("hta") is not None:
+        cases.append(("HTA 0.5.0 parse + kernel breakdown", HTA, "any"))
     size = trace.stat().st_size / 1e6
-    print(f"trace: {trace} ({size:.1f} MB), {a.repeat} cold runs each, median shown")
-    results: dict[str, tuple[float, float]] = {}
-    for name, code in cases.items():
-        walls, rss = [], []
-        for _ in range(a.repeat):
-            w, r, rc = run_case(code, trace)
-            if rc != 0:
-                print(f"  {name}: exit code {rc}")
-                break
-            walls.append(w)
-            rss.append(r)
-        if walls:
-            results[name] = (statistics.median(walls), max(rss))
-    base = results.get("typed decode (baseline)")
+    print(f"trace: {trace} ({size:.1f} MB); {a.repeat} rounds of every case, median shown; "
+          f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+    # Round-robin (every case once per repeat), so that load from other processes on a
+    # shared machine spreads over all cases instead of skewing one of them.
+    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _, _ in cases}
+    failed: set[str] = set()
+    for _ in range(a.repeat):
+        for name, code, state in cases:
+            if name in failed:
+                continue
+            if state == "empty":
+                shutil.rmtree(cache, ignore_errors=True)
+            elif state == "warm" and not cache.exists():
+                run_case(verb("top_kernels", *tk), trace, base_env, out)
+            try:
+                samples[name].append(run_case(code, trace, base_env, out))
+            except RuntimeError as e:
+                print(f"  {name}: {e}")
+                failed.add(name)
+    results = {
+        name: (statistics.median(s[0] for s in got), statistics.median(s[1] for s in got),
+               max(s[2] for s in got))
+        for name, got in samples.items() if got
+    }
+    floor = results.get("typed msgspec decode (floor)")
     hta = results.get("HTA 0.5.0 parse + kernel breakdown")
-    print(f"{'case':38} {'wall s':>8} {'peak GiB':>9} {'vs typed':>9} {'HTA / it':>9}")
-    for name, (w, r) in results.items():
-        vs = f"{w / base[0]:.2f}x" if base else ""
-        vh = f"{hta[0] / w:.1f}x" if hta else ""
-        print(f"{name:38} {w:8.2f} {r:9.2f} {vs:>9} {vh:>9}")
+    cache_mb = sum(p.stat().st_size for p in cache.glob("*.arrow")) / 1e6
+    print(f"{'case':40} {'wall s':>7} {'in-proc s':>9} {'peak GiB':>8} {'/ floor':>8} "
+          f"{'HTA / it':>8}")
+    for name, (w, ip, r) in results.items():
+        vs = f"{w / floor[0]:.2f}x" if floor else ""
+        # HTA parses and tables kernels: compared with the top-kernels cases only.
+        vh = f"{hta[0] / w:.1f}x" if hta and "top-kernels" in name else ""
+        print(f"{name:40} {w:7.2f} {ip:9.3f} {r:8.2f} {vs:>8} {vh:>8}")
+    print(f"cache entry: {cache_mb:.1f} MB for a {size:.1f} MB trace")
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

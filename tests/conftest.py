@@ -19,6 +19,24 @@ SHARED = Path(os.environ.get("TRACEFORGE_SHARED_FIXTURES", REPO.parent / "shared
 EXTERNAL = SHARED / "external"
 
 
+@pytest.fixture(scope="session")
+def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("traceforge-cache")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(_session_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test caches into one temporary directory, never the user's ~/.cache.
+
+    One directory for the session: tests that load the same fixture share its entry (the
+    suite then exercises cache hits everywhere); cache tests point it elsewhere themselves.
+    """
+    monkeypatch.setenv("TRACEFORGE_CACHE", str(_session_cache))
+    monkeypatch.delenv("TRACEFORGE_NO_CACHE", raising=False)
+    monkeypatch.delenv("TRACEFORGE_CACHE_SIZE", raising=False)
+    return _session_cache
+
+
 def shared(rel: str) -> Path:
     """A file under shared/fixtures, or skip the test when it is not there."""
     p = SHARED / rel

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from traceforge.version import __version__ as __version__
 
 #: Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "top_kernels": "traceforge.analyzers.kernels",
     "ops": "traceforge.analyzers.ops",
     "select_steps": "traceforge.analyzers.timeline",
+    "sql": "traceforge.analyzers.query",
     "Timeline": "traceforge.analyzers.timeline",
     "timeline": "traceforge.analyzers.timeline",
     "IdleReport": "traceforge.analyzers.idle",
@@ -85,6 +86,7 @@ __all__ = [
     "overlap",
     "select_steps",
     "short_name",
+    "sql",
     "step",
     "timeline",
     "top_kernels",
@@ -100,6 +102,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.launch import LaunchReport, launch_overhead
     from traceforge.analyzers.ops import ops
     from traceforge.analyzers.overlap import OverlapReport, overlap
+    from traceforge.analyzers.query import sql
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
     from traceforge.errors import (

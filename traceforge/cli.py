@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from traceforge.commands import values
 from traceforge.errors import TraceforgeError
 
 #: Modules under traceforge.commands, each exposing a click command named ``command``.
@@ -31,6 +32,8 @@ COMMANDS: tuple[str, ...] = (
     "overlap",
     "breakdown",
     "launch",
+    "cache",
+    "sql",
 )
 
 
@@ -54,8 +57,37 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="traceforge")
-def cli() -> None:
-    """Analyze GPU traces of ML workloads: Kineto JSON, Nsight Systems, rocprof, Perfetto."""
+@click.option("--no-cache", is_flag=True,
+              help="Parse traces from scratch and write no cache entry "
+              "(also TRACEFORGE_NO_CACHE=1).")
+@click.option("--cache-size", metavar="SIZE", callback=values.check_size,
+              help="Cap on the cache directory, e.g. 5GB (default; also "
+              "TRACEFORGE_CACHE_SIZE); least recently used entries are evicted.")
+@click.pass_context
+def cli(ctx: click.Context, no_cache: bool, cache_size: str | None) -> None:
+    """Analyze GPU traces of ML workloads: Kineto JSON, Nsight Systems, rocprof, Perfetto.
+
+    Parsed traces are cached as Arrow files in $TRACEFORGE_CACHE (default
+    ~/.cache/traceforge), so later commands on the same file skip parsing; see
+    `traceforge cache info`.
+    """
+    # Environment variables, not globals: worker processes of multi-rank verbs inherit them.
+    # They are restored when the command ends (the CLI also runs in-process, in tests).
+    settings = {"TRACEFORGE_NO_CACHE": "1" if no_cache else None,
+                "TRACEFORGE_CACHE_SIZE": cache_size}
+    for var, value in settings.items():
+        if value is None:
+            continue
+        old = os.environ.get(var)
+        os.environ[var] = value
+        ctx.call_on_close(lambda var=var, old=old: _restore(var, old))
+
+
+def _restore(var: str, old: str | None) -> None:
+    if old is None:
+        os.environ.pop(var, None)
+    else:
+        os.environ[var] = old
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -23,21 +23,44 @@ def kernel_table(trace: Trace, *, include_memory: bool = False) -> pd.DataFrame:
     """
     kinds = ("kernel", "memcpy", "memset") if include_memory else ("kernel",)
     k = trace.of_kind(*kinds)
-    names = k["name"].astype(str)
-    info = {n: classify(n) for n in names.unique()}
-    kind = k["kind"].astype(str).to_numpy()
-    cls = np.array([info[n].cls for n in names], dtype=object)
-    fam = np.array([info[n].family for n in names], dtype=object)
+    # Names are classified once per distinct name and spread to rows through the integer
+    # codes of the categorical column: per-row Python work on ~1M strings cost more than
+    # the whole analysis. String columns stay plain objects (one dtype on pandas 2 and 3).
+    names_s = k["name"]
+    if isinstance(names_s.dtype, pd.CategoricalDtype):
+        codes = np.asarray(names_s.cat.codes)
+        cats = names_s.cat.categories
+    else:
+        codes, cats = pd.factorize(names_s.astype(str))
+    used = np.unique(codes[codes >= 0])
+    labels = np.empty(len(cats) + 1, dtype=object)  # the last slot: missing name (code -1)
+    short_c, cls_c, fam_c = (np.empty(len(cats) + 1, dtype=object) for _ in range(3))
+    for c in [*used.tolist(), -1]:
+        n = str(cats[c]) if c >= 0 else "nan"
+        info = classify(n)
+        labels[c], short_c[c], cls_c[c], fam_c[c] = n, info.short, info.cls, info.family
+    kind_s = k["kind"]
+    if isinstance(kind_s.dtype, pd.CategoricalDtype):
+        kind_labels = np.array([str(c) for c in kind_s.cat.categories] + ["nan"], dtype=object)
+        kind = kind_labels[np.asarray(kind_s.cat.codes)]
+    else:
+        kind = np.asarray(kind_s.astype(str), dtype=object)
+    is_kernel = kind == "kernel"
     # A memcpy/memset row is classed by its kind, whatever its name says.
-    cls = np.where(kind == "kernel", cls, kind)
-    fam = np.where(kind == "kernel", fam, kind)
+    cls = np.where(is_kernel, cls_c[codes], kind)
+    fam = np.where(is_kernel, fam_c[codes], kind)
+
+    def text(values: np.ndarray) -> pd.Series:
+        col: pd.Series = pd.Series(values, dtype=object, copy=False)
+        return col
+
     result: pd.DataFrame = pd.DataFrame(
         {
             "row": k.index.to_numpy(),
-            "name": names.to_numpy(),
-            "short": [info[n].short for n in names],
-            "class": cls,
-            "family": fam,
+            "name": text(labels[codes]),
+            "short": text(short_c[codes]),
+            "class": text(cls),
+            "family": text(fam),
             "ts": k["ts"].to_numpy(),
             "dur": k["dur"].to_numpy(),
             "device": k["device"].to_numpy(),

@@ -82,7 +82,7 @@ def summary(trace: Trace) -> Summary:
     kinds = kinds[kinds["events"] > 0].reset_index(drop=True)
     names = {d.id: d for d in m.devices}
     acts = tl.activity
-    by_dev = busy.set_index("device")["busy_pct"]
+    by_dev = dict(zip(busy["device"].tolist(), busy["busy_pct"].tolist(), strict=True))
     dev_rows = []
     for dev in sorted(set(acts["device"].tolist()) | set(names)):
         d = names.get(int(dev))

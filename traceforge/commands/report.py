@@ -61,11 +61,11 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
             top: int, steps_from: str | None) -> None:
     """Write one report over TRACES: several files of one distributed run become one run
     with its ranks; otherwise each file (or directory) is a run and they are compared."""
-    from traceforge import __version__
     from traceforge.analyzers.diff import diff
     from traceforge.commands.options import resolve_steps
     from traceforge.report.findings import findings
     from traceforge.report.run import analyze, compare_runs
+    from traceforge.version import __version__
 
     out = Path(output)
     fmt = SUFFIXES.get(out.suffix.lower())

@@ -34,3 +34,17 @@ class FiniteFloat(click.FloatRange):
 DURATION = FiniteFloat(min=0.0, max=1e12)
 #: Percentages.
 PERCENT = FiniteFloat(min=0.0, max=100.0)
+
+
+def check_size(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Callback for a size option such as ``5GB`` or ``500MB`` (the cache cap): checked by
+    the cache's parser, passed on as written."""
+    if value is None:
+        return None
+    from traceforge.formats.cache import parse_size
+
+    try:
+        parse_size(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    return value

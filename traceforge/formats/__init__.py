@@ -66,10 +66,36 @@ def _sniff(mod: ModuleType, p: Path, head: bytes) -> bool:
     return False  # unreachable: _guard re-raises (mypy cannot see that)
 
 
-def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
+def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None,
+               use_cache: bool = False) -> Trace:
     with _guard(mod, p):
+        if use_cache:
+            return _read_and_cache(mod, p, kinds)
         return _read_kinds(mod, p, kinds)
     raise AssertionError("unreachable")
+
+
+def _accepts_kinds(name: str) -> bool:
+    return name in READERS and bool(getattr(_reader(name), "ACCEPTS_KINDS", False))
+
+
+def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
+    """Read the whole table, store it in the cache, and select ``kinds`` from it exactly
+    as a later cache hit will."""
+    from traceforge.formats import cache
+
+    k = cache.key(p)  # taken before parsing: a file changed meanwhile is never stored as current
+    full: Trace = mod.read(p)
+    name = mod.__name__.rsplit(".", 1)[-1]
+    if cache.write(p, full, name, k) and kinds is not None:
+        hit = cache.read(p, kinds, _accepts_kinds)
+        if hit is not None:
+            return hit
+    if kinds is None:
+        return full
+    if getattr(mod, "ACCEPTS_KINDS", False):
+        return cache.select(full, kinds)
+    return replace(full, events=full.events[full.events["kind"].isin(list(kinds))])
 
 
 def _read_kinds(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
@@ -93,7 +119,8 @@ def resolve(path: str | Path) -> Path:
     return Path(path)
 
 
-def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
+def load(path: str | Path, *, kinds: Collection[str] | None = None,
+         cache: bool | None = None) -> Trace:
     """Read any supported trace file (format sniffed from its content) into a Trace.
 
     ``path`` may be ``sample:NAME`` (a bundled sample). A folder is read only when it is a
@@ -103,6 +130,10 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
     only those events; readers that can use it build columns for those rows only, which
     makes a kernel table of a large trace faster. Times stay relative to the first event
     of any kind.
+
+    ``cache`` (default: on unless ``TRACEFORGE_NO_CACHE=1``) reads and writes the columnar
+    cache of :mod:`traceforge.formats.cache`: the first load of a file stores its table,
+    later loads map it instead of parsing. Directories are never cached.
     """
     p = resolve(path)
     if not p.exists():
@@ -125,6 +156,13 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
         raise TraceFormatError(p, f"cannot read ({e.strerror})") from None
     if size == 0:
         raise TraceFormatError(p, "empty file")
+    from traceforge.formats import cache as cache_mod
+
+    use_cache = cache_mod.enabled(cache)
+    if use_cache:
+        hit = cache_mod.read(p, kinds, _accepts_kinds)
+        if hit is not None:
+            return hit
     try:
         head = read_head(p)
     except PermissionError:
@@ -138,7 +176,7 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None) -> Trace:
         mod = _reader(name)
         if _sniff(mod, p, head):
             try:
-                return _read_with(mod, p, kinds)
+                return _read_with(mod, p, kinds, use_cache)
             except TraceFormatError:
                 if what is None or p.suffix.lower() == ".csv":
                     raise  # the rocprof reader already names its own summaries

@@ -142,6 +142,13 @@ def pick(have: list[str], *wanted: str, alias: str | None = None, prefix: str = 
     return f'NULL AS "{name}"'
 
 
+def args_from_cache(path: Path, columns: dict[str, np.ndarray]) -> ColumnArgs:
+    """A :class:`ColumnArgs` over the columns the cache stored (``path`` is not read)."""
+    provider = ColumnArgs.__new__(ColumnArgs)
+    provider.cols = dict(columns)
+    return provider
+
+
 class ColumnArgs:
     """Args provider for readers that build a frame: per-row source fields as dicts.
 
@@ -151,6 +158,10 @@ class ColumnArgs:
 
     def __init__(self, df: pd.DataFrame, columns: Sequence[str]) -> None:
         self.cols = {c: df[c].to_numpy() for c in columns if c in df.columns}
+
+    def cache_columns(self) -> dict[str, np.ndarray]:
+        """The per-row arrays the columnar cache stores to rebuild this provider."""
+        return self.cols
 
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
         out = []

@@ -1,0 +1,41 @@
+"""``traceforge sql TRACE "SELECT ..."``: DuckDB over the trace's tables."""
+
+from __future__ import annotations
+
+import click
+
+from traceforge.commands.options import (
+    emit,
+    format_option,
+    load_trace,
+    resolve_steps,
+    steps_from_option,
+    trace_argument,
+)
+
+
+@click.command("sql")
+@trace_argument
+@click.argument("query")
+@steps_from_option
+@format_option
+def command(trace: str, query: str, steps_from: str | None, fmt: str) -> None:
+    """Run a SQL QUERY (DuckDB) over the tables events, activity and steps.
+
+    \b
+    events    row, name, kind, cat, ts, dur, pid, tid, device, stream, corr, ext,
+              graph, rank (times in ns; one row per event)
+    activity  one row per GPU kernel/memcpy/memset: row, name, kind, cls, family,
+              device, stream, rank, ts, end, corr, graph, replay, launch_*, op_row,
+              op_name, annotation, step
+    steps     step, host_ts, host_end, ts, end (host range and GPU window of each step)
+
+    Example: traceforge sql t.json "SELECT name, sum(dur)/1e3 AS us FROM events
+    WHERE kind = 'kernel' GROUP BY name ORDER BY us DESC LIMIT 5"
+    """
+    from traceforge.analyzers.query import sql
+    from traceforge.render import render_frame
+
+    rule, _ = resolve_steps(steps_from, None)
+    df = sql(load_trace(trace, rule), query)
+    emit(render_frame(df, fmt, title=f"SQL on {trace}"))

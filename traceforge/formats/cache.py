@@ -1,0 +1,685 @@
+"""A columnar cache of normalized traces: parse a file once, memory-map it afterwards.
+
+The first :func:`traceforge.load` of a trace writes its normalized event table (every
+column of ``EVENT_COLUMNS``, categoricals as Arrow dictionaries), its flows and its meta as
+one Arrow IPC file under :func:`cache_dir`. Later loads, by any verb or process, map that
+file and build only the rows and columns they need, instead of parsing the source again.
+
+Why Arrow IPC and not Parquet: an uncompressed IPC file is memory-mapped and its int64
+columns are used in place (no decode step), so a warm load costs about the copy of the rows
+a verb keeps; Parquet needs a decode pass over every column read and measured slower
+(``benchmarks/bench_cache.py`` prints both).
+
+One entry per source file, named by a hash of its real path; the entry records the key it
+was built for (size, mtime_ns, cache format version and a fingerprint of the trace model
+and the reader code), and an entry whose key differs is stale: it is rebuilt in place.
+Writes go to a temporary file in the same directory and are published with ``os.replace``,
+so concurrent runs never see a partial entry; a damaged entry (truncated, not Arrow,
+unexpected columns) reads as a miss and is rebuilt. Nothing here raises for cache trouble:
+an unwritable directory means no cache, noted once on the ``traceforge`` logger.
+
+Lazy ``args`` keep working: a reader's args provider may offer ``cache_columns()`` (a few
+per-row arrays, e.g. the Kineto source row of each event) and a module function
+``args_from_cache(path, columns)`` rebuilding it; any other provider's args are stored as
+one JSON document per row. Both live in columns that are only read when args are asked for.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import hashlib
+import importlib
+import logging
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from traceforge import model
+from traceforge.model import EVENT_COLUMNS, FLOW_COLUMNS, KINDS, Trace, TraceMeta, empty_frame
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: Bump when the layout of an entry changes (also when readers start producing different
+#: tables from the same file and the code fingerprint below would not notice).
+CACHE_FORMAT = 1
+#: Default cap on the cache directory; least recently used entries go first.
+DEFAULT_MAX_BYTES = 5 * 10**9
+SUFFIX = ".arrow"
+
+_META_KEY = b"traceforge.meta"
+_FLOWS_KEY = b"traceforge.flows"
+_ARGS_PREFIX = "args:"
+_JSON_ARGS = "args:json"
+
+log = logging.getLogger("traceforge")
+_noted: set[str] = set()
+
+
+def _note_once(what: str, msg: str) -> None:
+    if what not in _noted:
+        _noted.add(what)
+        log.warning("traceforge: note: %s", msg)
+
+
+# -- settings ------------------------------------------------------------------------------
+def cache_dir() -> Path:
+    """``$TRACEFORGE_CACHE``, else the platform's user cache directory + ``traceforge``.
+
+    Written out here rather than adding platformdirs for three lines: XDG on Linux and
+    other Unixes, ``~/Library/Caches`` on macOS, ``%LOCALAPPDATA%`` on Windows.
+    """
+    env = os.environ.get("TRACEFORGE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "traceforge"
+
+
+def enabled(cache: bool | None = None) -> bool:
+    """Whether loads use the cache: ``cache`` when given, else not ``TRACEFORGE_NO_CACHE``."""
+    if cache is not None:
+        return cache
+    return os.environ.get("TRACEFORGE_NO_CACHE", "").strip().lower() in ("", "0", "false", "no")
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+          "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """``"5GB"``, ``"500MiB"``, ``"0"`` or plain bytes -> bytes; ValueError otherwise."""
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f"not a size: {text!r} (examples: 5GB, 500MB, 0)")
+    unit = (m.group(2) or "").lower().removesuffix("b")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def max_bytes() -> int:
+    """The size cap: ``$TRACEFORGE_CACHE_SIZE`` (a size such as ``5GB``), default 5 GB."""
+    env = os.environ.get("TRACEFORGE_CACHE_SIZE")
+    if env:
+        try:
+            return parse_size(env)
+        except ValueError:
+            _note_once("size", f"ignoring TRACEFORGE_CACHE_SIZE={env!r} (examples: 5GB, 500MB)")
+    return DEFAULT_MAX_BYTES
+
+
+# -- keys ----------------------------------------------------------------------------------
+def _code_fingerprint() -> str:
+    """The trace model's shape plus the size and mtime of the modules that build tables.
+
+    A new TraceMeta field, a new kind or an edited reader then invalidates old entries by
+    itself; released versions change only with the package.
+    """
+    from traceforge.version import __version__
+
+    parts: list[object] = [
+        CACHE_FORMAT, __version__, list(EVENT_COLUMNS.items()), list(KINDS),
+        list(FLOW_COLUMNS.items()),
+        [f.name for f in dataclasses.fields(TraceMeta)],
+        [f.name for f in dataclasses.fields(model.Device)],
+    ]
+    here = Path(__file__).resolve().parent
+    for f in sorted(here.glob("*.py")) + [Path(model.__file__)]:
+        with contextlib.suppress(OSError):
+            st = f.stat()
+            parts.append((f.name, st.st_size, st.st_mtime_ns))
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
+
+
+_fingerprint: str | None = None
+
+
+def _key(path: Path) -> tuple[Path, str] | None:
+    """(entry file, key) for a source file, or None when it cannot be stat'ed."""
+    global _fingerprint
+    if _fingerprint is None:
+        _fingerprint = _code_fingerprint()
+    try:
+        real = path.resolve(strict=True)
+        st = real.stat()
+    except (OSError, RuntimeError):
+        return None
+    name = hashlib.sha1(str(real).encode()).hexdigest()[:24] + SUFFIX
+    # The inode too: a file replaced by rename within one tick of the coarse file clock
+    # can keep size and mtime; contents are never hashed (that would cost a full read).
+    key = f"{real}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{_fingerprint}"
+    return cache_dir() / name, key
+
+
+# -- meta: dataclasses, tuples, dicts with any keys, frames ---------------------------------
+def _enc(v: Any) -> Any:
+    """A JSON-able form of ``v`` that :func:`_dec` turns back into an equal value."""
+    if v is None or isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, (int, float)):
+        return v.item() if isinstance(v, np.generic) else v
+    if isinstance(v, np.generic):
+        return v.item()
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        cls = type(v)
+        if cls.__module__ != model.__name__:
+            raise TypeError(f"cannot cache a {cls.__name__} in meta")
+        return {"__dc": cls.__name__,
+                "v": {f.name: _enc(getattr(v, f.name)) for f in dataclasses.fields(v)}}
+    if isinstance(v, tuple):
+        return {"__tuple": [_enc(x) for x in v]}
+    if isinstance(v, list):
+        return [_enc(x) for x in v]
+    if isinstance(v, dict):
+        if all(isinstance(k, str) for k in v):
+            if any(k.startswith("__") for k in v):
+                return {"__items": [[k, _enc(x)] for k, x in v.items()]}
+            return {k: _enc(x) for k, x in v.items()}
+        return {"__items": [[_enc(k), _enc(x)] for k, x in v.items()]}
+    if isinstance(v, pd.DataFrame):
+        return {"__frame": base64.b64encode(_ipc_bytes(_frame_table(v))).decode()}
+    raise TypeError(f"cannot cache a {type(v).__name__} in meta")
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(_hashable(x) for x in v) if isinstance(v, list) else v
+
+
+def _dec(v: Any) -> Any:
+    if isinstance(v, list):
+        return [_dec(x) for x in v]
+    if not isinstance(v, dict):
+        return v
+    if "__tuple" in v:
+        return tuple(_dec(x) for x in v["__tuple"])
+    if "__items" in v:
+        return {_hashable(_dec(k)): _dec(x) for k, x in v["__items"]}
+    if "__dc" in v:
+        cls = getattr(model, v["__dc"])
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: _dec(x) for k, x in v["v"].items() if k in names})
+    if "__frame" in v:
+        return _table_frame(_read_ipc(base64.b64decode(v["__frame"])))
+    return {k: _dec(x) for k, x in v.items()}
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Deep equality that also compares DataFrames (meta.extra may hold one).
+
+    numpy scalars equal the Python numbers they stand for (the cache stores them as such).
+    """
+    a = a.item() if isinstance(a, np.generic) else a
+    b = b.item() if isinstance(b, np.generic) else b
+    if isinstance(a, pd.DataFrame) or isinstance(b, pd.DataFrame):
+        return isinstance(a, pd.DataFrame) and isinstance(b, pd.DataFrame) and a.equals(b) \
+            and list(a.dtypes.astype(str)) == list(b.dtypes.astype(str))
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return type(a) is type(b) and all(
+            _same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, float) and isinstance(b, float) and a != a:
+        return b != b  # NaN
+    return type(a) is type(b) and bool(a == b)
+
+
+# -- frames <-> Arrow ----------------------------------------------------------------------
+def _column_array(s: pd.Series) -> pa.Array:
+    import pyarrow as pa
+
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        cats = s.cat.categories
+        if not all(isinstance(c, str) for c in cats):
+            raise TypeError(f"categories of {s.name!r} are not strings")
+        codes = np.asarray(s.cat.codes, dtype=np.int32)
+        idx = pa.array(codes, mask=codes < 0) if (codes < 0).any() else pa.array(codes)
+        return pa.DictionaryArray.from_arrays(idx, pa.array(list(cats), type=pa.string()))
+    arr = s.to_numpy()
+    if arr.dtype.kind in "iufb":
+        return pa.array(arr)
+    return pa.array(arr.tolist())
+
+
+def _frame_table(df: pd.DataFrame) -> pa.Table:
+    import pyarrow as pa
+
+    return pa.table({str(c): _column_array(df[c]) for c in df.columns})
+
+
+def _categorical(arr: pa.Array | pa.ChunkedArray, rows: np.ndarray | None = None,
+                 first_seen: bool = False) -> pd.Categorical:
+    import pyarrow as pa
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    idx = arr.indices
+    codes = (idx.fill_null(-1) if idx.null_count else idx).to_numpy(zero_copy_only=False)
+    cats = pd.Index(np.array(arr.dictionary.to_pylist(), dtype=object))
+    if rows is not None:
+        codes = codes[rows]
+    if first_seen:
+        return first_seen_categorical(codes, cats)
+    result: pd.Categorical = pd.Categorical.from_codes(codes, categories=cats)
+    return result
+
+
+def first_seen_categorical(codes: np.ndarray, cats: pd.Index) -> pd.Categorical:
+    """Categories in order of first appearance among ``codes`` (unused ones dropped).
+
+    That is how a reader building a column from the kept rows alone orders them, and
+    category order decides the order of groupby and sort results.
+    """
+    new, uniq = pd.factorize(codes)
+    if (uniq < 0).any():  # missing values (code -1) stay missing
+        j = int(np.flatnonzero(uniq < 0)[0])
+        new = np.where(new == j, -1, np.where(new > j, new - 1, new))
+        uniq = uniq[uniq >= 0]
+    result: pd.Categorical = pd.Categorical.from_codes(new, categories=cats[uniq])
+    return result
+
+
+def _column(arr: pa.ChunkedArray, rows: np.ndarray | None) -> Any:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(arr.type):
+        return _categorical(arr, rows)
+    chunk = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    values = chunk.to_numpy(zero_copy_only=False)
+    return values if rows is None else values[rows]
+
+
+def _table_frame(t: pa.Table) -> pd.DataFrame:
+    df: pd.DataFrame = pd.DataFrame({c: _column(t.column(c), None) for c in t.column_names})
+    return df
+
+
+def _ipc_bytes(t: pa.Table) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _read_ipc(b: bytes) -> pa.Table:
+    import pyarrow as pa
+
+    with pa.ipc.open_stream(pa.py_buffer(b)) as r:
+        return r.read_all()
+
+
+# -- args ----------------------------------------------------------------------------------
+def _no_args(rows: np.ndarray) -> list[dict[str, Any]]:
+    return [{} for _ in range(len(rows))]
+
+
+def _json_hook(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    raise TypeError(f"cannot store a {type(v).__name__} in args")
+
+
+def _args_columns(trace: Trace) -> tuple[str | None, dict[str, pa.Array]]:
+    """(module that rebuilds the provider or None, columns to store) for a trace's args."""
+    import pyarrow as pa
+
+    prov = trace.args_provider
+    n = len(trace.events)
+    if prov is getattr(model, "_no_args", None):
+        return None, {}
+    cols = getattr(prov, "cache_columns", None)
+    mod = type(prov).__module__
+    if callable(cols) and mod.startswith("traceforge.formats."):
+        try:
+            out = {f"{_ARGS_PREFIX}{k}": pa.array(v, from_pandas=True)
+                   for k, v in cols().items()}
+        except (TypeError, ValueError):
+            out = {}  # e.g. a column mixing numbers and strings: JSON below
+        if out and all(len(a) == n for a in out.values()):
+            return mod, out
+    # Any other provider: one JSON document per row, decoded on demand.
+    enc = msgspec.json.Encoder(enc_hook=_json_hook)
+    docs = [enc.encode(d) for d in prov(np.arange(n, dtype=np.int64))]
+    return None, {_JSON_ARGS: pa.array(docs, type=pa.binary())}
+
+
+class _JsonArgs:
+    def __init__(self, col: pa.ChunkedArray) -> None:
+        self.col = col
+
+    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        import pyarrow as pa
+
+        dec = msgspec.json.decode
+        vals = self.col.take(pa.array(np.asarray(rows, dtype=np.int64))).to_pylist()
+        out: list[dict[str, Any]] = []
+        for v in vals:
+            d = dec(v) if v else {}
+            out.append(d if isinstance(d, dict) else {})
+        return out
+
+
+class _Rebuild:
+    """How to rebuild a cached trace's args provider (picklable: traces cross processes)."""
+
+    def __init__(self, module: str | None, source: Path,
+                 columns: dict[str, pa.ChunkedArray]) -> None:
+        self.module, self.source, self.columns = module, source, columns
+
+    def __call__(self) -> Callable[[np.ndarray], list[dict[str, Any]]]:
+        if _JSON_ARGS in self.columns:
+            return _JsonArgs(self.columns[_JSON_ARGS])
+        mod = str(self.module)
+        if not mod.startswith("traceforge.formats."):
+            raise ImportError(f"no args provider module {mod!r}")
+        # (ChunkedArray.to_numpy copies; args are read only when asked for.)
+        got = {c.removeprefix(_ARGS_PREFIX): a.to_numpy() for c, a in self.columns.items()}
+        fn = importlib.import_module(mod).args_from_cache
+        result: Callable[[np.ndarray], list[dict[str, Any]]] = fn(self.source, got)
+        return result
+
+
+class _CachedArgs:
+    """Args of a cached trace: the provider is rebuilt from its columns on first use.
+
+    ``rows`` maps this trace's row labels to rows of the cached table (a kinds selection).
+    """
+
+    def __init__(self, rebuild: Callable[[], Callable[[np.ndarray], list[dict[str, Any]]]],
+                 rows: np.ndarray | None) -> None:
+        self._rebuild = rebuild
+        self._inner: Callable[[np.ndarray], list[dict[str, Any]]] | None = None
+        self.rows = rows
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_inner": None}
+
+    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        if self._inner is None:
+            self._inner = self._rebuild()
+        r = np.asarray(rows, dtype=np.int64)
+        return self._inner(r if self.rows is None else self.rows[r])
+
+
+class _Provider:
+    """A provider that is already built (a full trace in memory), as a rebuild step."""
+
+    def __init__(self, provider: Callable[[np.ndarray], list[dict[str, Any]]]) -> None:
+        self.provider = provider
+
+    def __call__(self) -> Callable[[np.ndarray], list[dict[str, Any]]]:
+        return self.provider
+
+
+# -- read ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Entry:
+    """One cache file and what it says about itself (for ``traceforge cache info``)."""
+
+    path: Path
+    size: int
+    used_ns: int
+    source: str
+    rows: int
+    valid: bool
+
+
+def _open(entry: Path) -> tuple[pa.Table, dict[str, Any]] | None:
+    """The table and header of an entry, or None when it is missing or damaged."""
+    import pyarrow as pa
+
+    try:
+        mm = pa.memory_map(str(entry), "r")
+        t = pa.ipc.open_file(mm).read_all()
+        t.validate()  # buffer sizes against lengths (cheap; not a scan of the values)
+        head = msgspec.json.decode((t.schema.metadata or {})[_META_KEY])
+    except (OSError, KeyError, ValueError, TypeError, msgspec.DecodeError, pa.ArrowException):
+        return None
+    if not isinstance(head, dict) or t.num_rows != head.get("rows"):
+        return None
+    return t, head
+
+
+def read(path: Path, kinds: Collection[str] | None, accepts_kinds: Callable[[str], bool]
+         ) -> Trace | None:
+    """The cached trace of ``path`` (only rows of ``kinds``), or None on a miss."""
+    k = _key(path)
+    if k is None:
+        return None
+    entry, key = k
+    if not entry.exists():
+        return None
+    opened = _open(entry)
+    if opened is None or opened[1].get("key") != key:
+        return None
+    t, head = opened
+    try:
+        trace = _trace(t, head, path, kinds, accepts_kinds(head.get("reader", "")))
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError, ImportError,
+            msgspec.DecodeError) as e:
+        _note_once(f"bad:{entry}", f"ignoring damaged cache entry {entry} ({e})")
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(entry)  # the entry's mtime is its last use, for LRU eviction
+    return trace
+
+
+def _trace(t: pa.Table, head: dict[str, Any], path: Path, kinds: Collection[str] | None,
+           reindex: bool) -> Trace:
+    cols = list(head["columns"])
+    if t.column_names[:len(cols)] != cols or not set(EVENT_COLUMNS) <= set(cols):
+        raise ValueError("unexpected columns")
+    rows: np.ndarray | None = None
+    index: pd.Index | None = None
+    if kinds is not None:
+        kcol = t.column("kind").combine_chunks()
+        if list(kcol.dictionary.to_pylist()) != list(KINDS):
+            raise ValueError("kind categories differ from the model")
+        codes = kcol.indices.to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(np.isin(codes, [KINDS.index(x) for x in kinds if x in KINDS]))
+        if not reindex:
+            index = pd.Index(rows)
+    data: dict[str, Any] = {}
+    for c in cols:
+        arr = t.column(c)
+        if c == "name" and reindex and rows is not None:
+            data[c] = _categorical(arr, rows, first_seen=True)
+        else:
+            data[c] = _column(arr, rows)
+    ev = pd.DataFrame(data, index=index)
+    if ev.index.dtype != np.int64 and index is not None:
+        ev.index = ev.index.astype(np.int64)
+    meta = _dec(head["meta"])
+    if not isinstance(meta, TraceMeta):
+        raise TypeError("meta is not a TraceMeta")
+    meta = replace(meta, path=head.get("meta_path", meta.path))
+    flows_b = (t.schema.metadata or {}).get(_FLOWS_KEY)
+    flows = _table_frame(_read_ipc(flows_b)) if flows_b else empty_frame(model.FLOW_COLUMNS)
+    for c, dt in FLOW_COLUMNS.items():
+        if c in flows and dt == "category" and not isinstance(flows[c].dtype, pd.CategoricalDtype):
+            flows[c] = flows[c].astype("category")
+    arg_cols = {c: t.column(c) for c in t.column_names if c.startswith(_ARGS_PREFIX)}
+    provider: Callable[[np.ndarray], list[dict[str, Any]]] = _no_args
+    if arg_cols:
+        source = Path(str(head.get("source", path)))
+        rebuild = _Rebuild(head.get("args"), source, arg_cols)
+        provider = _CachedArgs(rebuild, rows if reindex else None)
+    return Trace(ev, meta, flows, provider)
+
+
+# -- write ---------------------------------------------------------------------------------
+def key(path: Path) -> tuple[Path, str] | None:
+    """The entry file and key of ``path`` now: take it *before* parsing and pass it to
+    :func:`write`, so that a file changed during the parse is never stored as current."""
+    return _key(path)
+
+
+def write(path: Path, trace: Trace, reader: str, k: tuple[Path, str] | None = None) -> bool:
+    """Store ``trace`` (the full table a reader produced for ``path``); never raises.
+
+    Returns whether the entry is now in place.
+    """
+    k = k or _key(path)
+    if k is None:
+        return False
+    entry, key = k
+    ev = trace.events
+    if not isinstance(ev.index, pd.RangeIndex) or ev.index.start != 0 or ev.index.step != 1:
+        return False  # only whole tables as a reader made them
+    try:
+        table, header = _entry_table(trace, key, reader, path)
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as e:
+        log.debug("not caching %s: %s", path, e)
+        return False
+    d = entry.parent
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        _publish(d, entry, table, header)
+    except OSError as e:
+        _note_once("dir", f"cache directory {d} is not writable ({e.strerror or e}); "
+                   "running without a cache")
+        return False
+    with contextlib.suppress(OSError):
+        evict(max_bytes(), keep=entry)
+    return entry.exists()
+
+
+def select(trace: Trace, kinds: Collection[str]) -> Trace:
+    """Rows of ``kinds`` renumbered from 0, as a reader that accepts ``kinds`` builds them.
+
+    Used when a full table is in memory but could not be cached; a cache hit selects the
+    same way from the mapped file.
+    """
+    ev = trace.events
+    rows = np.flatnonzero(ev["kind"].isin(list(kinds)).to_numpy())
+    sel = ev.iloc[rows].reset_index(drop=True)
+    sel["name"] = first_seen_categorical(np.asarray(sel["name"].cat.codes),
+                                         sel["name"].cat.categories)
+    return Trace(sel, trace.meta, trace.flows, _CachedArgs(_Provider(trace.args_provider), rows))
+
+
+def _entry_table(trace: Trace, key: str, reader: str, path: Path
+                 ) -> tuple[pa.Table, dict[bytes, bytes]]:
+    import pyarrow as pa
+
+    ev = trace.events
+    meta_enc = _enc(trace.meta)
+    if not _same(_dec(meta_enc), trace.meta):
+        raise TypeError("meta does not round-trip")
+    arrays = {str(c): _column_array(ev[c]) for c in ev.columns}
+    args_mod, arg_arrays = _args_columns(trace)
+    arrays.update(arg_arrays)
+    head = {
+        "key": key, "rows": len(ev), "columns": [str(c) for c in ev.columns],
+        "reader": reader, "args": args_mod, "source": str(path.resolve()),
+        "meta_path": trace.meta.path, "meta": meta_enc,
+    }
+    md = {_META_KEY: msgspec.json.encode(head)}
+    if not trace.flows.empty:
+        md[_FLOWS_KEY] = _ipc_bytes(_frame_table(trace.flows))
+    table = pa.table(arrays)
+    return table.replace_schema_metadata(md), md
+
+
+def _publish(d: Path, entry: Path, table: pa.Table, md: dict[bytes, bytes]) -> None:
+    import pyarrow as pa
+
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f, pa.ipc.new_file(f, table.schema) as w:
+            # One record batch: every column is then one contiguous buffer to map.
+            w.write_table(table.combine_chunks(), max_chunksize=max(1, table.num_rows))
+        os.replace(tmp, entry)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# -- housekeeping --------------------------------------------------------------------------
+def _files(d: Path) -> Iterator[Path]:
+    try:
+        yield from (p for p in d.iterdir() if p.name.endswith(SUFFIX))
+    except OSError:
+        return
+
+
+def evict(limit: int, keep: Path | None = None) -> list[Path]:
+    """Remove least recently used entries until the directory holds at most ``limit`` bytes.
+
+    Stray temporary files older than an hour (a run killed mid-write) go too.
+    """
+    import time
+
+    d = cache_dir()
+    stats = []
+    for p in _files(d):
+        with contextlib.suppress(OSError):
+            st = p.stat()
+            if p.name.startswith(".tmp-"):
+                if st.st_mtime < time.time() - 3600:
+                    p.unlink()
+                continue
+            stats.append((st.st_mtime_ns, st.st_size, p))
+    total = sum(s for _, s, _ in stats)
+    removed: list[Path] = []
+    for _, size, p in sorted(stats, key=lambda x: x[0]):
+        if total <= limit:
+            break
+        if keep is not None and p == keep and total - size <= limit:
+            continue
+        with contextlib.suppress(OSError):
+            p.unlink()
+            total -= size
+            removed.append(p)
+    return removed
+
+
+def entries() -> list[Entry]:
+    """Every entry in the cache directory, most recently used first."""
+    out: list[Entry] = []
+    for p in _files(cache_dir()):
+        if p.name.startswith(".tmp-"):
+            continue
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        opened = _open(p)
+        head = opened[1] if opened else {}
+        out.append(Entry(p, st.st_size, st.st_mtime_ns, str(head.get("source", "")),
+                         int(head.get("rows", 0)), opened is not None))
+    return sorted(out, key=lambda e: -e.used_ns)
+
+
+def clear() -> tuple[int, int]:
+    """Remove every entry (and stray temporary file); returns (files, bytes) removed."""
+    n = b = 0
+    for p in _files(cache_dir()):
+        with contextlib.suppress(OSError):
+            size = p.stat().st_size
+            p.unlink()
+            n += 1
+            b += size
+    return n, b
