@@ -31,6 +31,9 @@ COMMANDS: tuple[str, ...] = (
     "overlap",
     "breakdown",
     "launch",
+    "roofline",
+    "mfu",
+    "calibrate",
 )
 
 
