@@ -339,31 +339,44 @@ def _pick(v: list[int], i: int, default: int) -> int:
     return v[i] if i < len(v) else v[-1]
 
 
-def _conv_out(x: _T, w: _T, c: list[Any], at: int = 3) -> list[int]:
+def _conv_out(x: _T, w: _T, c: list[Any], stride_at: int, pad_at: int,
+              dil_at: int) -> list[int]:
     nd = len(x.shape) - 2
-    stride = _ints(c[at]) if len(c) > at else []
-    pad = _ints(c[at + 1]) if len(c) > at + 1 else []
-    dil = _ints(c[at + 2]) if len(c) > at + 2 else []
+    stride = _ints(c[stride_at]) if len(c) > stride_at else []
+    pad_raw = c[pad_at] if len(c) > pad_at else ""
+    pad = _ints(pad_raw)
+    dil = _ints(c[dil_at]) if len(c) > dil_at else []
     out = []
     for i in range(nd):
         size, k = x.shape[2 + i], w.shape[2 + i]
         s, p, d = _pick(stride, i, 1), _pick(pad, i, 0), _pick(dil, i, 1)
+        if str(pad_raw).strip("'\" ") == "same":  # conv2d(padding="same"): stride 1
+            out.append(size)
+            continue
         out.append((size + 2 * p - d * (k - 1) - 1) // s + 1)
     return out
 
 
-def _conv(xs: list[Arg], c: list[Any]) -> Work:
-    """convolution(input, weight, bias, stride, padding, dilation, transposed, ...)."""
-    x, w, bias = _t(xs, 0), _t(xs, 1), _opt(xs, 2)
-    if len(x.shape) < 3 or len(w.shape) != len(x.shape):
-        raise _Skip("convolution input and weight ranks differ")
-    if len(c) > 6 and str(c[6]).strip().lower() in ("true", "1"):
-        raise _Skip("transposed convolution not modelled (output size needs output_padding)")
-    out = _conv_out(x, w, c)
-    n, cout = x.shape[0], w.shape[0]
-    flops = 2 * n * cout * _prod(out) * w.shape[1] * _prod(w.shape[2:])
-    by = x.nbytes + w.nbytes + (bias.nbytes if bias else 0) + n * cout * _prod(out) * x.size
-    return _work(flops, by, x.dtype, "conv")
+def _conv(bias_at: int | None, stride_at: int, pad_at: int, dil_at: int,
+          transposed_at: int | None) -> Callable[[list[Arg], list[Any]], Work]:
+    """Convolutions; where stride, padding and dilation sit differs per op:
+    convolution / _convolution / conv{1,2,3}d (input, weight, bias, stride, padding,
+    dilation, [transposed, ...]), cudnn_convolution (input, weight, padding, stride,
+    dilation, ...), miopen_convolution (input, weight, bias, padding, stride, dilation, ...)."""
+    def f(xs: list[Arg], c: list[Any]) -> Work:
+        x, w = _t(xs, 0), _t(xs, 1)
+        bias = _opt(xs, bias_at) if bias_at is not None else None
+        if len(x.shape) < 3 or len(w.shape) != len(x.shape):
+            raise _Skip("convolution input and weight ranks differ")
+        if transposed_at is not None and _bool(c, transposed_at):
+            raise _Skip("transposed convolution not modelled (output size needs "
+                        "output_padding)")
+        out = _conv_out(x, w, c, stride_at, pad_at, dil_at)
+        n, cout = x.shape[0], w.shape[0]
+        flops = 2 * n * cout * _prod(out) * w.shape[1] * _prod(w.shape[2:])
+        by = x.nbytes + w.nbytes + (bias.nbytes if bias else 0) + n * cout * _prod(out) * x.size
+        return _work(flops, by, x.dtype, "conv")
+    return f
 
 
 def _conv_backward(xs: list[Arg], c: list[Any]) -> Work:
@@ -548,6 +561,7 @@ def _embedding_bwd(xs: list[Arg], c: list[Any]) -> Work:
 
 # -- data movement: elementwise, copies, reductions ---------------------------------------
 _COMPARE = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
+                      "isneginf", "isposinf",
                       "logical_not", "logical_and", "logical_or", "logical_xor"})
 _FLOATS = ("fp64", "fp32", "fp16", "bf16", "fp8", "fp4")
 
@@ -635,7 +649,8 @@ _ELEMENTWISE = (
     "clamp", "clamp_min", "clamp_max", "minimum", "maximum", "where", "masked_fill", "fill",
     "zero", "copy", "_to_copy", "clone", "contiguous", "bitwise_not", "bitwise_and",
     "bitwise_or", "bitwise_xor", "logical_not", "logical_and", "logical_or", "logical_xor",
-    "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "tril", "triu", "cat",
+    "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "isneginf", "isposinf",
+    "tril", "triu", "cat",
     "stack", "gelu_backward", "silu_backward", "threshold_backward", "tanh_backward",
     "sigmoid_backward", "native_dropout", "native_dropout_backward", "addcmul", "addcdiv",
     "lerp", "sign", "floor", "ceil", "round", "trunc", "fmod", "remainder", "erf",
@@ -657,19 +672,20 @@ _FORMULAS: dict[str, Callable[[list[Arg], list[Any]], Work]] = {
     "aten::_int_mm": _int_mm,
     "aten::mv": _mv,
     "aten::addmv": lambda xs, c: _mv(xs, c, 1),
-    "aten::convolution": _conv,
-    "aten::_convolution": _conv,
-    "aten::conv1d": _conv,
-    "aten::conv2d": _conv,
-    "aten::conv3d": _conv,
-    "aten::cudnn_convolution": _conv,
-    "aten::miopen_convolution": _conv,
+    "aten::convolution": _conv(2, 3, 4, 5, 6),
+    "aten::_convolution": _conv(2, 3, 4, 5, 6),
+    "aten::conv1d": _conv(2, 3, 4, 5, None),
+    "aten::conv2d": _conv(2, 3, 4, 5, None),
+    "aten::conv3d": _conv(2, 3, 4, 5, None),
+    "aten::cudnn_convolution": _conv(None, 3, 2, 4, None),
+    "aten::miopen_convolution": _conv(2, 4, 3, 5, None),
     "aten::convolution_backward": _conv_backward,
     # SDPA entry points: [B, H, L, E]; is_causal is the Concrete Input at the given index.
     "aten::scaled_dot_product_attention": _sdpa(0, 5, "bhld", (3,)),
     "aten::_scaled_dot_product_flash_attention": _sdpa(0, 4, "bhld"),
     "aten::_scaled_dot_product_efficient_attention": _sdpa(0, 6, "bhld", (3,)),
     "aten::_scaled_dot_product_cudnn_attention": _sdpa(0, 6, "bhld", (3,)),
+    "aten::_cudnn_attention_forward": _sdpa(0, 10, "bhld", (3,)),
     # The kernels' own ops: [B, L, H, E].
     "aten::_flash_attention_forward": _sdpa(0, 8, "blhd"),
     "aten::_efficient_attention_forward": _sdpa(0, 9, "blhd", (3,), mask_type=True),
@@ -677,6 +693,7 @@ _FORMULAS: dict[str, Callable[[list[Arg], list[Any]], Work]] = {
     "aten::_scaled_dot_product_flash_attention_backward": _sdpa_bwd(11, "bhld", (4, 5)),
     "aten::_scaled_dot_product_efficient_attention_backward": _sdpa_bwd(11, "bhld", (4, 5, 6)),
     "aten::_scaled_dot_product_cudnn_attention_backward": _sdpa_bwd(14, "bhld", (4, 5, 8)),
+    "aten::_cudnn_attention_backward": _sdpa_bwd(14, "bhld", (4, 5, 8)),
     "aten::_flash_attention_backward": _sdpa_bwd(11, "blhd", (4, 5)),
     "aten::_efficient_attention_backward": _sdpa_bwd(14, "blhd", (4, 5, 10), mask_type=True),
     "flash_attn::_flash_attn_backward": _sdpa_bwd(11, "blhd", (4, 5)),

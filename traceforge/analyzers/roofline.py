@@ -211,6 +211,7 @@ def _list_dtype(args: list[dict[str, Any]]) -> str | None:
 #: Ops that stand for a whole torch.compile graph; their kernels have no per-op shapes.
 _COMPILED_OPS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 _COMPILED = "compiled region: no per-op shapes recorded (MFU: --flops-from an eager trace)"
+_COMM = "communication: bound by the interconnect, not HBM (see traceforge overlap)"
 
 
 def _copy_work(name: str, kind: str, args: dict[str, Any]) -> Work:
@@ -237,6 +238,7 @@ def activity_work(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[
     kind = acts["kind"].to_numpy()
     is_k = kind == "kernel"
     op_row = acts["op_row"].to_numpy()
+    cls = acts["cls"].to_numpy()
     dur = acts["dur"].to_numpy().astype(float)
     if is_k.any():
         rows = np.unique(op_row[is_k & (op_row >= 0)])
@@ -254,13 +256,14 @@ def activity_work(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[
         for j, i in enumerate(idx):
             r = int(op_row[i])
             if r < 0:
-                reason[i] = "no launching op in the trace"
+                reason[i] = _COMM if cls[i] == "communication" else "no launching op in the trace"
                 continue
             w = works[r]
             share[i], per_op[i] = sh[j], cnt[j]
             if not w.known:
-                reason[i] = _COMPILED if str(acts["op_name"].iat[int(i)]).startswith(
-                    _COMPILED_OPS) else w.reason
+                reason[i] = (_COMM if cls[i] == "communication" else _COMPILED
+                             if str(acts["op_name"].iat[int(i)]).startswith(_COMPILED_OPS)
+                             else w.reason)
                 continue
             flops[i], nbytes[i] = w.flops * sh[j], w.bytes * sh[j]
             dtype[i], family[i] = w.dtype, w.family
