@@ -461,3 +461,11 @@ def test_compiled_trace_counts_its_regions_as_unmodelled() -> None:
 
 def test_device_peaks_of_a_key_is_what_the_report_uses() -> None:
     assert roofline(synthetic()).device == device_peaks("NVIDIA H100 80GB HBM3")
+
+
+def test_cudnn_and_flash_attention_of_one_model_do_the_same_work() -> None:
+    # Two formulas, two layouts ([B, H, L, E] cuDNN op vs [B, L, H, E] flash op), one model.
+    sdpa = roofline(load(FIXTURES / "sdpa.pt.trace.json.gz")).table.set_index("op")
+    fa2 = roofline(load(FIXTURES / "fa2.pt.trace.json.gz")).table.set_index("op")
+    assert sdpa.loc["aten::_cudnn_attention_forward", "gflops"] == pytest.approx(
+        fa2.loc["aten::_flash_attention_forward", "gflops"], rel=1e-12)
