@@ -311,15 +311,15 @@ def synthetic(device: Device | None = H100, steps: bool = False) -> Trace:
     ]
     rows = [r for r, _ in pairs]
     args = [a for _, a in pairs]
+    # The launch calls, inside their ops' host ranges (op attribution may go through them,
+    # and steps map GPU work to the host step that launched it).
+    for ext, ts in ((1, 10), (2, 70), (3, 2_000_010), (4, 2_000_065), (5, 2_000_075)):
+        rows.append(ev("cudaLaunchKernel", "runtime", ts, 2, pid=1, tid=1, corr=ext, ext=ext))
+        args.append({})
     if steps:
         rows += [ev("ProfilerStep#1", "user_annotation", 0, 1_000_000, pid=1, tid=1),
                  ev("ProfilerStep#2", "user_annotation", 1_999_990, 500_000, pid=1, tid=1)]
         args += [{}, {}]
-        # launches, so that GPU windows map to host steps
-        for ext, ts in ((1, 10), (2, 70), (3, 2_000_010), (4, 2_000_065), (5, 2_000_075)):
-            rows.append(ev("cudaLaunchKernel", "runtime", ts, 2, pid=1, tid=1, corr=ext,
-                           ext=ext))
-            args.append({})
     meta = TraceMeta(format="synthetic", devices=(device,) if device else ())
     return Trace.from_events(rows, meta, args=args)
 
@@ -404,8 +404,10 @@ def test_fp32_matmul_faster_than_fp32_peak_is_tf32() -> None:
     n = 4096
     pairs = [_op("aten::mm", 1, 0, [[n, n], [n, n]], ["float", "float"]),
              _kernel("fast", 1, 100, 1_000_000),  # 137 TFLOP/s > 67 (FP32 non-tensor)
-             _op("aten::mm", 2, 10, [[n, n], [n, n]], ["float", "float"]),
-             _kernel("slow", 2, 2_000_000, 5_000_000)]  # 27 TFLOP/s
+             _op("aten::mm", 2, 60, [[n, n], [n, n]], ["float", "float"]),
+             _kernel("slow", 2, 2_000_000, 5_000_000),  # 27 TFLOP/s
+             (ev("cudaLaunchKernel", "runtime", 10, 2, pid=1, tid=1, corr=1, ext=1), {}),
+             (ev("cudaLaunchKernel", "runtime", 70, 2, pid=1, tid=1, corr=2, ext=2), {})]
     t = Trace.from_events([p for p, _ in pairs], TraceMeta(devices=(H100,)),
                           args=[a for _, a in pairs])
     k = roofline(t).kernels.set_index("name")

@@ -109,7 +109,7 @@ def test_roofline_unknown_device_is_a_note_not_an_error() -> None:
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["roofline", EAGER, "--step", "9"], "no step 9 (steps: 2, 3)"),
+    (["roofline", EAGER, "--step", "9"], "no step 9 (steps: 2, 3"),
     (["roofline", EAGER, "--peaks", "/no/such/peaks.json"], "no such peaks file"),
     (["roofline", EAGER, "--target-pct", "0"], "--target-pct 0"),
     (["mfu", EAGER, "--params", "1e9"], "--params and --tokens go together"),
