@@ -53,15 +53,25 @@ _EXPORTS: dict[str, str] = {
     "capture": "traceforge.capture",
     "step": "traceforge.capture",
     "open_in_perfetto": "traceforge.ui.perfetto",
+    "DevicePeaks": "traceforge.analyzers.devices",
+    "device_peaks": "traceforge.analyzers.devices",
+    "load_peaks": "traceforge.analyzers.devices",
+    "RooflineReport": "traceforge.analyzers.roofline",
+    "roofline": "traceforge.analyzers.roofline",
+    "MFUReport": "traceforge.analyzers.mfu",
+    "mfu": "traceforge.analyzers.mfu",
 }
 
 __all__ = [
     "AnalysisError",
     "CaptureError",
     "Device",
+    "DevicePeaks",
     "IdleReport",
     "LaunchReport",
+    "MFUReport",
     "OverlapReport",
+    "RooflineReport",
     "Timeline",
     "Trace",
     "TraceDiff",
@@ -72,6 +82,7 @@ __all__ = [
     "breakdown",
     "capture",
     "classify",
+    "device_peaks",
     "diff",
     "display_names",
     "gpu_activity",
@@ -80,10 +91,13 @@ __all__ = [
     "launch_config",
     "launch_overhead",
     "load",
+    "load_peaks",
     "load_run",
+    "mfu",
     "open_in_perfetto",
     "ops",
     "overlap",
+    "roofline",
     "select_steps",
     "short_name",
     "sql",
@@ -95,14 +109,17 @@ __all__ = [
 if TYPE_CHECKING:
     from traceforge.analyzers.activity import gpu_activity
     from traceforge.analyzers.breakdown import breakdown
+    from traceforge.analyzers.devices import DevicePeaks, device_peaks, load_peaks
     from traceforge.analyzers.diff import TraceDiff, diff
     from traceforge.analyzers.idle import IdleReport, idle_gaps
     from traceforge.analyzers.kernel_names import classify, display_names, short_name
     from traceforge.analyzers.kernels import kernel_table, launch_config, top_kernels
     from traceforge.analyzers.launch import LaunchReport, launch_overhead
+    from traceforge.analyzers.mfu import MFUReport, mfu
     from traceforge.analyzers.ops import ops
     from traceforge.analyzers.overlap import OverlapReport, overlap
     from traceforge.analyzers.query import sql
+    from traceforge.analyzers.roofline import RooflineReport, roofline
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
     from traceforge.errors import (

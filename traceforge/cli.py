@@ -34,6 +34,9 @@ COMMANDS: tuple[str, ...] = (
     "launch",
     "cache",
     "sql",
+    "roofline",
+    "mfu",
+    "calibrate",
 )
 
 

@@ -48,3 +48,11 @@ def check_size(ctx: click.Context, param: click.Parameter, value: str | None) ->
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
     return value
+
+
+#: Amounts that must be above zero (FLOPs, parameters, tokens): finite.
+POSITIVE = FiniteFloat(min=0.0, min_open=True)
+#: A device index.
+INDEX = click.IntRange(min=0)
+#: Repetitions: at least one.
+REPEATS = click.IntRange(min=1)

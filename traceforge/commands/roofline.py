@@ -1,0 +1,124 @@
+"""``traceforge roofline TRACE``: achieved TFLOP/s and TB/s against the device's ceilings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+import pandas as pd
+
+from traceforge.analyzers.devices import MeasuredPeaks, load_peaks
+from traceforge.analyzers.roofline import BY, TARGET_PCT, RooflineReport, roofline
+from traceforge.commands import values
+from traceforge.commands.options import (
+    emit,
+    format_option,
+    load_trace,
+    resolve_steps,
+    step_options,
+    trace_argument,
+)
+from traceforge.render import render_frame
+from traceforge.render.frame import to_json_bytes
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Table headers of the roofline columns (JSON and CSV keep the column names).
+LABELS = {
+    "op": "Operation", "kernel": "Kernel", "class": "Class", "calls": "Calls",
+    "kernels": "Kernels", "op_share_pct": "Op work %", "time_us": "GPU us",
+    "modelled_pct": "Modelled %", "gflops": "GFLOPs", "gbytes": "GB",
+    "intensity": "FLOP/B", "tflops_per_s": "TFLOP/s", "tb_per_s": "TB/s",
+    "dtype": "dtype", "bound": "Bound", "pct_of_bound": "% of bound",
+    "pct_of_measured": "% of measured",
+}
+#: Columns the terminal and Markdown tables leave out (JSON and CSV keep them).
+HIDDEN = ("full_name", "ridge")
+
+
+def device_options(f: F) -> F:
+    """``--device NAME`` and ``--peaks FILE``, shared by roofline and mfu."""
+    f = click.option("--peaks", "peaks_path", default=None, metavar="FILE",
+                     help="Measured ceilings from `traceforge calibrate`: adds % of measured.")(f)
+    return click.option("--device", "device", default=None, metavar="NAME",
+                        help="Device key or name (h100-sxm, mi300x, 'NVIDIA B200', ...) "
+                             "instead of the trace's metadata.")(f)
+
+
+def read_peaks(path: str | None) -> MeasuredPeaks | None:
+    return load_peaks(path) if path else None
+
+
+def device_line(r: RooflineReport) -> str:
+    if r.device is None:
+        return "Ceilings: none (unknown device): achieved rates only."
+    d = r.device
+    used = [c for c in pd.unique(r.kernels["ceiling"]) if c and d.ridge(c)]
+    ridges = ", ".join(f"{c} {d.ridge(c) or 0:,.0f}" for c in used)
+    line = (f"Ceilings: {d.name} (key {d.key}), dense datasheet peaks, HBM {d.hbm_tb_s:g} "
+            f"TB/s (source: {d.sources.get('hbm_tb_s', '').split(' <')[0]})"
+            + (f"; ridge points (FLOP/byte): {ridges}" if ridges else ""))
+    if r.measured is not None:
+        m = r.measured
+        rates = ", ".join(f"{k} {v:,.0f}" for k, v in m.tflops.items())
+        line += (f"; measured ({m.path}): {rates} TFLOP/s, "
+                 f"{m.memory_tb_s or float('nan'):.2f} TB/s read+write")
+    return line + "."
+
+
+@click.command("roofline")
+@trace_argument
+@click.option("--by", type=click.Choice(BY), default="op", show_default=True,
+              help="One row per operator, kernel or kernel class.")
+@click.option("-n", "limit", type=values.COUNT, default=25, show_default=True,
+              help="Rows to show (0: all).")
+@click.option("--target-pct", type=values.PERCENT, default=TARGET_PCT, show_default=True,
+              help="Saved time is what running at this % of the bound would save.")
+@device_options
+@step_options
+@format_option
+def command(trace: str, by: str, limit: int, target_pct: float, device: str | None,
+            peaks_path: str | None, steps_from: str | None, steps_text: str | None,
+            step_list: tuple[int, ...], fmt: str) -> None:
+    """FLOPs, bytes, arithmetic intensity, achieved TFLOP/s and TB/s per op, kernel or
+    class; the bound (compute or memory) and % of it; the time saved at --target-pct."""
+    rule, steps = resolve_steps(steps_from, steps_text, step_list)
+    t = load_trace(trace, rule)
+    r = roofline(t, by=by, steps=steps, device=device, peaks=read_peaks(peaks_path),
+                 target_pct=target_pct)
+    table = r.table if limit <= 0 else r.table.head(limit)
+    if fmt == "json":
+        emit(to_json_bytes({
+            "device": r.device.key if r.device else None,
+            "target_pct": target_pct,
+            "totals": r.totals,
+            "rows": table,
+            "unmodelled": r.unmodelled,
+            "notes": list(r.notes),
+        }).decode())
+        return
+    if fmt == "csv":
+        emit(render_frame(table, fmt))
+        return
+    if r.measured is None:
+        table = table.drop(columns=["pct_of_measured", "saved_measured_us"])
+    show = table.drop(columns=[*HIDDEN, *(["kernels"] if by == "op" else [])],
+                      errors="ignore").rename(columns={
+        **LABELS, "saved_us": f"Saved us at {target_pct:g}%",
+        "saved_measured_us": f"Saved us at {target_pct:g}% of measured"})
+    tot = r.totals
+    summary = (f"Total GPU time {tot['time_ns'] / 1e3:,.0f} us; modelled "
+               f"{tot['modelled_ns'] / 1e3:,.0f} us; unmodelled {tot['unmodelled_ns'] / 1e3:,.0f}"
+               f" us; at {target_pct:g}% of every bound "
+               f"{_us(tot['saved_ns'])} would be saved.")
+    notes = (device_line(r), summary, *r.notes)
+    emit(render_frame(show, fmt, title=f"Roofline by {by}: {trace}", notes=notes))
+    if not r.unmodelled.empty and fmt in ("table", "md"):
+        emit(render_frame(r.unmodelled.rename(columns={"time_us": "GPU time (us)",
+                                                       "pct": "% of GPU time"}),
+                          fmt, title="Unmodelled GPU time (work unknown)"))
+
+
+def _us(ns: float) -> str:
+    return "unknown time (no ceilings)" if pd.isna(ns) else f"{ns / 1e3:,.0f} us"
