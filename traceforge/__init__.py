@@ -46,6 +46,8 @@ _EXPORTS: dict[str, str] = {
     "LaunchReport": "traceforge.analyzers.launch",
     "gpu_activity": "traceforge.analyzers.activity",
     "launch_overhead": "traceforge.analyzers.launch",
+    "CriticalPath": "traceforge.analyzers.critical_path",
+    "critical_path": "traceforge.analyzers.critical_path",
     "TraceDiff": "traceforge.analyzers.diff",
     "diff": "traceforge.analyzers.diff",
     "capture": "traceforge.capture",
@@ -56,6 +58,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "AnalysisError",
     "CaptureError",
+    "CriticalPath",
     "Device",
     "IdleReport",
     "LaunchReport",
@@ -70,6 +73,7 @@ __all__ = [
     "breakdown",
     "capture",
     "classify",
+    "critical_path",
     "diff",
     "gpu_activity",
     "idle_gaps",
@@ -91,6 +95,7 @@ __all__ = [
 if TYPE_CHECKING:
     from traceforge.analyzers.activity import gpu_activity
     from traceforge.analyzers.breakdown import breakdown
+    from traceforge.analyzers.critical_path import CriticalPath, critical_path
     from traceforge.analyzers.diff import TraceDiff, diff
     from traceforge.analyzers.idle import IdleReport, idle_gaps
     from traceforge.analyzers.kernel_names import classify, short_name
