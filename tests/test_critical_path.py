@@ -166,6 +166,28 @@ def test_steps_window_and_path_length_per_step() -> None:
     assert critical_path(make_trace(rows), steps=[2]).steps["step"].tolist() == [2]
 
 
+def test_a_step_without_gpu_work_at_its_end_still_has_a_path_of_its_window() -> None:
+    rows = [host("ProfilerStep#1", 0, 500, "user_annotation"), launch(10, 10, 1),
+            kern(GEMM, 50, 100, 1),
+            host("ProfilerStep#2", 600, 100, "user_annotation"), host("opt", 610, 50)]
+    r = critical_path(make_trace(rows))
+    st = r.steps.set_index("step")
+    # Step 2 launched nothing: step 1's window ends where step 2's host range starts.
+    assert (st["length_ns"] == st["end"] - st["ts"]).all()
+    assert path_of(r, 1)[-1][1] == "nothing recorded"
+
+
+def test_amd_hip_trace() -> None:
+    from traceforge.formats import load
+
+    p = shared("external/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+    r = critical_path(load(str(p)))
+    assert (r.steps["length_ns"] == r.steps["end"] - r.steps["ts"]).all()
+    seg = r.segments
+    assert {"hipLaunchKernel", "hipDeviceSynchronize"} & set(seg["name"])
+    assert (seg["kind"] == "kernel").any()
+
+
 # -- four ranks, one slow --------------------------------------------------------------
 def _rank(r: int, slow: bool) -> Trace:
     """Rank r of a 4-rank step: compute C, then an all-reduce N, then a last kernel F, in

@@ -62,7 +62,8 @@ def comm_kernels(trace: Trace, acts: pd.DataFrame, rank: int) -> pd.DataFrame:
     first = pd.Series(a["ts"].to_numpy()).groupby(stream).min().sort_values(kind="stable")
     ordinal = {int(s): i for i, s in enumerate(first.index)}
     by_stream = np.array([f"stream#{ordinal[int(s)]}" for s in stream], dtype=object)
-    group = np.where(pg != "", "pg:" + pg.astype(str), by_stream)
+    group = np.array([f"pg:{p}" if p else b for p, b in zip(pg, by_stream, strict=True)],
+                     dtype=object)
     # Order of issue: launch time where the launch call is in the trace, else start.
     issue = np.where(a["launch_ts"].to_numpy() >= 0, a["launch_ts"].to_numpy(),
                      a["ts"].to_numpy())

@@ -221,8 +221,8 @@ def _step_ranges(trace: Trace) -> np.ndarray:
 AUTOGRAD = "autograd::engine::evaluate_function"
 
 
-def _merge_backward(code: np.ndarray, pid: np.ndarray, tid: np.ndarray, name: np.ndarray,
-                    kind: np.ndarray, notes: list[str]) -> np.ndarray:
+def _merge_backward(code: np.ndarray, pid: np.ndarray, tid: np.ndarray,
+                    autograd: np.ndarray, kind: np.ndarray, notes: list[str]) -> np.ndarray:
     """Serialize the autograd device threads with their process's main thread.
 
     ``loss.backward()`` hands the backward pass to an autograd thread and blocks until it
@@ -230,7 +230,6 @@ def _merge_backward(code: np.ndarray, pid: np.ndarray, tid: np.ndarray, name: np
     for the whole backward pass. As HTA does (PR#270), the backward thread's ranges join
     the main thread's chain (the thread whose tid is the pid, else the one with most ops).
     """
-    autograd = np.char.startswith(name.astype(str), AUTOGRAD) if len(name) else name
     if not np.any(autograd):
         return code
     out = code.copy()
@@ -274,7 +273,8 @@ def _host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFr
     sync[api & h.index.isin(blocked.to_numpy()) & (sync == "")] = "copy"
     pid, tid = h["pid"].to_numpy(), h["tid"].to_numpy()
     code = pd.MultiIndex.from_arrays([pid, tid]).factorize()[0].astype(np.int64)
-    code = _merge_backward(code, pid, tid, name, kind, notes)
+    autograd = name_mask(h["name"], "^" + re.escape(AUTOGRAD))
+    code = _merge_backward(code, pid, tid, autograd, kind, notes)
     out = pd.DataFrame({"row": h.index.to_numpy(), "name": name, "kind": kind, "pid": pid,
                         "tid": tid, "ts": h["ts"].to_numpy(),
                         "end": (h["ts"] + h["dur"]).to_numpy(), "code": code, "sync": sync,
@@ -783,6 +783,11 @@ def _step_graph(run: _Run, step: int, wins: list[pd.DataFrame]) -> _Step:
     ts = run.node_ts
     inside = (ts >= lo) & (ts <= hi)
     # The nodes that set each rank's window end: its activity starts/ends at that time.
+    # A window without GPU work ends where its host range does: the last event before
+    # that leads to it (or the window's start, when the rank has none), through idle time.
+    used = np.zeros(len(ts), dtype=bool)
+    used[run.u] = True
+    used[run.v] = True
     ends: list[np.ndarray] = []
     for ri, r in enumerate(run.ranks):
         a0 = run.base[ri] + 2 * r.n_host
@@ -790,10 +795,8 @@ def _step_graph(run: _Run, step: int, wins: list[pd.DataFrame]) -> _Step:
         e = np.arange(a0, a1)[ts[a0:a1] == w1s[ri]]
         if len(e) == 0:
             rn = np.arange(run.base[ri], a1)
-            rn = rn[ts[rn] <= w1s[ri]]
-            e = rn[[int(np.argmax(ts[rn]))]] if len(rn) else np.zeros(0, np.int64)
-            notes.append(f"step {step}, rank {r.rank}: no activity at the window's end; "
-                         "the path ends at the last event before it")
+            rn = rn[(ts[rn] <= w1s[ri]) & (ts[rn] >= lo) & used[rn]]
+            e = rn[[int(np.argmax(ts[rn]))]] if len(rn) else np.array([S_NODE])
         ends.append(e)
     sel = inside[run.v]
     u, v, w, t, ref, ref2, erk = (a[sel] for a in (run.u, run.v, run.w, run.t, run.ref,
@@ -805,25 +808,23 @@ def _step_graph(run: _Run, step: int, wins: list[pd.DataFrame]) -> _Step:
     # One edge per node pair, the longest: a DiGraph keeps one.
     order = np.lexsort((w, v, u))
     u, v, w, t, ref, ref2, erk = (a[order] for a in (u, v, w, t, ref, ref2, erk))
-    last = np.append((u[1:] != u[:-1]) | (v[1:] != v[:-1]), True)
+    last = np.append((u[1:] != u[:-1]) | (v[1:] != v[:-1]), True)[:len(u)]
     u, v, w, t, ref, ref2, erk = (a[last] for a in (u, v, w, t, ref, ref2, erk))
-    used = np.zeros(len(ts), dtype=bool)
-    used[run.u] = True
-    used[run.v] = True
     nodes = np.flatnonzero(inside & used)
     # Nodes nothing leads to (a thread's first range, a kernel whose launch is not in the
     # trace): the window's start leads to them, as idle time.
     orphan = nodes[~np.isin(nodes, v)]
     te = np.concatenate(ends) if ends else np.zeros(0, np.int64)
-    tn = np.concatenate([np.full(len(e), _t_node(ri)) for ri, e in enumerate(ends)])
+    tr = np.concatenate([np.full(len(e), ri) for ri, e in enumerate(ends)]).astype(np.int64)
+    te_ts = np.where(te >= 0, ts[np.clip(te, 0, None)], lo)
     u = np.concatenate([u, np.full(len(orphan), S_NODE), te])
-    v = np.concatenate([v, orphan, tn])
-    w = np.concatenate([w, ts[orphan] - lo, np.zeros(len(te), np.int64)])
+    v = np.concatenate([v, orphan, -2 - tr])
+    w = np.concatenate([w, ts[orphan] - lo, w1s[tr] - te_ts])
     t = np.concatenate([t, np.full(len(orphan), START, np.int8),
                         np.full(len(te), END, np.int8)])
     ref = np.concatenate([ref, np.full(len(orphan) + len(te), -1)])
     ref2 = np.concatenate([ref2, np.full(len(orphan) + len(te), -1)])
-    erk = np.concatenate([erk, run.node_rank[orphan], run.node_rank[te]])
+    erk = np.concatenate([erk, run.node_rank[orphan], tr])
     g = nx.DiGraph()
     g.add_node(S_NODE)
     g.add_nodes_from(_t_node(ri) for ri in range(len(run.ranks)))
@@ -952,7 +953,7 @@ def _segments(run: _Run, sp: _Step, path: Sequence[int], ri_end: int) -> pd.Data
             name[k] = np.where(has, hn, "host idle")
             cat[k] = np.select([~has, hs != "", launch, api],
                                ["idle", "sync wait", "launch overhead", "runtime"], "cpu op")
-        name[m[tm == START]] = "nothing recorded"
+        name[m[(tm == START) | (tm == END)]] = "nothing recorded"
         gpu = ~host_edge & (tm != START) & (tm != END)
         if not gpu.any() or not len(a):
             continue

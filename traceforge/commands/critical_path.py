@@ -42,7 +42,8 @@ def _ms(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.DataFrame:
     out = df.copy()
     for c in cols:
         out[c] = out[c] / 1e6
-    return out.rename(columns={c: c[:-2] + "ms" if c.endswith("ns") else c for c in cols})
+    renamed: pd.DataFrame = out.rename(columns={c: c[:-2] + "ms" for c in cols})
+    return renamed
 
 
 def _short(names: pd.Series) -> pd.Series:
