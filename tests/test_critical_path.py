@@ -292,13 +292,20 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path: Any) -> None:
 
 
 def test_graph_replays_of_a_compiled_trace_are_on_the_path() -> None:
+    from traceforge.analyzers.timeline import timeline
     from traceforge.formats import load
 
-    r = critical_path(load(str(FIXTURES / "compiled.pt.trace.json.gz")))
+    t = load(str(FIXTURES / "compiled.pt.trace.json.gz"))
+    r = critical_path(t)
     st = r.steps.set_index("step")
     assert (st["length_ns"] == st["end"] - st["ts"]).all()
-    seg = r.segments
-    assert (seg["kind"] == "kernel").any()
+    # torch.compile reduce-overhead: the step is one CUDA graph replay after another, so
+    # the path is the replayed kernels (HTA drops them, HTA#290), > half of each step.
+    kern = r.segments[r.segments["kind"] == "kernel"]
+    replay = timeline(t).activity.set_index("row").loc[kern["row"], "replay"]
+    assert (replay >= 0).all()
+    per_step = kern.groupby("step")["dur"].sum()
+    assert (per_step > 0.5 * st["length_ns"]).all()
 
 
 def test_path_tracks_and_chrome_events_for_perfetto() -> None:
@@ -326,12 +333,13 @@ def test_path_tracks_and_chrome_events_for_perfetto() -> None:
 DDP = [FIXTURES / f"capture_h200x2.ddp_train.sdpa.rank{r}.pt.trace.json.gz" for r in (0, 1)]
 
 
-@pytest.fixture(scope="module")
-def ddp() -> Any:
+@pytest.fixture(scope="module", params=["fixtures", "shared/h200-ddp"])
+def ddp(request: Any) -> Any:
     from traceforge.analyzers.overlap import overlap
     from traceforge.formats.run import load_run
 
-    traces = load_run([str(p) for p in DDP])
+    files = DDP if request.param == "fixtures" else str(shared("h200-ddp"))
+    traces = load_run([str(p) for p in files] if isinstance(files, list) else files)
     return traces, critical_path(traces, what_if=["nccl=1000"]), {
         s: overlap(traces, steps=[s]).ranks.set_index("rank") for s in (2, 3)}
 
@@ -360,7 +368,8 @@ def test_ddp_last_all_reduce_of_backward_is_on_rank_0s_path(ddp: Any) -> None:
         on = seg[(seg["rank"] == 0) & (seg["kind"] == "kernel")]
         assert last in set(on["row"]), step
         # ... reached from rank 1, which started that all-reduce last: rank 1 is the
-        # straggler, its host-bound step is the run's critical path.
+        # straggler (rank 0 spends several times longer in NCCL kernels, waiting for it), and its
+        # host-bound step is the run's critical path.
         assert set(seg["rank"]) == {0, 1}
     crit = r.steps[r.steps["critical"]]
     assert crit["rank"].tolist() == [1, 1]
@@ -372,12 +381,3 @@ def test_ddp_what_if_nccl_saves_at_most_the_exposed_communication(ddp: Any) -> N
         exposed = int(ov[row.step].loc[row.rank, "exposed_comm_ns"])
         assert 0 <= row.saved_ns <= exposed
     assert (r.what_if.loc[r.what_if["rank"] == 0, "saved_ns"] > 0).all()
-
-
-def test_shared_h200_ddp_run() -> None:
-    d = shared("h200-ddp")
-    from traceforge.formats.run import load_run
-
-    r = critical_path(load_run(str(d)), what_if=["communication=1000"])
-    assert (r.steps["length_ns"] == r.steps["end"] - r.steps["ts"]).all()
-    assert (r.what_if["saved_ns"] >= 0).all()

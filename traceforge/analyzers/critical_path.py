@@ -6,7 +6,9 @@ activity; edges say what had to happen before what, weighted by the time it took
 
 * **host**: the ranges of a thread are serialized in nesting order (as HTA does): one edge
   from each start/end to the next on the thread, its time that of the innermost range
-  around it (no range: the thread was idle, or busy in something not profiled).
+  around it (no range: the thread was idle, or busy in something not profiled). The
+  autograd backward thread is serialized with the thread that called ``backward()``,
+  which waits for it (HTA PR#270 does the same); other threads are independent.
 * **work**: an activity's start to its end, weighted by its duration.
 * **launch / stream / event / graph**: what an activity's start waited for. Candidates:
   its launch call's start; the end of the previous activity on its stream; the end of the
@@ -109,7 +111,9 @@ class CriticalPath:
     the path with their share. ``what_if``: one row per step, rank and scenario.
     ``graphs``: step -> the step's DiGraph (int nodes; S = -1 the earliest window start,
     -2 - i rank i's window end; ``weight`` in ns); ``nodes``/``edges``: step -> its nodes
-    (node, rank, ts, row, what) and edges (u, v, weight, type, rank, ref) as DataFrames.
+    (node, rank, ts, row, what) and edges (u, v, weight, type, rank, ref) as DataFrames
+    (``ref``: the activity's position in ``timeline(trace).activity`` for GPU edges, the
+    host range's for sync edges, the first chain piece for host edges).
     ``notes``: what could not be built, in plain words.
     """
 

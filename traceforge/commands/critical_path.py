@@ -64,8 +64,10 @@ def _json(r: Any) -> dict[str, Any]:
                     "length_ns": st["length_ns"], "ts": st["ts"], "end": st["end"],
                     "by_category": {str(c): int(n) for c, n in zip(cat["category"], cat["ns"],
                                                                    strict=True)},
-                    "segments": r.segments.loc[key, seg_cols],
-                    "what_if": wi[["scenario", "new_length_ns", "saved_ns", "saved_pct"]]})
+                    # Plain records (native ints): a long path serializes at orjson's speed.
+                    "segments": r.segments.loc[key, seg_cols].to_dict("records"),
+                    "what_if": wi[["scenario", "new_length_ns", "saved_ns", "saved_pct"]]
+                    .to_dict("records")})
     crit = [s for s in out if s["critical"]]
     # One entry per step: its critical path, with every rank's own path under "ranks".
     steps = []
