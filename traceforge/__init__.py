@@ -48,6 +48,8 @@ _EXPORTS: dict[str, str] = {
     "LaunchReport": "traceforge.analyzers.launch",
     "gpu_activity": "traceforge.analyzers.activity",
     "launch_overhead": "traceforge.analyzers.launch",
+    "CriticalPath": "traceforge.analyzers.critical_path",
+    "critical_path": "traceforge.analyzers.critical_path",
     "TraceDiff": "traceforge.analyzers.diff",
     "diff": "traceforge.analyzers.diff",
     "capture": "traceforge.capture",
@@ -65,6 +67,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "AnalysisError",
     "CaptureError",
+    "CriticalPath",
     "Device",
     "DevicePeaks",
     "IdleReport",
@@ -82,6 +85,7 @@ __all__ = [
     "breakdown",
     "capture",
     "classify",
+    "critical_path",
     "device_peaks",
     "diff",
     "display_names",
@@ -109,6 +113,7 @@ __all__ = [
 if TYPE_CHECKING:
     from traceforge.analyzers.activity import gpu_activity
     from traceforge.analyzers.breakdown import breakdown
+    from traceforge.analyzers.critical_path import CriticalPath, critical_path
     from traceforge.analyzers.devices import DevicePeaks, device_peaks, load_peaks
     from traceforge.analyzers.diff import TraceDiff, diff
     from traceforge.analyzers.idle import IdleReport, idle_gaps

@@ -37,6 +37,7 @@ COMMANDS: tuple[str, ...] = (
     "roofline",
     "mfu",
     "calibrate",
+    "critical_path",
 )
 
 
