@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "launch_overhead": "traceforge.analyzers.launch",
     "TraceDiff": "traceforge.analyzers.diff",
     "diff": "traceforge.analyzers.diff",
+    "gate": "traceforge.analyzers.regression",
     "capture": "traceforge.capture",
     "step": "traceforge.capture",
     "open_in_perfetto": "traceforge.ui.perfetto",
@@ -71,6 +72,7 @@ __all__ = [
     "capture",
     "classify",
     "diff",
+    "gate",
     "gpu_activity",
     "idle_gaps",
     "kernel_table",
@@ -98,6 +100,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.launch import LaunchReport, launch_overhead
     from traceforge.analyzers.ops import ops
     from traceforge.analyzers.overlap import OverlapReport, overlap
+    from traceforge.analyzers.regression import gate
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
     from traceforge.errors import (
