@@ -48,6 +48,10 @@ _EXPORTS: dict[str, str] = {
     "launch_overhead": "traceforge.analyzers.launch",
     "TraceDiff": "traceforge.analyzers.diff",
     "diff": "traceforge.analyzers.diff",
+    "TraceRun": "traceforge.analyzers.runs",
+    "load_runs": "traceforge.commands.runs",
+    "Comparison": "traceforge.analyzers.compare",
+    "compare": "traceforge.analyzers.compare",
     "gate": "traceforge.analyzers.regression",
     "capture": "traceforge.capture",
     "step": "traceforge.capture",
@@ -57,6 +61,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "AnalysisError",
     "CaptureError",
+    "Comparison",
     "Device",
     "IdleReport",
     "LaunchReport",
@@ -66,11 +71,13 @@ __all__ = [
     "TraceDiff",
     "TraceFormatError",
     "TraceMeta",
+    "TraceRun",
     "TraceforgeError",
     "UsageError",
     "breakdown",
     "capture",
     "classify",
+    "compare",
     "diff",
     "gate",
     "gpu_activity",
@@ -80,6 +87,7 @@ __all__ = [
     "launch_overhead",
     "load",
     "load_run",
+    "load_runs",
     "open_in_perfetto",
     "ops",
     "overlap",
@@ -93,6 +101,7 @@ __all__ = [
 if TYPE_CHECKING:
     from traceforge.analyzers.activity import gpu_activity
     from traceforge.analyzers.breakdown import breakdown
+    from traceforge.analyzers.compare import Comparison, compare
     from traceforge.analyzers.diff import TraceDiff, diff
     from traceforge.analyzers.idle import IdleReport, idle_gaps
     from traceforge.analyzers.kernel_names import classify, short_name
@@ -101,8 +110,10 @@ if TYPE_CHECKING:
     from traceforge.analyzers.ops import ops
     from traceforge.analyzers.overlap import OverlapReport, overlap
     from traceforge.analyzers.regression import gate
+    from traceforge.analyzers.runs import TraceRun
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
+    from traceforge.commands.runs import load_runs
     from traceforge.errors import (
         AnalysisError,
         CaptureError,
