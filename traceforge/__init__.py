@@ -50,6 +50,8 @@ _EXPORTS: dict[str, str] = {
     "diff": "traceforge.analyzers.diff",
     "TraceRun": "traceforge.analyzers.runs",
     "load_runs": "traceforge.commands.runs",
+    "ScalingReport": "traceforge.analyzers.scaling",
+    "scaling": "traceforge.analyzers.scaling",
     "Comparison": "traceforge.analyzers.compare",
     "compare": "traceforge.analyzers.compare",
     "gate": "traceforge.analyzers.regression",
@@ -66,6 +68,7 @@ __all__ = [
     "IdleReport",
     "LaunchReport",
     "OverlapReport",
+    "ScalingReport",
     "Timeline",
     "Trace",
     "TraceDiff",
@@ -91,6 +94,7 @@ __all__ = [
     "open_in_perfetto",
     "ops",
     "overlap",
+    "scaling",
     "select_steps",
     "short_name",
     "step",
@@ -111,6 +115,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.overlap import OverlapReport, overlap
     from traceforge.analyzers.regression import gate
     from traceforge.analyzers.runs import TraceRun
+    from traceforge.analyzers.scaling import ScalingReport, scaling
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
     from traceforge.commands.runs import load_runs

@@ -31,6 +31,7 @@ COMMANDS: tuple[str, ...] = (
     "overlap",
     "breakdown",
     "launch",
+    "scaling",
     "compare",
 )
 
