@@ -18,10 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from traceforge.analyzers.runs import Fact, TraceRun
+from traceforge.capture.sweep import SWEEP_FILE
 from traceforge.errors import TraceFormatError, UsageError
-
-#: The file ``capture --nproc`` writes at the top of a sweep.
-SWEEP_FILE = "sweep.summary.json"
 
 _KINETO = (".pt.trace.json.gz", ".pt.trace.json")
 _JSON = (".json", ".json.gz")
