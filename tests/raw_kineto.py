@@ -56,12 +56,16 @@ class Raw:
         return sum(hi - lo for lo, hi in self.steps) / len(self.steps)
 
     def span(self) -> tuple[int, int]:
-        """The steps' GPU windows as one span: first activity launched in the first step
-        to the last end of an activity launched in the last step."""
-        acts = self.in_steps()
-        first = [g.ts for g in acts if self.step_of(g) == 0]
-        last = [g.end for g in acts if self.step_of(g) == len(self.steps) - 1]
-        return min(first), max(last)
+        """The steps' GPU windows as one span: the first activity whose launch call lies in
+        the first step (else the step's start) to the last end of an activity launched in
+        the last step (else its end). Activities with no launch call in the trace do not
+        move the span."""
+        inside = {id(g) for g in self.in_steps()}
+        launched = [g for g in self.gpu if g.launch >= 0 and id(g) in inside]
+        first = [g.ts for g in launched if self.step_of(g) == 0]
+        last = [g.end for g in launched if self.step_of(g) == len(self.steps) - 1]
+        return (min(first) if first else self.steps[0][0],
+                max(last) if last else self.steps[-1][1])
 
 
 def load(path: Path) -> Raw:

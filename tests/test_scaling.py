@@ -12,7 +12,7 @@ import pytest
 
 import traceforge as tf
 from tests import raw_kineto as rk
-from tests.conftest import FIXTURES, ev, make_trace
+from tests.conftest import EXTERNAL, FIXTURES, ev, make_trace
 from traceforge.analyzers.runs import TraceRun
 from traceforge.analyzers.scaling import TERMS, scaling
 from traceforge.errors import AnalysisError
@@ -177,7 +177,7 @@ DDP = [FIXTURES / f"capture_h200x2.ddp_train.sdpa.rank{r}.pt.trace.json.gz" for 
 
 
 def _is_nccl(g: rk.Gpu) -> bool:
-    return g.cat == "kernel" and g.name.startswith("ncclDevKernel")
+    return g.cat == "kernel" and g.name.startswith(("ncclDevKernel", "ncclKernel"))
 
 
 def _oracle(raw: rk.Raw, drop_nccl: bool = False) -> dict[str, float]:
@@ -245,6 +245,34 @@ def test_ddp_fixture_terms_equal_sums_from_the_raw_files() -> None:
     assert r.runs.set_index("gpus").loc[2, "efficiency_pct"] == pytest.approx(
         100 * ref["step"] / t_run)
     assert waits[0] > 0 and waits[1] == 0  # rank 1 starts its collectives last
+
+
+def test_param_dlrm_eight_ranks_match_the_raw_files() -> None:
+    # 8 ranks of one DLRM job (V100s, NCCL all-to-all and all-reduce), one step each.
+    folder = EXTERNAL / "param" / "dlrm_kineto"
+    if not folder.exists():
+        pytest.skip("PARAM DLRM traces not present")
+    files = sorted(folder.glob("*.json"))
+    r = scaling([TraceRun("n8", tuple(tf.load_run([str(p) for p in files])))])
+    raws = [rk.load(p) for p in files]
+    parts = [_oracle(x) for x in raws]
+    waits = _waits(raws, parts)
+    ranks = r.ranks.set_index("rank")
+    # These files hold absolute epoch microseconds (1.69e15); as float64 nanoseconds their
+    # spacing is 256 ns, so the reader's times can be ~128 ns off the exact decimal ones
+    # the oracle uses: sums over a few boundaries agree within 1 us.
+    tol = 1000
+    for k, (p, w) in enumerate(zip(parts, waits, strict=True)):
+        got = ranks.loc[k]
+        assert got["window_ns"] == pytest.approx(p["window"], abs=tol)
+        assert got["compute_ns"] == pytest.approx(p["compute"], abs=tol)
+        assert got["straggler_wait_ns"] == pytest.approx(w, abs=tol)
+        assert got["exposed_comm_ns"] == pytest.approx(p["exposed"] - w, abs=tol)
+        assert got["idle_ns"] == pytest.approx(p["idle"], abs=tol)
+        assert got["memory_ns"] == pytest.approx(p["memory"], abs=tol)
+        assert got["step_ns"] == pytest.approx(p["step"])
+    assert r.runs["step_ms"].iloc[0] == pytest.approx(max(p["step"] for p in parts) / 1e6)
+    assert sum(waits) > 0
 
 
 def test_cli_scaling_on_rank_folders(tmp_path: Path) -> None:
