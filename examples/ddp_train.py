@@ -58,6 +58,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=SIZES, default=None, help="default: full on GPU, else toy")
     ap.add_argument("--steps", type=int, default=10, help="optimizer steps")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="samples per rank per step (default: the size's)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile call")
     args = ap.parse_args()
     cuda = torch.cuda.is_available()
@@ -69,6 +71,7 @@ def main() -> None:
         torch.cuda.set_device(dev)
     size = args.size or ("full" if cuda else "toy")
     d, h, layers, seq, batch, vocab = SIZES[size]
+    batch = args.batch or batch
     torch.manual_seed(0)
     model = DDP(GPT(d, h, layers, seq, vocab).to(dev), device_ids=[local] if cuda else None)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=cuda)

@@ -52,6 +52,13 @@ _EXPORTS: dict[str, str] = {
     "critical_path": "traceforge.analyzers.critical_path",
     "TraceDiff": "traceforge.analyzers.diff",
     "diff": "traceforge.analyzers.diff",
+    "TraceRun": "traceforge.analyzers.runs",
+    "load_runs": "traceforge.commands.runs",
+    "ScalingReport": "traceforge.analyzers.scaling",
+    "scaling": "traceforge.analyzers.scaling",
+    "Comparison": "traceforge.analyzers.compare",
+    "compare": "traceforge.analyzers.compare",
+    "gate": "traceforge.analyzers.regression",
     "capture": "traceforge.capture",
     "step": "traceforge.capture",
     "open_in_perfetto": "traceforge.ui.perfetto",
@@ -67,6 +74,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "AnalysisError",
     "CaptureError",
+    "Comparison",
     "CriticalPath",
     "Device",
     "DevicePeaks",
@@ -75,20 +83,24 @@ __all__ = [
     "MFUReport",
     "OverlapReport",
     "RooflineReport",
+    "ScalingReport",
     "Timeline",
     "Trace",
     "TraceDiff",
     "TraceFormatError",
     "TraceMeta",
+    "TraceRun",
     "TraceforgeError",
     "UsageError",
     "breakdown",
     "capture",
     "classify",
+    "compare",
     "critical_path",
     "device_peaks",
     "diff",
     "display_names",
+    "gate",
     "gpu_activity",
     "idle_gaps",
     "kernel_table",
@@ -97,11 +109,13 @@ __all__ = [
     "load",
     "load_peaks",
     "load_run",
+    "load_runs",
     "mfu",
     "open_in_perfetto",
     "ops",
     "overlap",
     "roofline",
+    "scaling",
     "select_steps",
     "short_name",
     "sql",
@@ -113,6 +127,7 @@ __all__ = [
 if TYPE_CHECKING:
     from traceforge.analyzers.activity import gpu_activity
     from traceforge.analyzers.breakdown import breakdown
+    from traceforge.analyzers.compare import Comparison, compare
     from traceforge.analyzers.critical_path import CriticalPath, critical_path
     from traceforge.analyzers.devices import DevicePeaks, device_peaks, load_peaks
     from traceforge.analyzers.diff import TraceDiff, diff
@@ -124,9 +139,13 @@ if TYPE_CHECKING:
     from traceforge.analyzers.ops import ops
     from traceforge.analyzers.overlap import OverlapReport, overlap
     from traceforge.analyzers.query import sql
+    from traceforge.analyzers.regression import gate
     from traceforge.analyzers.roofline import RooflineReport, roofline
+    from traceforge.analyzers.runs import TraceRun
+    from traceforge.analyzers.scaling import ScalingReport, scaling
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
+    from traceforge.commands.runs import load_runs
     from traceforge.errors import (
         AnalysisError,
         CaptureError,

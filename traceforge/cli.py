@@ -38,6 +38,8 @@ COMMANDS: tuple[str, ...] = (
     "mfu",
     "calibrate",
     "critical_path",
+    "scaling",
+    "compare",
 )
 
 

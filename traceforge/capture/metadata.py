@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 #: Environment variables worth keeping: they change how NCCL, torch and CUDA behave.
-ENV_PREFIXES: tuple[str, ...] = ("NCCL_", "TORCH_", "CUDA_", "PYTORCH_", "TORCHINDUCTOR_")
-ENV_NAMES: tuple[str, ...] = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                              "OMP_NUM_THREADS")
+ENV_PREFIXES: tuple[str, ...] = ("NCCL_", "TORCH_", "CUDA_", "PYTORCH_", "TORCHINDUCTOR_",
+                                 "NVSHMEM_", "RCCL_", "HIP_", "ROCR_")
+ENV_NAMES: tuple[str, ...] = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                              "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS")
 
 
 def relevant_env(env: dict[str, str] | None = None) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from traceforge.capture.options import CaptureOptions
 from traceforge.capture.target import Target
@@ -20,9 +21,13 @@ from traceforge.executables import NSYS
 TRACES = "cuda,nvtx,osrt,cublas,cudnn"
 
 
-def profile_command(nsys: str, report: str, opts: CaptureOptions, inner: list[str]) -> list[str]:
+def profile_command(nsys: str, report: str, opts: CaptureOptions, inner: list[str],
+                    *, process_tree: bool = False) -> list[str]:
     cmd = [nsys, "profile", "-t", TRACES, "--cuda-graph-trace=node", "--force-overwrite=true",
            "-o", report]
+    if process_tree:
+        # torchrun's workers, and anything they fork without exec (data loaders).
+        cmd.append("--trace-fork-before-exec=true")
     if opts.memory:
         cmd.append("--cuda-memory-usage=true")
     return cmd + inner
@@ -49,3 +54,39 @@ def run(target: Target, opts: CaptureOptions) -> dict[str, Any]:
     if extra.get("report") is None and rc == 0:
         raise CaptureError(f"{nsys} ran but wrote no report {rep}")
     return summary
+
+
+def _export(nsys: str, rep: Path, stem: str, opts: CaptureOptions, extra: dict[str, Any]) -> None:
+    """``nsys export --type sqlite`` of ``rep`` beside it; records what it wrote in ``extra``."""
+    if not rep.exists():
+        extra["report"] = None
+        return
+    sqlite = opts.out / f"{stem}.sqlite"
+    exp = [nsys, "export", "--type", "sqlite", "--force-overwrite=true", "-o", str(sqlite),
+           str(rep)]
+    erc = run_outer(exp)
+    extra.update(report=rep.name, export_command=exp,
+                 sqlite=sqlite.name if erc == 0 and sqlite.exists() else None)
+
+
+def run_launch(launch_cmd: list[str], opts: CaptureOptions,
+               env: dict[str, str] | None = None, stdout: IO[str] | None = None
+               ) -> tuple[int, list[dict[str, Any]]]:
+    """One nsys report of a whole torchrun process tree (launcher and every worker, each
+    marking its steps with NVTX), exported to SQLite; the loader splits it into one trace
+    per rank (:func:`traceforge.formats.nsys.split_processes`). ``launch_cmd`` is the
+    launch whose workers run ``traceforge capture --backend nvtx``. Returns the exit status
+    and the rank summaries, each completed with the report's facts."""
+    nsys = find_profiler(NSYS, opts.profiler_path)
+    stem = f"{opts.name}.{opts.mode}"
+    rep = opts.out / f"{stem}.nsys-rep"
+    cmd = profile_command(nsys, str(rep), opts, launch_cmd, process_tree=True)
+    rc = run_outer(cmd, env=env, stdout=stdout)
+    extra: dict[str, Any] = {"command": cmd, "version": tool_version(nsys), "exit_status": rc}
+    _export(nsys, rep, stem, opts, extra)
+    paths = sorted(opts.out.glob(f"{stem}.rank*.summary.json")) or [
+        opts.out / f"{stem}.summary.json"]
+    summaries = [complete_summary(p, "nsys", extra, rc) for p in paths]
+    if extra.get("report") is None and rc == 0:
+        raise CaptureError(f"{nsys} ran but wrote no report {rep}")
+    return rc, summaries

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from traceforge.capture.options import CaptureOptions
 from traceforge.capture.target import Target
@@ -36,10 +36,11 @@ def inner_command(target: Target, opts: CaptureOptions) -> list[str]:
     ]
 
 
-def run_outer(cmd: list[str]) -> int:
+def run_outer(cmd: list[str], env: dict[str, str] | None = None,
+              stdout: IO[str] | None = None) -> int:
     """Run the profiler command, passing Ctrl-C to it rather than dying before it writes."""
     try:
-        proc = subprocess.Popen(cmd)
+        proc = subprocess.Popen(cmd, env=env, stdout=stdout)
     except OSError as e:
         raise CaptureError(f"{cmd[0]}: cannot start ({e.strerror or e})") from None
     while True:

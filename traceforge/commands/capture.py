@@ -52,18 +52,28 @@ from traceforge.render import render_frame
               help="nsys executable (else $TRACEFORGE_NSYS, else PATH).")
 @click.option("--rocprof", "rocprof_path", default=None, metavar="PATH",
               help="rocprofv3 or rocprof executable (else $TRACEFORGE_ROCPROF, else PATH).")
+@click.option("--nproc", "nproc_text", default=None, metavar="N,N,...",
+              help="Sweep a torchrun launch over these GPU counts (its --nproc-per-node "
+                   "replaced), one folder OUT/nN each, then print the scaling table.")
+@click.option("--batch", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="With --nproc: samples per GPU per step, for samples/s.")
+@click.option("--tokens-per-step", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="With --nproc: tokens per GPU per step, for tokens/s.")
 @format_option
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
             record_shapes: bool, with_stack: bool, memory: bool, compile_mode: str,
-            name: str | None, nsys_path: str | None, rocprof_path: str | None, fmt: str,
-            cmd: tuple[str, ...]) -> None:
+            name: str | None, nsys_path: str | None, rocprof_path: str | None,
+            nproc_text: str | None, batch: float | None, tokens_per_step: float | None,
+            fmt: str, cmd: tuple[str, ...]) -> None:
     """Run a Python program (or torchrun launch) under a profiler in a named mode.
 
     \b
       traceforge capture --mode fa2 -- python infer.py --batch 1
       traceforge capture --mode all -o runs -- python infer.py
       traceforge capture -- torchrun --nproc-per-node 2 train.py
+      traceforge capture --backend nsys -- torchrun --nproc-per-node 2 train.py
+      traceforge capture --nproc 1,2,4,8 -o sweep -- torchrun --nproc-per-node 8 train.py
     """
     words = list(cmd)
     if words and words[0] == "--":
@@ -83,7 +93,19 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
     opts.check()
     # Fail on an unwritable folder now, not after a long run.
     check_writable(out)
-    if len(modes) > 1:
+    if nproc_text is None and (batch is not None or tokens_per_step is not None):
+        raise UsageError("--batch and --tokens-per-step go with --nproc")
+    if nproc_text is not None:
+        if launch_spec is None:
+            raise UsageError("--nproc sweeps a torchrun launch: -- torchrun "
+                             "--nproc-per-node N SCRIPT ...")
+        from traceforge.capture.sweep import parse_counts, run_sweep
+
+        rc, roots = run_sweep(launch_spec, parse_counts(nproc_text), modes, opts,
+                              batch=batch, tokens=tokens_per_step)
+        for root in roots:
+            _scaling_table(root, fmt)
+    elif len(modes) > 1:
         rc, summaries = compare.run_modes(modes, opts, words)
         df = pd.DataFrame(compare.comparison(summaries), columns=list(compare.COLUMNS))
         emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
@@ -92,9 +114,14 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         rc, summaries = launch.run(launch_spec, opts)
         for s in summaries:
             trace = (s.get("trace") or {}).get("path")
-            click.echo(f"traceforge: rank {s.get('rank')}: "
-                       f"{out / trace if trace else 'no trace'} (exit {s.get('exit_status')})",
-                       err=True)
+            where = (out / trace if trace else "in the nsys report" if backend == "nsys"
+                     else "no trace")
+            click.echo(f"traceforge: rank {s.get('rank')}: {where} "
+                       f"(exit {s.get('exit_status')})", err=True)
+        extra = summaries[0].get("nsys", {}) if summaries else {}
+        for key in ("report", "sqlite"):
+            if extra.get(key):
+                click.echo(f"traceforge: nsys {key} (all ranks): {out / extra[key]}", err=True)
     elif backend in ("nsys", "rocprof"):
         from traceforge.capture import nsys, rocprof
 
@@ -113,6 +140,23 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
     if rc:
         # The target's own exit status, so `traceforge capture` composes in scripts and CI.
         raise SystemExit(rc)
+
+
+def _scaling_table(root: Path, fmt: str) -> None:
+    """The sweep's scaling table; a sweep whose runs left nothing to scale says why."""
+    from traceforge.analyzers.scaling import scaling
+    from traceforge.commands.runs import load_runs
+    from traceforge.errors import TraceforgeError
+    from traceforge.render.scaling import render_scaling
+
+    try:
+        report = scaling(load_runs([str(root)]))
+    except TraceforgeError as e:
+        click.echo(f"traceforge: no scaling table for {root}: {e}", err=True)
+        return
+    emit(render_scaling(report, fmt, None if fmt == "json" else "runs"))
+    click.echo(f"traceforge: sweep in {root}; `traceforge scaling {root}` for the loss "
+               "breakdown", err=True)
 
 
 def _notes(summaries: list[dict[str, object]]) -> tuple[str, ...]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from traceforge.analyzers.diff import diff
@@ -13,6 +15,7 @@ from traceforge.commands.options import (
     resolve_steps,
     steps_from_option,
 )
+from traceforge.errors import UsageError
 from traceforge.render.diff import render_diff
 
 
@@ -21,14 +24,31 @@ from traceforge.render.diff import render_diff
 @click.argument("b", type=click.Path(dir_okay=True, path_type=str))
 @click.option("-n", "limit", type=values.COUNT, default=15, show_default=True,
               help="Rows per table (0: all).")
+@click.option("--fail-if-slower", "fail_pct", type=click.FloatRange(min=0), default=None,
+              metavar="PCT",
+              help="CI gate: exit 1 when B's median step time is slower than A's by more "
+                   "than PCT % and by more than the step-to-step noise of both runs.")
 @steps_from_option
 @format_option
-def command(a: str, b: str, limit: int, steps_from: str | None, fmt: str) -> None:
+def command(a: str, b: str, limit: int, fail_pct: float | None, steps_from: str | None,
+            fmt: str) -> None:
     """Compare two runs (eager vs compiled, FA2 vs SDPA, before vs after), any formats.
 
     Times and counts are per step; the speedups say what they divide: step-time speedup
     (mean step A / B), GPU-time speedup, span ratio (whole traces).
     """
+    if fail_pct is not None and not math.isfinite(fail_pct):
+        raise UsageError(f"--fail-if-slower {fail_pct}: give a finite percentage")
     rule, _ = resolve_steps(steps_from, None)
-    d = diff(load_trace(a, rule), load_trace(b, rule))
+    ta, tb = load_trace(a, rule), load_trace(b, rule)
+    d = diff(ta, tb)
     emit(render_diff(d, fmt, a, b, None if limit <= 0 else limit))
+    if fail_pct is not None:
+        from traceforge.analyzers.regression import gate
+        from traceforge.render.regression import render_gate
+
+        g = gate(ta, tb, fail_pct)
+        # The verdict goes to stderr so that stdout stays the diff in --format.
+        click.echo(render_gate(g), err=True, nl=False)
+        if g.decision.slower:
+            raise SystemExit(1)

@@ -1,0 +1,61 @@
+"""``traceforge compare RUN RUN [...]``: runs side by side by vendor-neutral class and family."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from traceforge.commands.options import emit, format_option, resolve_steps, steps_from_option
+from traceforge.render.compare import TABLES
+
+
+@click.command("compare")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--baseline", default=None, metavar="NAME",
+              help="The run others are compared with (a label) [default: the first].")
+@click.option("--labels", default=None, metavar="A,B,...",
+              help="Labels for the runs, comma-separated [default: their names, else "
+                   "their folders' names].")
+@click.option("--table", type=click.Choice([k for k, _ in TABLES]), default=None,
+              help="Show one table only.")
+@click.option("-o", "--out", "report", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Also write a report with a chart: REPORT.md or REPORT.html.")
+@click.option("--chart", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="STEM", help="Also write the chart as STEM.png and STEM.svg.")
+@steps_from_option
+@format_option
+def command(runs: tuple[str, ...], baseline: str | None, labels: str | None,
+            table: str | None, report: Path | None, chart: Path | None,
+            steps_from: str | None, fmt: str) -> None:
+    """Line runs up row by row -- an NVIDIA and an AMD run of the same model, several
+    machines' captures, eager vs compiled -- by vendor-neutral kernel class and family
+    (cuBLAS vs hipBLASLt GEMMs, FlashAttention vs AOTriton/CK attention, NCCL vs RCCL),
+    with kernel counts, launch overhead, idle time and capture summaries.
+
+    RUN: a trace file, a folder of rank traces, or a capture output folder.
+
+    \b
+      traceforge compare h100/model.json.gz mi300/model.json.gz -o compare.html
+      traceforge compare runs/h200 runs/mi350 --baseline h200
+    """
+    from traceforge.analyzers.compare import compare
+    from traceforge.commands.runs import load_runs
+    from traceforge.errors import UsageError
+    from traceforge.render.compare import compare_chart, compare_report, render_compare
+
+    if len(runs) < 2:
+        raise UsageError("compare needs at least two runs")
+    if report is not None and report.suffix not in (".md", ".html"):
+        raise UsageError(f"-o {report}: the report is .md or .html")
+    names = [x.strip() for x in labels.split(",")] if labels is not None else None
+    rule, _ = resolve_steps(steps_from, None)
+    c = compare(load_runs(runs, steps_from=rule, labels=names), baseline=baseline)
+    emit(render_compare(c, fmt, table))
+    written = []
+    if chart is not None:
+        written += compare_chart(c, chart)
+    if report is not None:
+        written += compare_report(c, report)
+    for p in written:
+        click.echo(f"traceforge: wrote {p}", err=True)

@@ -1,0 +1,61 @@
+"""``traceforge scaling RUN [RUN ...]``: efficiency per GPU count and where the loss went."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from traceforge.commands.options import emit, format_option, resolve_steps, steps_from_option
+from traceforge.render.scaling import TABLES
+
+
+@click.command("scaling")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--strong", is_flag=True,
+              help="Strong scaling (fixed global batch) [default: weak, a fixed per-GPU "
+                   "batch as in DDP].")
+@click.option("--batch", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Samples per GPU per step (with --strong: per step of the whole run) "
+                   "for samples/s [default: the sweep's --batch].")
+@click.option("--tokens-per-step", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Tokens per GPU per step (with --strong: of the whole run) for tokens/s.")
+@click.option("--table", type=click.Choice([k for k, _ in TABLES]), default=None,
+              help="Show one table only.")
+@click.option("-o", "--out", "report", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Also write a report with charts: REPORT.md or REPORT.html.")
+@click.option("--chart", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              metavar="STEM", help="Also write the charts as STEM.png and STEM.svg.")
+@steps_from_option
+@format_option
+def command(runs: tuple[str, ...], strong: bool, batch: float | None,
+            tokens_per_step: float | None, table: str | None, report: Path | None,
+            chart: Path | None, steps_from: str | None, fmt: str) -> None:
+    """Scaling of one run per GPU count against the smallest: step time, throughput,
+    speedup, efficiency, the loss terms per rank, and a fitted serial fraction.
+
+    RUN: a folder of rank traces, a capture output folder, a `capture --nproc` sweep
+    folder (all its counts), or one trace file (a multi-process nsys report is split).
+
+    \b
+      traceforge scaling runs/n1 runs/n2 runs/n4 runs/n8
+      traceforge scaling sweep/ --batch 8 -o scaling.md
+    """
+    from traceforge.analyzers.scaling import scaling
+    from traceforge.commands.runs import load_runs
+    from traceforge.errors import UsageError
+    from traceforge.render.scaling import render_scaling, scaling_chart, scaling_report
+
+    if report is not None and report.suffix not in (".md", ".html"):
+        raise UsageError(f"-o {report}: the report is .md or .html")
+    rule, _ = resolve_steps(steps_from, None)
+    r = scaling(load_runs(runs, steps_from=rule), weak=not strong, batch=batch,
+                tokens_per_step=tokens_per_step)
+    emit(render_scaling(r, fmt, table))
+    written = []
+    if chart is not None:
+        written += scaling_chart(r, chart)
+    if report is not None:
+        written += scaling_report(r, report)
+    for p in written:
+        click.echo(f"traceforge: wrote {p}", err=True)

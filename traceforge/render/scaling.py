@@ -1,0 +1,150 @@
+"""How a :class:`~traceforge.analyzers.scaling.ScalingReport` is shown: its tables in every
+format, the two charts (efficiency vs GPUs, stacked loss bars) and a Markdown/HTML report."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from traceforge.analyzers.scaling import TERMS, ScalingReport
+from traceforge.render.figures import (
+    drop_empty,
+    html_page,
+    html_section,
+    md_section,
+    new_figure,
+    save_figure,
+    svg_inline,
+    write_text,
+)
+from traceforge.render.frame import render_frame, to_json_bytes
+
+#: Table names (``--table``) and titles, in the order they are shown.
+TABLES: tuple[tuple[str, str], ...] = (
+    ("runs", "Scaling per GPU count"),
+    ("losses", "Where the efficiency went (mean over ranks; efficiency points lost)"),
+    ("ranks", "Loss terms per rank (ms per step over ideal)"),
+    ("fit", "Serial fraction fit and projection"),
+)
+
+_TERM_NOTE = ("terms (each rank's step minus s x the reference run's rank mean, s = 1 weak, "
+              "N0/N strong): compute; exposed_comm = exposed communication outside straggler "
+              "wait; straggler_wait = exposed time a collective waited for the last rank to "
+              "start it; idle; memory = exposed copies/memsets; imbalance = slowest rank's "
+              "step - this rank's; residual = host step time outside the GPU windows + "
+              "unrecorded. They add up to growth = T(N) - T_ideal(N); points = ms / T(N) x 100 "
+              "add up to 100 - efficiency")
+
+
+def tables(r: ScalingReport) -> dict[str, pd.DataFrame]:
+    """The report's display tables by name (NaN-only columns dropped)."""
+    ml = r.mean_losses()
+    eff = r.runs.set_index("gpus")["efficiency_pct"]
+    losses = ml[["gpus", "step_ms", "growth_ms"]].assign(
+        efficiency_pct=eff.reindex(ml["gpus"]).to_numpy())
+    for t in TERMS:
+        losses[f"{t}_pts"] = ml[f"{t}_pts"].to_numpy()
+    per_rank = r.losses[r.losses["rank"] >= 0]
+    ranks = per_rank[["gpus", "rank", "step_ms", "growth_ms", *(f"{t}_ms" for t in TERMS)]]
+    return {"runs": drop_empty(r.runs), "losses": losses.reset_index(drop=True),
+            "ranks": ranks.reset_index(drop=True), "fit": r.fit}
+
+
+def _notes(r: ScalingReport, key: str) -> tuple[str, ...]:
+    if key == "runs":
+        return (r.formula, f"steps from {r.step_source}", *r.notes)
+    if key == "losses":
+        return (_TERM_NOTE,)
+    if key == "fit":
+        return ("amdahl: S(n) = 1/(f + (1-f)/n); gustafson (weak only): S(n) = n - f(n-1); "
+                "n = N/N0; least squares over the runs with n > 1; projected at 2x the "
+                "largest count",)
+    return ()
+
+
+def _digits(key: str) -> int:
+    return 4 if key == "fit" else 2
+
+
+def render_scaling(r: ScalingReport, fmt: str, table: str | None = None) -> str:
+    """Every table of ``r`` in ``fmt`` (JSON: one object with the full frames and the chart
+    data); ``table`` renders that one alone."""
+    if fmt == "json" and table is None:
+        return to_json_bytes({"weak": r.weak, "formula": r.formula, "steps_from": r.step_source,
+                              "runs": r.runs, "losses": r.losses, "ranks": r.ranks,
+                              "fit": r.fit, "chart": r.chart_data(),
+                              "notes": list(r.notes)}).decode() + "\n"
+    shown = tables(r)
+    parts = []
+    for key, title in TABLES:
+        if table is not None and key != table:
+            continue
+        df = shown[key]
+        notes = _notes(r, key) if fmt in ("table", "md") else ()
+        if df.empty:
+            notes = (*notes, "(none)")
+        parts.append(render_frame(df, fmt, title=title, digits=_digits(key), notes=notes))
+    return "\n".join(parts)
+
+
+def scaling_chart(r: ScalingReport, stem: Path) -> list[Path]:
+    """Efficiency vs GPUs (measured, ideal, fitted models and their projection) beside
+    stacked bars of the mean efficiency points lost per term; PNG and SVG."""
+    data = r.chart_data()
+    fig, (ax, bx) = new_figure(11.0, 4.2, cols=2)
+    meas = data[~data["projected"]]
+    gpus = data["gpus"].to_numpy(dtype=float)
+    ax.axhline(100.0, color="#999", linestyle="--", linewidth=1, label="ideal")
+    for model, style in (("amdahl", ":"), ("gustafson", "-.")):
+        col = f"{model}_pct"
+        if col in data:
+            ax.plot(gpus, data[col], linestyle=style, marker="", label=f"{model} fit")
+            ax.plot(gpus[-1:], data[col].to_numpy()[-1:], marker="o", fillstyle="none",
+                    linestyle="", color=ax.lines[-1].get_color())
+    ax.plot(meas["gpus"], meas["efficiency_pct"], marker="o", linewidth=2, label="measured")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(gpus, [f"{int(g)}" for g in gpus])
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("scaling efficiency (%)")
+    ax.set_ylim(0, max(110.0, float(np.nanmax(meas["efficiency_pct"])) + 5))
+    ax.set_title("weak scaling" if r.weak else "strong scaling", fontsize=10, loc="right")
+    ax.legend(fontsize=8, loc="lower left")
+    ax.grid(alpha=0.3)
+    x = np.arange(len(meas))
+    pos = np.zeros(len(meas))
+    neg = np.zeros(len(meas))
+    for t in TERMS:
+        v = meas[f"{t}_pts"].fillna(0.0).to_numpy(dtype=float)
+        bottom = np.where(v >= 0, pos, neg)
+        bx.bar(x, v, bottom=bottom, label=t.replace("_", " "))
+        pos += np.where(v >= 0, v, 0)
+        neg += np.where(v < 0, v, 0)
+    bx.plot(x, 100.0 - meas["efficiency_pct"].to_numpy(dtype=float), marker="D",
+            linestyle="", color="black", label="total lost")
+    bx.axhline(0, color="black", linewidth=0.8)
+    bx.set_xticks(x, [f"{int(g)}" for g in meas["gpus"]])
+    bx.set_xlabel("GPUs")
+    bx.set_ylabel("efficiency points lost (mean over ranks)")
+    bx.legend(fontsize=8, ncols=2)
+    bx.grid(axis="y", alpha=0.3)
+    return save_figure(fig, stem)
+
+
+def scaling_report(r: ScalingReport, path: Path) -> list[Path]:
+    """A Markdown (``.md``) or HTML (``.html``) report with the tables and the chart
+    (written beside it as PATH-STEM.scaling.png/.svg); returns every file written."""
+    charts = scaling_chart(r, path.with_name(f"{path.stem}.scaling"))
+    shown = tables(r)
+    title = "traceforge scaling"
+    if path.suffix == ".html":
+        body = svg_inline(charts[1]) + "".join(
+            html_section(t, shown[k], digits=_digits(k), notes=_notes(r, k)) for k, t in TABLES)
+        text = html_page(title, body)
+    else:
+        text = f"# {title}\n\n![scaling]({html.escape(charts[0].name)})\n\n" + "\n".join(
+            md_section(t, shown[k], digits=_digits(k), notes=_notes(r, k)) for k, t in TABLES)
+    write_text(path, text)
+    return [path, *charts]
