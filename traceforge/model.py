@@ -125,6 +125,30 @@ def name_mask(names: pd.Series, pattern: str) -> np.ndarray:
     return np.fromiter((bool(rx.search(str(v))) for v in names), dtype=bool, count=len(names))
 
 
+def strings(col: pd.Series) -> np.ndarray:
+    """A name-like column as a numpy object array of str, taken through its categories.
+
+    ``astype(str)`` on a million-row categorical builds a million Python strings (and on
+    pandas 3 with pyarrow, an Arrow string array); this takes the few distinct ones.
+    """
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = np.array([str(c) for c in col.cat.categories] + [""], dtype=object)
+        return np.asarray(cats[col.cat.codes.to_numpy()])  # code -1 (missing) -> ""
+    return np.asarray(col.astype(object).to_numpy(), dtype=object)
+
+
+def object_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """A DataFrame whose string columns stay numpy object arrays.
+
+    pandas 3 with pyarrow installed turns object arrays of str into Arrow-backed string
+    columns; boolean selections of those cost 10-100x a numpy take, and the timeline's
+    tables are sliced per step and per device many times.
+    """
+    out: pd.DataFrame = pd.DataFrame({k: pd.Series(v, dtype=object) if isinstance(v, np.ndarray)
+                                      and v.dtype == object else v for k, v in columns.items()})
+    return out
+
+
 def normalize_events(df: pd.DataFrame) -> pd.DataFrame:
     """Return ``df`` with every column of EVENT_COLUMNS, in order and with its dtype.
 

@@ -31,7 +31,7 @@ import pandas as pd
 
 from traceforge.analyzers.kernel_names import classify
 from traceforge.analyzers.stacks import innermost
-from traceforge.model import GPU_KINDS, Trace, name_mask
+from traceforge.model import GPU_KINDS, Trace, name_mask, object_frame, strings
 
 GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
 LAUNCH_APIS = GRAPH_LAUNCH_APIS | {
@@ -121,13 +121,15 @@ def gpu_activity(trace: Trace) -> pd.DataFrame:
     """
     ev = trace.events
     g = ev[ev["kind"].isin(GPU_KINDS)]
-    names = g["name"].astype(str).to_numpy()
-    kind = g["kind"].astype(str).to_numpy()
-    info = {n: classify(n) for n in pd.unique(names)}
+    names = strings(g["name"])
+    kind = strings(g["kind"])
+    # Classify each distinct name once, then spread through the name codes.
+    uniq, inv = np.unique(names, return_inverse=True)
+    info = [classify(str(n)) for n in uniq]
     is_kernel = kind == "kernel"
-    cls = np.where(is_kernel, np.array([info[n].cls for n in names], dtype=object), kind)
-    fam = np.where(is_kernel, np.array([info[n].family for n in names], dtype=object), kind)
-    out = pd.DataFrame(
+    cls = np.where(is_kernel, np.array([k.cls for k in info], dtype=object)[inv], kind)
+    fam = np.where(is_kernel, np.array([k.family for k in info], dtype=object)[inv], kind)
+    out = object_frame(
         {
             "row": g.index.to_numpy(),
             "name": names,
@@ -159,18 +161,18 @@ def launch_calls(ev: pd.DataFrame) -> pd.DataFrame:
     and the driver call beneath it), then the earliest.
     """
     host = ev[ev["kind"].isin(("runtime", "driver")) & (ev["corr"] >= 0)]
-    hname = host["name"].astype(str)
-    h = pd.DataFrame(
+    hname = strings(host["name"])
+    h = object_frame(
         {
             "rank": host["rank"].to_numpy(),
             "corr": host["corr"].to_numpy(),
             "launch_row": host.index.to_numpy(),
-            "launch_name": hname.to_numpy(),
+            "launch_name": hname,
             "launch_ts": host["ts"].to_numpy(),
             "launch_end": (host["ts"] + host["dur"]).to_numpy(),
             "launch_tid": host["tid"].to_numpy(),
             "launch_pid": host["pid"].to_numpy(),
-            "known": hname.isin(LAUNCH_APIS).to_numpy(),
+            "known": np.isin(hname, list(LAUNCH_APIS)),
         }
     ).sort_values(["known", "launch_ts"], ascending=[False, True], kind="stable")
     return cast("pd.DataFrame", h.drop_duplicates(["rank", "corr"]).drop(columns="known"))
@@ -181,14 +183,15 @@ def _with_launch(ev: pd.DataFrame, out: pd.DataFrame) -> pd.DataFrame:
     out = out.merge(h, on=["rank", "corr"], how="left")
     for c in ("launch_row", "launch_ts", "launch_end", "launch_tid", "launch_pid"):
         out[c] = out[c].fillna(-1).astype(np.int64)
-    out["launch_name"] = out["launch_name"].fillna("").astype(str)
+    out["launch_name"] = pd.Series(np.where(out["launch_name"].isna(), "",
+                                            out["launch_name"].to_numpy(dtype=object)),
+                                   dtype=object)
     return out
 
 
 def _replays(a: pd.DataFrame) -> np.ndarray:
     corr = a["corr"].to_numpy()
-    key = pd.Series(list(zip(a["rank"].to_numpy(), corr, strict=True)))
-    shared = key.map(key.value_counts()).to_numpy() > 1
+    shared = a.groupby(["rank", "corr"])["corr"].transform("size").to_numpy() > 1
     is_graph = (
         a["launch_name"].isin(GRAPH_LAUNCH_APIS).to_numpy()
         | (a["graph"].to_numpy() >= 0)
@@ -221,8 +224,9 @@ def _with_host_ranges(ev: pd.DataFrame, out: pd.DataFrame) -> None:
             found = innermost(codes, r["ts"].to_numpy(), (r["ts"] + r["dur"]).to_numpy(),
                               qcodes, qts)
             hit = np.where(has & (qcodes >= 0), found, -1)
-        rnames = r["name"].astype(str).to_numpy()
+        rnames = strings(r["name"])
         label = np.where(hit >= 0, rnames[np.clip(hit, 0, None)] if len(r) else "", "")
+        label = pd.Series(label, dtype=object)
         if col == "op":
             rows = r.index.to_numpy()
             out["op_row"] = np.where(hit >= 0, rows[np.clip(hit, 0, None)] if len(r) else -1, -1)

@@ -33,7 +33,7 @@ from traceforge.analyzers.launch import next_activity
 from traceforge.analyzers.stacks import innermost
 from traceforge.analyzers.steps import window_index
 from traceforge.analyzers.timeline import Timeline, timeline
-from traceforge.model import Trace, name_mask
+from traceforge.model import Trace, name_mask, object_frame, strings
 
 CAUSES: tuple[str, ...] = ("graph_internal", "host_bound", "launch_latency", "sync", "other")
 
@@ -111,41 +111,52 @@ def idle_gaps(
     hist = _histogram(gaps)
     shown = gaps[gaps["dur"] >= min_gap_ns].reset_index(drop=True)
     tid, mid = shown.pop("_tid").to_numpy(), shown.pop("_mid").to_numpy()
-    shown["cpu_op"] = host.name_at(host.ops, tid, mid)
-    shown["annotation"] = host.name_at(host.ann, tid, mid)
+    shown["cpu_op"] = pd.Series(host.ops.name_at(tid, mid), dtype=object)
+    shown["annotation"] = pd.Series(host.ann.name_at(tid, mid), dtype=object)
     return IdleReport(shown[list(GAP_COLUMNS)], summary, hist, span, tl.step_source, tl.notes)
 
 
+@dataclass(frozen=True)
+class _Ranges:
+    """Host ranges of one kind as plain arrays: thread, start, end, name."""
+
+    tid: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    name: np.ndarray
+
+    def name_at(self, tids: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Name of the innermost range on thread ``tids[i]`` covering ``t[i]`` ("" if none)."""
+        if len(self.ts) == 0 or len(t) == 0:
+            return np.full(len(t), "", dtype=object)
+        hit = innermost(self.tid, self.ts, self.end, tids, t)
+        return np.where(hit >= 0, self.name[np.clip(hit, 0, None)], "")
+
+
 class _HostView:
-    """Host-side sets and stacks the causes and attributions are looked up in."""
+    """Host-side sets and stacks the causes and attributions are looked up in (numpy
+    arrays taken once from the event columns, never whole-frame selections)."""
 
     def __init__(self, trace: Trace) -> None:
         ev = trace.events
-        kind = ev["kind"]
+        kind = strings(ev["kind"])
+        ts = ev["ts"].to_numpy()
+        end = ts + ev["dur"].to_numpy()
+        tid = ev["tid"].to_numpy()
         is_step = name_mask(ev["name"], "^" + STEP_MARKER_PREFIX)
-        host = ev[kind.isin(("runtime", "driver")).to_numpy()]
-        sync_host = host[host["name"].isin(BLOCKING_SYNC_APIS)]
-        sync_gpu = ev[kind == "sync"]
-        self.sync = iv.merge(
-            np.concatenate([sync_host["ts"], sync_gpu["ts"]]),
-            np.concatenate([sync_host["ts"] + sync_host["dur"], sync_gpu["ts"] + sync_gpu["dur"]]),
-        )
-        work = ev[kind.isin(("cpu_op", "runtime", "driver", "python")).to_numpy() & ~is_step]
-        self.work = iv.merge(work["ts"].to_numpy(), (work["ts"] + work["dur"]).to_numpy())
-        self.ops = ev[(kind == "cpu_op").to_numpy() & ~is_step]
-        self.ann = ev[(kind == "user_annotation").to_numpy() & ~is_step]
-        counts = self.ops["tid"].value_counts()
-        self.main_tid = int(counts.index[0]) if len(counts) else -1
+        host = np.isin(kind, ("runtime", "driver"))
+        sync = (host & ev["name"].isin(BLOCKING_SYNC_APIS).to_numpy()) | (kind == "sync")
+        self.sync = iv.merge(ts[sync], end[sync])
+        work = np.isin(kind, ("cpu_op", "runtime", "driver", "python")) & ~is_step
+        self.work = iv.merge(ts[work], end[work])
 
-    @staticmethod
-    def name_at(rows: pd.DataFrame, tids: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """Name of the innermost row on thread ``tids[i]`` covering ``t[i]`` ("" if none)."""
-        if rows.empty or len(t) == 0:
-            return np.full(len(t), "", dtype=object)
-        hit = innermost(rows["tid"].to_numpy(), rows["ts"].to_numpy(),
-                        (rows["ts"] + rows["dur"]).to_numpy(), tids, t)
-        names = rows["name"].astype(str).to_numpy()
-        return np.where(hit >= 0, names[np.clip(hit, 0, None)], "")
+        def ranges(sel: np.ndarray) -> _Ranges:
+            return _Ranges(tid[sel], ts[sel], end[sel], strings(ev["name"][sel]))
+
+        self.ops = ranges((kind == "cpu_op") & ~is_step)
+        self.ann = ranges((kind == "user_annotation") & ~is_step)
+        tids, counts = np.unique(self.ops.tid, return_counts=True)
+        self.main_tid = int(tids[np.argmax(counts)]) if len(tids) else -1
 
 
 def _level_gaps(tl: Timeline, win: pd.DataFrame, host: _HostView, dev: int, stream: int
@@ -164,7 +175,7 @@ def _level_gaps(tl: Timeline, win: pd.DataFrame, host: _HostView, dev: int, stre
         return cast("pd.DataFrame", pd.DataFrame({c: [] for c in cols}))
     # A hole spanning two windows is two gaps, one per step.
     bounds = np.unique(np.concatenate([win["ts"].to_numpy(), win["end"].to_numpy()]))
-    holes = _split_at(holes, bounds)
+    holes = iv.split_at(holes, bounds)
     lo, hi = holes[:, 0], holes[:, 1]
     k = window_index(win, lo)
     step = np.where(k >= 0, win["step"].to_numpy()[np.clip(k, 0, None)], -2)
@@ -173,24 +184,24 @@ def _level_gaps(tl: Timeline, win: pd.DataFrame, host: _HostView, dev: int, stre
     j = np.clip(nxt, 0, None)
     lts = np.where(has, a["launch_ts"].to_numpy()[j], -1)
     ltid = np.where(has & (lts >= 0), a["launch_tid"].to_numpy()[j], host.main_tid)
-    inside_graph = _covered(tl.in_graph(dev, stream), lo, hi) >= hi - lo
-    synced = _covered(host.sync, lo, hi) * 2 >= hi - lo
+    inside_graph = iv.covered(tl.in_graph(dev, stream), lo, hi) >= hi - lo
+    synced = iv.covered(host.sync, lo, hi) * 2 >= hi - lo
     # "Traced work" on the host during the part of the gap before the launch call.
     until = np.where(lts >= lo, np.minimum(lts, hi), hi)
-    worked = _covered(host.work, lo, until) * 2 >= np.maximum(until - lo, 1)
+    worked = iv.covered(host.work, lo, until) * 2 >= np.maximum(until - lo, 1)
     cause = np.select(
         [inside_graph, synced, (lts >= lo) & worked, (lts >= 0) & (lts < lo)],
         ["graph_internal", "sync", "host_bound", "launch_latency"],
         default="other",
     )
-    out: pd.DataFrame = pd.DataFrame(
+    out: pd.DataFrame = object_frame(
         {
-            "device": dev,
-            "stream": stream,
+            "device": np.full(len(lo), dev, dtype=np.int64),
+            "stream": np.full(len(lo), stream, dtype=np.int64),
             "step": step,
             "ts": lo,
             "dur": hi - lo,
-            "cause": cause,
+            "cause": cause.astype(object),
             "next_name": np.where(has, a["name"].to_numpy()[j], ""),
             "launch_name": np.where(has, a["launch_name"].to_numpy()[j], ""),
             "launch_ts": lts,
@@ -199,33 +210,6 @@ def _level_gaps(tl: Timeline, win: pd.DataFrame, host: _HostView, dev: int, stre
         }
     )
     return out
-
-
-def _split_at(s: np.ndarray, cuts: np.ndarray) -> np.ndarray:
-    """The intervals of set ``s``, cut at every time in ``cuts`` strictly inside one."""
-    if len(s) == 0 or len(cuts) == 0:
-        return s
-    i = np.clip(np.searchsorted(s[:, 0], cuts, side="right") - 1, 0, None)
-    c = cuts[(cuts > s[i, 0]) & (cuts < s[i, 1])]
-    # Disjoint sorted intervals and cuts inside them: sorted starts and ends pair up.
-    return np.column_stack([np.sort(np.concatenate([s[:, 0], c])),
-                            np.sort(np.concatenate([c, s[:, 1]]))])
-
-
-def _covered(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Time of set ``s`` inside each ``[lo, hi)``, vectorized by prefix sums."""
-    if len(s) == 0:
-        return np.zeros(len(lo), dtype=np.int64)
-    cum = np.concatenate([[0], np.cumsum(s[:, 1] - s[:, 0])])
-
-    def upto(x: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(s[:, 0], x, side="right")  # intervals starting at or before x
-        inside = np.where(
-            i > 0, np.minimum(x, s[np.clip(i - 1, 0, None), 1]) - s[np.clip(i - 1, 0, None), 0], 0
-        )
-        return np.asarray(cum[np.clip(i - 1, 0, None)] * (i > 0) + np.maximum(inside, 0))
-
-    return cast("np.ndarray", np.maximum(upto(hi) - upto(lo), 0))
 
 
 def _summary(gaps: pd.DataFrame, span: int, unrec: dict[tuple[int, int], int]

@@ -109,3 +109,30 @@ def total(a: np.ndarray) -> int:
 def total_within(a: np.ndarray, lo: int, hi: int) -> int:
     """Covered time inside ``[lo, hi)``."""
     return total(clip(a, lo, hi))
+
+
+def split_at(s: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """The intervals of set ``s``, cut at every time in ``cuts`` strictly inside one."""
+    if len(s) == 0 or len(cuts) == 0:
+        return s
+    i = np.clip(np.searchsorted(s[:, 0], cuts, side="right") - 1, 0, None)
+    c = cuts[(cuts > s[i, 0]) & (cuts < s[i, 1])]
+    # Disjoint sorted intervals and cuts inside them: sorted starts and ends pair up.
+    return np.column_stack([np.sort(np.concatenate([s[:, 0], c])),
+                            np.sort(np.concatenate([c, s[:, 1]]))])
+
+
+def covered(s: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Time of set ``s`` inside each ``[lo, hi)``, vectorized by prefix sums."""
+    if len(s) == 0:
+        return np.zeros(len(lo), dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(s[:, 1] - s[:, 0])])
+
+    def upto(x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(s[:, 0], x, side="right")  # intervals starting at or before x
+        inside = np.where(
+            i > 0, np.minimum(x, s[np.clip(i - 1, 0, None), 1]) - s[np.clip(i - 1, 0, None), 0], 0
+        )
+        return np.asarray(cum[np.clip(i - 1, 0, None)] * (i > 0) + np.maximum(inside, 0))
+
+    return cast("np.ndarray", np.maximum(upto(hi) - upto(lo), 0))

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers import intervals as iv
-from traceforge.analyzers.timeline import Timeline, busy_table, timeline
+from traceforge.analyzers.steps import window_index
+from traceforge.analyzers.timeline import Timeline, timeline
 from traceforge.model import Trace
 
 #: Columns of :attr:`LaunchReport.steps`.
@@ -90,60 +91,81 @@ def launch_overhead(
             "step": acts["step"],
         }
     )
-    rows = [_step_row(tl, kern, int(cast(int, w.step)), bound_pct)
-            for w in tl.select(steps).itertuples(index=False)]
-    out = pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+    win = tl.select(steps)
+    out = _per_step(tl, kern, win, bound_pct)
     if steps is not None:
         kern = kern[kern["step"].isin(list(steps))]
     return LaunchReport(kern.reset_index(drop=True), out, tl.step_source)
 
 
-def _step_row(tl: Timeline, kern: pd.DataFrame, step: int, bound_pct: float
-              ) -> dict[str, object]:
+def _per_step(tl: Timeline, kern: pd.DataFrame, win: pd.DataFrame, bound_pct: float
+              ) -> pd.DataFrame:
+    """STEP_COLUMNS for every window at once: counts by step membership, times by window."""
     acts = tl.activity
-    mine = (acts["step"].to_numpy() == step) if not tl.steps.empty else np.ones(len(acts), bool)
-    a, k = acts[mine], kern[mine]
-    sel = None if tl.steps.empty else [step]
-    b = busy_table(tl, sel)
-    w = tl.select(sel)
-    lo, hi = int(w["ts"].iloc[0]), int(w["end"].iloc[-1])
-    wait = sum(host_wait(tl, d, lo, hi) for d in tl.devices)
-    window = int(b["window_ns"].iloc[-1]) if len(b) else hi - lo
-    recorded = window - (int(b["unrecorded_ns"].iloc[-1]) if len(b) else 0)
-    short = int(((k["launch_dur_ns"] > k["dur"]) & (k["replay"] < 0)).sum())
-    d = k["launch_delay_ns"][k["launch_delay_ns"] >= 0]
-    pct = 100.0 * wait / recorded if recorded else 0.0
-    return {
-        "step": step,
-        "kernels": len(a),
-        "launches": int(a.loc[a["launch_row"] >= 0, "launch_row"].nunique()),
-        "graph_replays": int(a.loc[a["replay"] >= 0, "replay"].nunique()),
-        "window_ns": window,
-        "busy_ns": int(b["busy_ns"].iloc[-1]) if len(b) else 0,
-        "busy_pct": float(b["busy_pct"].iloc[-1]) if len(b) else 0.0,
-        "host_wait_ns": wait,
-        "host_wait_pct": pct,
-        "short_kernels": short,
-        "short_pct": 100.0 * short / len(a) if len(a) else 0.0,
-        "median_launch_delay_us": float(d.median()) / 1e3 if len(d) else float("nan"),
-        "verdict": (
-            "no GPU activity" if not len(a)
-            else "launch-bound" if pct > bound_pct else "gpu-bound"
-        ),
-    }
+    lo, hi = win["ts"].to_numpy(), win["end"].to_numpy()
+    step_no = win["step"].to_numpy()
+    devs = tl.devices
+    # Device time in each window, summed over devices (as busy_table's total row).
+    busy = np.zeros(len(win), dtype=np.int64)
+    unrec = np.zeros(len(win), dtype=np.int64)
+    wait = np.zeros(len(win), dtype=np.int64)
+    for d in devs:
+        busy += iv.covered(tl.busy(d), lo, hi)
+        unrec += iv.covered(tl.unrecorded(d), lo, hi)
+        holes, late = host_wait_holes(tl, d, iv.merge(lo, hi))
+        k = window_index(win, holes[:, 0])
+        ok = late & (k >= 0)
+        wait += np.bincount(k[ok], weights=holes[ok, 1] - holes[ok, 0],
+                            minlength=len(win)).astype(np.int64)
+    span = (hi - lo) * max(len(devs), 1)
+    recorded = span - unrec
+    # Counts: the activity each step launched (membership); with no steps, all of it.
+    member = acts["step"].to_numpy() if not tl.steps.empty else np.full(len(acts), -1)
+    g = pd.DataFrame({
+        "step": member,
+        "launch_row": np.where(acts["launch_row"].to_numpy() >= 0, acts["launch_row"], -1),
+        "replay": np.where(acts["replay"].to_numpy() >= 0, acts["replay"], -1),
+        "short": ((kern["launch_dur_ns"] > kern["dur"]) & (kern["replay"] < 0)).to_numpy(),
+        "delay": np.where(kern["launch_delay_ns"].to_numpy() >= 0,
+                          kern["launch_delay_ns"].to_numpy(), np.nan),
+    }).groupby("step")
+    n = g.size().reindex(step_no, fill_value=0).to_numpy()
+    launches = g["launch_row"].agg(lambda x: x[x >= 0].nunique()).reindex(step_no, fill_value=0)
+    replays = g["replay"].agg(lambda x: x[x >= 0].nunique()).reindex(step_no, fill_value=0)
+    short = g["short"].sum().reindex(step_no, fill_value=0).to_numpy()
+    delay = g["delay"].median().reindex(step_no).to_numpy(dtype=float) / 1e3
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = np.where(recorded > 0, 100.0 * wait / recorded, 0.0)
+        busy_pct = np.where(recorded > 0, 100.0 * busy / recorded, 0.0)
+        short_pct = np.where(n > 0, 100.0 * short / np.maximum(n, 1), 0.0)
+    verdict = np.where(n == 0, "no GPU activity",
+                       np.where(pct > bound_pct, "launch-bound", "gpu-bound"))
+    out = pd.DataFrame({
+        "step": step_no, "kernels": n, "launches": launches.to_numpy().astype(np.int64),
+        "graph_replays": replays.to_numpy().astype(np.int64), "window_ns": hi - lo,
+        "busy_ns": busy, "busy_pct": busy_pct, "host_wait_ns": wait, "host_wait_pct": pct,
+        "short_kernels": short.astype(np.int64), "short_pct": short_pct,
+        "median_launch_delay_us": delay, "verdict": pd.Series(verdict, dtype=object),
+    })
+    return cast("pd.DataFrame", out[list(STEP_COLUMNS)])
 
 
-def host_wait(tl: Timeline, device: int, lo: int, hi: int) -> int:
-    """Idle ns of ``device`` in ``[lo, hi)`` before activities whose launch call began
-    after the idle stretch did: time the GPU waited for the CPU to issue work."""
-    holes = iv.difference(iv.gaps(tl.busy(device), lo, hi), tl.unrecorded(device))
+def host_wait_holes(tl: Timeline, device: int, windows: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The device's idle stretches inside ``windows`` (cut at window edges, unrecorded
+    replays left out) and which of them the GPU spent waiting for the CPU: those before
+    an activity whose launch call began after the stretch did."""
+    if len(windows) == 0:
+        return iv.EMPTY, np.zeros(0, dtype=bool)
+    holes = iv.gaps(tl.busy(device), int(windows[0, 0]), int(windows[-1, 1]))
+    holes = iv.difference(iv.intersect(holes, windows), tl.unrecorded(device))
+    holes = iv.split_at(holes, np.unique(windows.ravel()))
     if len(holes) == 0:
-        return 0
+        return holes, np.zeros(0, dtype=bool)
     a = tl.activity[tl.activity["device"].to_numpy() == device]
     nxt = next_activity(a, holes[:, 1])
     lts = np.where(nxt >= 0, a["launch_ts"].to_numpy()[np.clip(nxt, 0, None)], -1)
-    late = (nxt >= 0) & (lts >= holes[:, 0])
-    return int((holes[late, 1] - holes[late, 0]).sum())
+    return holes, (nxt >= 0) & (lts >= holes[:, 0])
 
 
 def next_activity(acts: pd.DataFrame, t: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from traceforge.analyzers.flops import FLOP_OPS, op_flops
 from traceforge.analyzers.timeline import host_in_steps, timeline
-from traceforge.model import Trace
+from traceforge.model import Trace, strings
 
 OPS_COLUMNS = ("op", "self_gpu_us", "pct", "calls", "kernels", "gflops", "tflops_per_s")
 
@@ -78,8 +78,13 @@ def _flops_by_op(
     if sel.empty:
         return pd.Series(dtype=float)
     totals: dict[str, float] = {}
-    for name, args in zip(sel["name"].astype(str), trace.args(sel.index.to_numpy()), strict=True):
-        f = op_flops(name, args)
+    # A model repeats a few shapes thousands of times: work out each distinct call once.
+    seen: dict[tuple[str, str], int | None] = {}
+    for name, args in zip(strings(sel["name"]), trace.args(sel.index.to_numpy()), strict=True):
+        key = (name, repr((args.get("flops"), args.get("Input Dims", args.get("Input dims")),
+                           args.get("Input type"),
+                           args.get("Concrete Inputs"))))
+        f = seen[key] if key in seen else seen.setdefault(key, op_flops(name, args))
         if f is not None:
             totals[name] = totals.get(name, 0.0) + f
     return pd.Series(totals, dtype=float)
