@@ -61,7 +61,9 @@ def compare(folder: Path, tolerance: float = 0.03) -> tuple[pd.DataFrame, bool]:
         ev_tf = float("nan")
         if len(prof):
             p = prof[(prof["dtype"] == b.dtype) & (prof["m"] == b.m) & (prof["n"] == b.n)
-                     & (prof["k"] == b.k) & prof["step"].isin(set(sel["step"]))]
+                     & (prof["k"] == b.k)]
+            if (sel["step"] >= 0).any():  # a trace without steps is compared whole
+                p = p[p["step"].isin(set(sel["step"]))]
             if len(p):
                 ev_tf = 2.0 * b.m * b.n * b.k * float(p["calls"].sum()) / (
                     float(p["ms"].sum()) * 1e-3) / 1e12
