@@ -17,8 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from traceforge.version import __version__ as __version__
 
-#: Public name -> module that defines it.
+#: Public name -> module that defines it (``module:name`` where the function there is
+#: named otherwise: the notebook names mirror the CLI verbs).
 _EXPORTS: dict[str, str] = {
+    "idle": "traceforge.analyzers.idle:idle_gaps",
+    "info": "traceforge.analyzers.summary:summary",
+    "launch": "traceforge.analyzers.launch:launch_overhead",
+    "Summary": "traceforge.analyzers.summary",
     "AnalysisError": "traceforge.errors",
     "CaptureError": "traceforge.errors",
     "TraceFormatError": "traceforge.errors",
@@ -84,6 +89,7 @@ __all__ = [
     "OverlapReport",
     "RooflineReport",
     "ScalingReport",
+    "Summary",
     "Timeline",
     "Trace",
     "TraceDiff",
@@ -102,8 +108,11 @@ __all__ = [
     "display_names",
     "gate",
     "gpu_activity",
+    "idle",
     "idle_gaps",
+    "info",
     "kernel_table",
+    "launch",
     "launch_config",
     "launch_overhead",
     "load",
@@ -132,9 +141,11 @@ if TYPE_CHECKING:
     from traceforge.analyzers.devices import DevicePeaks, device_peaks, load_peaks
     from traceforge.analyzers.diff import TraceDiff, diff
     from traceforge.analyzers.idle import IdleReport, idle_gaps
+    from traceforge.analyzers.idle import idle_gaps as idle
     from traceforge.analyzers.kernel_names import classify, display_names, short_name
     from traceforge.analyzers.kernels import kernel_table, launch_config, top_kernels
     from traceforge.analyzers.launch import LaunchReport, launch_overhead
+    from traceforge.analyzers.launch import launch_overhead as launch
     from traceforge.analyzers.mfu import MFUReport, mfu
     from traceforge.analyzers.ops import ops
     from traceforge.analyzers.overlap import OverlapReport, overlap
@@ -143,6 +154,8 @@ if TYPE_CHECKING:
     from traceforge.analyzers.roofline import RooflineReport, roofline
     from traceforge.analyzers.runs import TraceRun
     from traceforge.analyzers.scaling import ScalingReport, scaling
+    from traceforge.analyzers.summary import Summary
+    from traceforge.analyzers.summary import summary as info
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
     from traceforge.commands.runs import load_runs
@@ -163,10 +176,12 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'traceforge' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    module, _, attr = module.partition(":")
+    value = getattr(importlib.import_module(module), attr or name)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    # Only the public API (and the version), not this module's own imports.
+    return sorted([*__all__, "__version__"])

@@ -302,3 +302,30 @@ class Trace:
             f"span {self.span_ns / 1e6:.3f} ms · {dev} · rank {m.rank}"
             f"<table><tr><th>kind</th><th>events</th></tr>{rows}</table></div>"
         )
+
+
+class Tables:
+    """Mixin for the dataclasses analyses return: in Jupyter they show their tables.
+
+    Every DataFrame field renders as an HTML table (first 50 rows, pandas' own HTML), and
+    text fields (notes, step source) as lines above them.
+    """
+
+    def _repr_html_(self) -> str:
+        import dataclasses
+
+        if not dataclasses.is_dataclass(self):
+            return html.escape(repr(self))
+        head, body = [f"<b>{html.escape(type(self).__name__)}</b>"], []
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, pd.DataFrame):
+                more = f" (first 50 of {len(v):,})" if len(v) > 50 else ""
+                body.append(f"<h4>{html.escape(f.name)}{more}</h4>"
+                            + v.head(50).to_html(index=False, border=0))
+            elif isinstance(v, str) and v:
+                head.append(f"{html.escape(f.name)}: {html.escape(v)}")
+            elif isinstance(v, tuple) and v and all(isinstance(x, str) for x in v):
+                head += [f"{html.escape(f.name)}: {html.escape(x)}" for x in v]
+        return "<div>" + "<br>".join(head) + "".join(body) + "</div>"
+

@@ -34,7 +34,7 @@ from traceforge.analyzers.vendor import (
     vendor_of,
 )
 from traceforge.errors import UsageError
-from traceforge.model import Trace
+from traceforge.model import Tables, Trace
 
 #: Columns of :attr:`Comparison.runs`.
 RUN_COLUMNS = ("run", "vendor", "device", "gpus", "steps", "step_ms", "speedup", "gpu_ms",
@@ -47,7 +47,7 @@ FAMILY_COLUMNS = ("class", "family", "run", "library", "ms", "calls", "speedup")
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(Tables):
     """:func:`compare`'s result; times in ms per step per GPU, counts per step per GPU.
 
     ``runs``: one row per run (RUN_COLUMNS): vendor, device, ranks, steps, step time and

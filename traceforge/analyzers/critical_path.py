@@ -58,7 +58,7 @@ from traceforge.analyzers.kernel_names import CLASSES
 from traceforge.analyzers.stacks import innermost
 from traceforge.analyzers.timeline import Timeline, timeline
 from traceforge.errors import AnalysisError, UsageError
-from traceforge.model import Trace, name_mask
+from traceforge.model import Tables, Trace, name_mask
 
 HOST_KINDS = ("cpu_op", "runtime", "driver", "user_annotation", "python")
 DEVICE_SYNC = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize"})
@@ -93,7 +93,7 @@ _NONE = np.iinfo(np.int64).min
 
 # -- results -------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
-class CriticalPath:
+class CriticalPath(Tables):
     """The critical paths of the steps (see the module docstring).
 
     Every rank's step has a path into its own window end (which may cross into other

@@ -33,7 +33,7 @@ from traceforge.analyzers.launch import next_activity
 from traceforge.analyzers.stacks import innermost
 from traceforge.analyzers.steps import window_index
 from traceforge.analyzers.timeline import Timeline, timeline
-from traceforge.model import Trace, name_mask, object_frame, strings
+from traceforge.model import Tables, Trace, name_mask, object_frame, strings
 
 CAUSES: tuple[str, ...] = ("graph_internal", "host_bound", "launch_latency", "sync", "other")
 
@@ -57,7 +57,7 @@ SUMMARY_COLUMNS = ("device", "stream", "cause", "gaps", "idle_ns", "pct")
 
 
 @dataclass(frozen=True)
-class IdleReport:
+class IdleReport(Tables):
     """:func:`idle_gaps`'s result (times in ns).
 
     ``gaps``: one row per listed gap (GAP_COLUMNS; ``stream`` -1 for device-level gaps).

@@ -20,7 +20,7 @@ import pandas as pd
 from traceforge.analyzers import intervals as iv
 from traceforge.analyzers.steps import window_index
 from traceforge.analyzers.timeline import Timeline, timeline
-from traceforge.model import Trace
+from traceforge.model import Tables, Trace
 
 #: Columns of :attr:`LaunchReport.steps`.
 STEP_COLUMNS = (
@@ -44,7 +44,7 @@ KERNEL_COLUMNS = ("name", "kind", "stream", "ts", "dur", "launch_name", "launch_
 
 
 @dataclass(frozen=True)
-class LaunchReport:
+class LaunchReport(Tables):
     """:func:`launch_overhead`'s result.
 
     ``kernels``: per GPU activity: name, kind, stream, ts, dur, launch_name,

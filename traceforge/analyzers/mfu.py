@@ -35,7 +35,7 @@ from traceforge.analyzers.roofline import (
     with_ceilings,
 )
 from traceforge.errors import UsageError
-from traceforge.model import Trace
+from traceforge.model import Tables, Trace
 
 #: Columns of :attr:`MFUReport.steps`.
 COLUMNS = ("step", "time_ms", "gflops", "flops_source", "modelled_pct", "dtype",
@@ -44,7 +44,7 @@ COLUMNS = ("step", "time_ms", "gflops", "flops_source", "modelled_pct", "dtype",
 
 
 @dataclass(frozen=True)
-class MFUReport:
+class MFUReport(Tables):
     """:func:`mfu`'s result: one row per step (:data:`COLUMNS`), the ceilings, notes.
 
     ``modelled_pct`` is the share of the step's GPU time whose work is known: FLOPs are a

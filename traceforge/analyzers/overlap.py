@@ -18,7 +18,7 @@ import pandas as pd
 from traceforge.analyzers import intervals as iv
 from traceforge.analyzers.breakdown import rank_of
 from traceforge.analyzers.timeline import timeline
-from traceforge.model import Trace
+from traceforge.model import Tables, Trace
 
 OVERLAP_COLUMNS = (
     "rank",
@@ -35,7 +35,7 @@ SKEW_COLUMNS = ("rank", "collectives", "last_count", "last_pct", "mean_lag_us", 
 
 
 @dataclass(frozen=True)
-class OverlapReport:
+class OverlapReport(Tables):
     """``ranks``: one row per rank (OVERLAP_COLUMNS). ``skew``: per rank, how often its
     collectives started last and by how much it lagged the earliest rank (empty for one
     rank). ``notes``: plain-language caveats (e.g. unequal collective counts).

@@ -28,7 +28,7 @@ import pandas as pd
 from traceforge.analyzers.kernel_names import classify
 from traceforge.analyzers.timeline import Timeline, step_time_ns, timeline
 from traceforge.errors import AnalysisError
-from traceforge.model import Trace
+from traceforge.model import Tables, Trace
 
 #: Scale from median absolute deviation to standard deviation under normal noise.
 MAD_TO_SIGMA = 1.4826
@@ -101,7 +101,7 @@ def step_durations(tl: Timeline) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class GateReport:
+class GateReport(Tables):
     """:func:`gate`'s result: the decision, and what grew most (us per step)."""
 
     decision: Decision

@@ -41,7 +41,7 @@ from traceforge.analyzers.flops import DTYPES, TENSOR_FAMILIES, Work, op_work, u
 from traceforge.analyzers.kernel_names import short_name
 from traceforge.analyzers.timeline import timeline as shared_timeline
 from traceforge.errors import AnalysisError, UsageError
-from traceforge.model import Trace
+from traceforge.model import Tables, Trace
 
 #: Default ``target_pct``: the share of the ceiling a well-tuned kernel reaches.
 TARGET_PCT = 80.0
@@ -287,7 +287,7 @@ def activity_work(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[
 
 # -- the report --------------------------------------------------------------------------
 @dataclass(frozen=True)
-class RooflineReport:
+class RooflineReport(Tables):
     """:func:`roofline`'s result.
 
     ``table``: one row per op / kernel / class (:data:`COLUMNS`), by GPU time.

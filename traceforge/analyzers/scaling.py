@@ -62,7 +62,7 @@ from traceforge.analyzers.breakdown import breakdown, rank_of
 from traceforge.analyzers.runs import RunInput, TraceRun, as_runs
 from traceforge.analyzers.timeline import step_time_ns, timeline
 from traceforge.errors import AnalysisError
-from traceforge.model import Trace
+from traceforge.model import Tables, Trace
 
 #: Loss terms in the order tables and stacked bars show them.
 TERMS: tuple[str, ...] = ("compute", "exposed_comm", "straggler_wait", "idle", "memory",
@@ -84,7 +84,7 @@ FIT_COLUMNS = ("model", "serial_fraction", "rms_error_pts", "projected_gpus",
 
 
 @dataclass(frozen=True)
-class ScalingReport:
+class ScalingReport(Tables):
     """:func:`scaling`'s result.
 
     ``runs``: one row per GPU count (RUN_COLUMNS), ascending; ``wall_step_ms`` is the

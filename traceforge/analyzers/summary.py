@@ -8,11 +8,11 @@ from typing import Any, cast
 import pandas as pd
 
 from traceforge.analyzers.timeline import busy_table, step_time_ns, timeline
-from traceforge.model import Trace
+from traceforge.model import Tables, Trace
 
 
 @dataclass(frozen=True)
-class Summary:
+class Summary(Tables):
     """Overview of one trace.
 
     ``facts``: typed values (numbers as numbers, ``steps`` a list of ints, None when

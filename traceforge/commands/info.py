@@ -13,30 +13,33 @@ from traceforge.commands.options import (
     steps_from_option,
     trace_argument,
 )
-from traceforge.render import render_frame
+from traceforge.commands.tables import Table, emit_tables, table_options
 from traceforge.render.frame import to_json_bytes
 
 
 @click.command("info")
 @trace_argument
 @steps_from_option
+@table_options
 @format_option
-def command(trace: str, steps_from: str | None, fmt: str) -> None:
+def command(trace: str, steps_from: str | None, table: str | None, out_dir: str | None,
+            fmt: str) -> None:
     """Format, devices, ranks, span, steps (and where they came from), event counts by
-    kind and GPU busy % (of the steps' GPU windows)."""
+    kind and GPU busy % (of the steps' GPU windows). Tables: facts, kinds, devices."""
     rule, _ = resolve_steps(steps_from, None)
     ranks = load_ranks([trace], rule)
     sums = [summary(t) for t in ranks]
-    if fmt == "json":
+    if fmt == "json" and table is None and out_dir is None:
         docs = [{"facts": s.facts, "notes": list(s.notes), "kinds": s.kinds,
                  "devices": s.devices} for s in sums]
         emit(to_json_bytes(docs[0] if len(docs) == 1 else {"ranks": docs}).decode())
         return
-    out = []
+    tables = []
     for t, s in zip(ranks, sums, strict=True):
         who = f" (rank {t.meta.rank})" if len(ranks) > 1 else ""
-        out.append(render_frame(s.facts_frame(), fmt, title=f"Trace: {trace}{who}"))
-        out.append(render_frame(s.kinds, fmt, title="Events by kind"))
-        if len(s.devices):
-            out.append(render_frame(s.devices, fmt, title="Devices (busy % of step windows)"))
-    emit("\n".join(out))
+        sfx = f"_rank{t.meta.rank}" if len(ranks) > 1 else ""
+        tables += [Table(f"facts{sfx}", s.facts_frame(), f"Trace: {trace}{who}"),
+                   Table(f"kinds{sfx}", s.kinds, "Events by kind")]
+        if len(s.devices) or fmt == "csv":
+            tables.append(Table(f"devices{sfx}", s.devices, "Devices (busy % of step windows)"))
+    emit_tables(tables, fmt, table=table, out_dir=out_dir)

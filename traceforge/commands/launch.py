@@ -11,15 +11,13 @@ from traceforge.analyzers.kernel_names import short_name
 from traceforge.analyzers.launch import launch_overhead
 from traceforge.commands import values
 from traceforge.commands.options import (
-    emit,
     format_option,
     load_ranks,
     resolve_steps,
     step_options,
     trace_argument,
 )
-from traceforge.render import render_frame
-from traceforge.render.frame import to_json_bytes
+from traceforge.commands.tables import Table, emit_tables, table_options
 
 
 @click.command("launch")
@@ -29,10 +27,15 @@ from traceforge.render.frame import to_json_bytes
 @click.option("--bound-pct", type=values.PERCENT, default=50.0, show_default=True,
               help="Call a step launch-bound when the GPU waits on the CPU more than this %.")
 @step_options
+@table_options
 @format_option
 def command(trace: str, limit: int, bound_pct: float, steps_from: str | None,
-            steps_text: str | None, step_list: tuple[int, ...], fmt: str) -> None:
-    """Per step: kernels, launches, GPU time waiting on the CPU, short kernels, verdict."""
+            steps_text: str | None, step_list: tuple[int, ...], table: str | None,
+            out_dir: str | None, fmt: str) -> None:
+    """Per step: kernels, launches, GPU time waiting on the CPU, short kernels, verdict.
+
+    Tables: steps, kernels (the longest launch delays).
+    """
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
     ranks = load_ranks([trace], rule)
     reps = [launch_overhead(t, bound_pct=bound_pct, steps=steps) for t in ranks]
@@ -49,14 +52,14 @@ def command(trace: str, limit: int, bound_pct: float, steps_from: str | None,
                                                    kind="stable")
     k = k if limit <= 0 else k.head(limit)
     source = reps[0].step_source
-    if fmt == "json":
-        emit(to_json_bytes({"steps_from": source, "steps": per_step, "kernels": k}).decode())
-        return
     notes: tuple[str, ...] = ()
     if all(r.kernels.empty for r in reps):
         notes = ("No GPU activity in this trace: nothing to report.",)
-    emit(render_frame(per_step, fmt, title=f"Launch overhead per step (steps from {source}): "
-                                           f"{trace}", notes=notes))
-    if fmt != "csv":
-        shown = k.drop(columns=["replay"]).assign(name=k["name"].map(short_name))
-        emit(render_frame(shown, fmt, title="Longest launch delays"))
+    if fmt in ("table", "md"):
+        k = k.drop(columns=["replay"]).assign(name=k["name"].map(short_name))
+    emit_tables(
+        [Table("steps", per_step, f"Launch overhead per step (steps from {source}): {trace}",
+               notes),
+         Table("kernels", k, "Longest launch delays")],
+        fmt, table=table, out_dir=out_dir,
+        doc={"steps_from": source, "steps": per_step, "kernels": k})

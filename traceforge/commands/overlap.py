@@ -6,39 +6,39 @@ import click
 
 from traceforge.analyzers.overlap import overlap
 from traceforge.commands.options import (
-    emit,
     format_option,
     load_ranks,
     resolve_steps,
     step_options,
     traces_argument,
 )
-from traceforge.render import render_frame
-from traceforge.render.frame import to_json_bytes
+from traceforge.commands.tables import Table, emit_tables, table_options
 
 
 @click.command("overlap")
 @traces_argument
 @step_options
+@table_options
 @format_option
 def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | None,
-            step_list: tuple[int, ...], fmt: str) -> None:
+            step_list: tuple[int, ...], table: str | None, out_dir: str | None,
+            fmt: str) -> None:
     """Compute/communication overlap per rank and cross-rank collective skew.
 
-    TRACES: one trace, several trace files of one run, or a directory of them.
+    TRACES: one trace, several trace files of one run, or a directory of them. Tables:
+    ranks, skew.
     """
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
     r = overlap(load_ranks(traces, rule), steps=steps)
-    if fmt == "json":
-        emit(to_json_bytes({"steps_from": r.step_source, "ranks": r.ranks, "skew": r.skew,
-                            "notes": list(r.notes)}).decode())
-        return
     notes = r.notes
     if r.ranks.empty:
         notes += ("No GPU activity in these traces: nothing to report.",)
     elif (r.ranks["comm_kernels"] == 0).all():
         notes += ("No communication kernels (NCCL/RCCL) in the step windows.",)
-    emit(render_frame(r.ranks, fmt, title="Compute/communication overlap per rank (steps from "
-                                          f"{r.step_source})", notes=notes))
-    if not r.skew.empty and fmt != "csv":
-        emit(render_frame(r.skew, fmt, title="Collective start skew (stragglers start last)"))
+    tables = [Table("ranks", r.ranks, "Compute/communication overlap per rank (steps from "
+                                      f"{r.step_source})", notes)]
+    if not r.skew.empty or fmt in ("json", "csv") or table or out_dir:
+        tables.append(Table("skew", r.skew, "Collective start skew (stragglers start last)"))
+    emit_tables(tables, fmt, table=table, out_dir=out_dir,
+                doc={"steps_from": r.step_source, "ranks": r.ranks, "skew": r.skew,
+                     "notes": list(r.notes)})

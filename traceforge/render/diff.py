@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from traceforge.analyzers.diff import TraceDiff
-from traceforge.render.frame import render_frame, to_json_bytes
+from traceforge.render.frame import render_frame
 
 #: (attribute of TraceDiff, title, rows shown in a report) in the order they are shown.
 SECTIONS: tuple[tuple[str, str, int], ...] = (
@@ -27,16 +27,12 @@ def diff_doc(d: TraceDiff) -> dict[str, object]:
         "span_ratio": d.span_ratio, "steps_from": list(d.step_sources), "notes": list(d.notes)}
 
 
-def render_diff(d: TraceDiff, fmt: str, a: str, b: str, limit: int | None,
-                table: str | None = None) -> str:
-    """Every section of ``d`` in ``fmt`` (JSON: one object keyed by section); ``table``
-    renders that section alone (CSV needs one, since a CSV file holds one table)."""
-    if fmt == "json" and table is None:
-        return to_json_bytes(diff_doc(d)).decode() + "\n"
+def render_diff(d: TraceDiff, fmt: str, a: str, b: str, limit: int | None) -> str:
+    """Every section of ``d`` as a terminal table or Markdown (``fmt``), under a head that
+    names the runs and the three ratios; ``limit`` rows per section (the summary whole).
+    JSON and CSV go through :func:`diff_doc` and the sections one at a time."""
     parts = []
     for key, title, _ in SECTIONS:
-        if table is not None and key != table:
-            continue
         df: pd.DataFrame = getattr(d, key)
         shown = df if limit is None or key == "summary" else df.head(limit)
         notes: tuple[str, ...] = ()
@@ -45,8 +41,6 @@ def render_diff(d: TraceDiff, fmt: str, a: str, b: str, limit: int | None,
         if df.empty:
             notes = ("(none)",)
         parts.append(render_frame(shown, fmt, title=title, notes=notes, digits=3))
-    if table is not None or fmt in ("csv", "json"):
-        return "\n".join(parts)
     head = f"A = {a}  (steps from {d.step_sources[0]})\nB = {b}  (steps from {d.step_sources[1]})\n"
     head += d.headline() + "\n"
     head += "".join(f"note: {n}\n" for n in d.notes) + "\n"

@@ -1,0 +1,65 @@
+"""Every table of a verb is reachable in every format; the notebook names mirror the CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import traceforge as tf
+from tests.conftest import FIXTURES, cli_main
+
+EAGER = str(FIXTURES / "eager.pt.trace.json.gz")
+SDPA = str(FIXTURES / "sdpa.pt.trace.json.gz")
+
+
+@pytest.mark.parametrize("verb,names", [
+    (["idle", EAGER], ["summary", "histogram", "gaps"]),
+    (["launch", EAGER], ["steps", "kernels"]),
+    (["overlap", EAGER], ["ranks", "skew"]),
+    (["info", EAGER], ["facts", "kinds", "devices"]),
+    (["diff", EAGER, SDPA], ["summary", "by_class", "by_family", "replacements", "only_a",
+                             "only_b", "ops"]),
+])
+def test_each_table_by_name_and_all_to_a_folder(verb: list[str], names: list[str],
+                                               tmp_path: Path) -> None:
+    # CSV without --table: the main table, and the others named on stderr.
+    code, out, err = cli_main(*verb, "--format", "csv")
+    assert code == 0, err
+    assert all(n in err for n in names[1:]) and "--table" in err
+    main = pd.read_csv(io.StringIO(out))
+    for name in names:
+        code, out, err = cli_main(*verb, "--format", "csv", "--table", name)
+        assert code == 0, err
+        if name == names[0]:
+            assert pd.read_csv(io.StringIO(out)).equals(main)
+    code, _, err = cli_main(*verb, "--format", "csv", "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(f"{n}.csv"
+                                                                        for n in names)
+    code, out, _ = cli_main(*verb, "--format", "json", "--table", names[0])
+    assert isinstance(json.loads(out), list)
+    code, _, err = cli_main(*verb, "--table", "nope")
+    assert code == 2 and "no such table" in err and names[0] in err
+
+
+def test_idle_gaps_table_keeps_exact_ns() -> None:
+    code, out, _ = cli_main("idle", EAGER, "--format", "csv", "--table", "gaps", "-n", "0")
+    gaps = pd.read_csv(io.StringIO(out))
+    r = tf.idle(tf.load(EAGER))
+    assert sorted(gaps["dur"].tolist()) == sorted(r.gaps["dur"].tolist())
+
+
+def test_notebook_names_mirror_the_verbs() -> None:
+    t = tf.load(EAGER)
+    assert tf.idle is tf.idle_gaps and tf.launch is tf.launch_overhead
+    assert tf.info(t).facts["steps"] == [2, 3]
+    for res in (tf.idle(t), tf.launch(t), tf.overlap(t), tf.info(t)):
+        html = res._repr_html_()
+        assert html.startswith("<div>") and "<table" in html
+    names = dir(tf)
+    assert "importlib" not in names and "TYPE_CHECKING" not in names
+    assert set(names) == set(tf.__all__) | {"__version__"}

@@ -1,0 +1,90 @@
+"""Verbs with several tables: each is reachable in every format.
+
+Table and Markdown output show every table. JSON is one object keyed by table. A CSV file
+holds one table, so ``--format csv`` prints the verb's main table and names the others on
+stderr; ``--table NAME`` picks one table (in any format) and ``-o DIR`` writes each table
+to ``DIR/NAME.csv`` (``.json``, ``.md``, ``.txt``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import pandas as pd
+
+from traceforge.commands import output
+from traceforge.commands.options import emit
+from traceforge.errors import UsageError
+from traceforge.render import render_frame
+from traceforge.render.frame import to_json_bytes
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_EXT = {"csv": "csv", "json": "json", "md": "md", "table": "txt"}
+
+
+@dataclass(frozen=True)
+class Table:
+    """One named table of a verb's output, with its title and notes for people."""
+
+    name: str
+    frame: pd.DataFrame
+    title: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+
+def table_options(f: F) -> F:
+    """``--table NAME`` and ``-o/--out-dir DIR`` for verbs with several tables."""
+    f = click.option("-o", "--out-dir", "out_dir", default=None, metavar="DIR",
+                     type=click.Path(file_okay=False, path_type=str),
+                     help="Write every table to DIR/NAME.csv (or .json/.md/.txt).")(f)
+    return click.option("--table", "table", default=None, metavar="NAME",
+                        help="Show only this table (the verb's help lists them).")(f)
+
+
+def emit_tables(tables: Sequence[Table], fmt: str, *, table: str | None = None,
+                out_dir: str | None = None, doc: dict[str, Any] | None = None,
+                head: str = "") -> None:
+    """Print (or write) ``tables`` as the options ask; ``doc`` is the whole JSON object
+    (default: tables keyed by name), ``head`` lines printed before table/md output."""
+    names = [t.name for t in tables]
+    if table is not None:
+        chosen = [t for t in tables if t.name == table]
+        if not chosen:
+            raise UsageError(f"--table {table}: no such table (have: {', '.join(names)})")
+        tables = chosen
+    if out_dir is not None:
+        folder = Path(out_dir)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"{out_dir}: cannot write ({e.strerror})") from None
+        for t in tables:
+            output.write(folder / f"{t.name}.{_EXT[fmt]}", _one(t, fmt))
+        click.echo(f"wrote {len(tables)} table(s) to {folder}: "
+                   + ", ".join(f"{t.name}.{_EXT[fmt]}" for t in tables), err=True)
+        return
+    if fmt == "json":
+        if table is not None:
+            emit(_one(tables[0], fmt))
+        else:
+            emit(to_json_bytes(doc or {t.name: t.frame for t in tables}).decode())
+        return
+    if fmt == "csv":
+        emit(_one(tables[0], fmt))
+        if len(tables) > 1:
+            click.echo(f"traceforge: CSV holds one table ({tables[0].name}); the others: "
+                       + ", ".join(names[1:]) + " (use --table NAME or -o DIR)", err=True)
+        return
+    emit(head + "\n".join(_one(t, fmt) for t in tables))
+
+
+def _one(t: Table, fmt: str) -> str:
+    if fmt == "json":
+        return to_json_bytes(t.frame).decode() + "\n"
+    return render_frame(t.frame, fmt, title=t.title if fmt != "csv" else "",
+                        notes=t.notes if fmt != "csv" else ())
