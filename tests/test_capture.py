@@ -46,6 +46,14 @@ if len(sys.argv) > 2:
 """
 
 
+@pytest.fixture(autouse=True)
+def _run_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+                ) -> None:
+    # Captures refused before their target runs must not leave a default output folder
+    # (traceforge-out) in the repository.
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
 def script(tmp_path: Path, name: str, body: str) -> Path:
     p = tmp_path / name
     p.write_text(textwrap.dedent(body))

@@ -21,6 +21,14 @@ from traceforge.errors import UsageError
 DDP = REPO / "examples" / "ddp_train.py"
 
 
+@pytest.fixture(autouse=True)
+def _run_in_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+                ) -> None:
+    # Captures refused before their target runs must not leave a default output folder
+    # (traceforge-out) in the repository.
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None
             ) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
