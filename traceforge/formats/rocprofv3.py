@@ -9,8 +9,6 @@ the file lists them, as HIP does; several processes get ``rank`` in list order.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import pandas as pd
 
 from traceforge.errors import TraceFormatError
 from traceforge.formats import columns
+from traceforge.formats.source import read_bytes
 from traceforge.formats.symbols import demangle_names
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
 
@@ -35,12 +34,7 @@ def sniff(path: Path, head: bytes) -> bool:
 def _load(p: Path) -> Any:
     import msgspec
 
-    raw = p.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as e:
-            raise TraceFormatError(p, f"truncated or corrupt gzip ({e})") from None
+    raw = read_bytes(p)
     try:
         return msgspec.json.decode(raw)
     except (msgspec.DecodeError, UnicodeDecodeError) as e:
