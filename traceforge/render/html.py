@@ -14,7 +14,9 @@ from typing import Any
 import pandas as pd
 
 from traceforge.analyzers.diff import TraceDiff
-from traceforge.render import svg
+from traceforge.analyzers.scaling import ScalingReport
+from traceforge.errors import UsageError
+from traceforge.render import sections, svg
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
 from traceforge.report.findings import Finding
 from traceforge.report.run import RunAnalysis
@@ -121,9 +123,14 @@ def _cards(r: RunAnalysis) -> str:
         label = "GPU busy" + (" (mean of ranks)" if r.ranks > 1 else "")
         items.append((label, f"{f['busy_pct']:.1f}%"))
     items.append(("kernels", f"{int(f.get('kernels', 0)):,}"))
-    return '<div class="cards">' + "".join(
-        f'<div class="card"><span class="note">{_e(k)}</span><b>{_e(v)}</b></div>'
-        for k, v in items) + "</div>"
+    cards = [f'<div class="card"><span class="note">{_e(k)}</span><b>{_e(v)}</b></div>'
+             for k, v in items]
+    hfu = sections.hfu_card(r)
+    if hfu is not None:
+        label, value, what = hfu
+        cards.append(f'<div class="card"><span class="note">{_e(label)}</span><b>{_e(value)}'
+                     f'</b><span class="note">{_e(what)}</span></div>')
+    return '<div class="cards">' + "".join(cards) + "</div>"
 
 
 def _unavailable(r: RunAnalysis, name: str) -> str:
@@ -153,6 +160,9 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
         out.append(svg.hbar(labels, list(bc["total_us"].astype(float)), unit="us",
                             colors=[svg.color(str(c)) for c in bc["class"]]))
     out.append(table(bc.drop(columns=["name"], errors="ignore")))
+    if len(r.by_neutral):
+        out.append("<h3>GPU time by vendor-neutral family</h3>"
+                   f'<p class="note">{_e(sections.NEUTRAL_NOTE)}</p>' + table(r.by_neutral))
 
     out.append("<h3>Top kernels</h3>")
     tk = r.top_kernels
@@ -168,6 +178,8 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
         out.append(_skipped("Operators by self GPU time",
                             "No GPU time could be attributed to framework operators (the "
                             "trace has no cpu_op ranges around its launch calls)."))
+
+    out.append(_roofline(r))
 
     out.append("<h3>Idle gaps by cause</h3>" + _unavailable(r, "idle"))
     dev = r.idle_summary
@@ -201,6 +213,8 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
         out.append(svg.stacked(rows, label_w=140))
     out.append(table(bd))
 
+    out.append(_critical_path(r))
+
     ov = r.overlap
     has_comm = len(ov) and "comm_ns" in ov and float(ov["comm_ns"].sum()) > 0
     if has_comm:
@@ -225,7 +239,6 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
         ("Host-device copies inside steps", r.copies, "No host-device copies inside steps."),
         ("Synchronizing calls inside steps", r.syncs,
          "No synchronizing API calls inside steps."),
-        ("GEMM throughput", r.gemm, "No matrix-product op with known FLOPs."),
     ):
         out.append(f"<h3>{_e(title)}</h3>" + table(df) if len(df) else _skipped(title, why))
 
@@ -239,6 +252,73 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
         classes = sorted(set(r.timeline["cls"].astype(str)))
         out.append('<p class="note">' + " ".join(
             f'<span style="color:{svg.color(c)}">■</span> {_e(c)}' for c in classes) + "</p>")
+    return "\n".join(out)
+
+
+def _notes(notes: Sequence[str]) -> str:
+    return "".join(f'<p class="note">{_e(n)}</p>' for n in notes)
+
+
+def _chart(draw: Any, *args: Any, **kw: Any) -> str:
+    """A matplotlib chart, or one line saying what it needs when matplotlib is missing."""
+    try:
+        return str(draw(*args, **kw))
+    except UsageError as e:
+        return f'<p class="note">{_e(e)}</p>'
+
+
+def _roofline(r: RunAnalysis) -> str:
+    from traceforge.render.roofline_chart import roofline_svg
+
+    rf = r.roofline
+    title = "<h3>Roofline: achieved rates against the device's ceilings</h3>"
+    if rf.empty:
+        why = r.unavailable.get("roofline") or "No GPU activity to put against the ceilings."
+        return title + f'<p class="note">{_e(why)}</p>'
+    out = [title, _notes(sections.roofline_lines(r))]
+    if rf.chart.get("points"):
+        title = "" if r.ranks == 1 else f"Roofline of rank {rf.chart_rank}: {rf.device}"
+        out.append(_chart(roofline_svg, rf.chart, title=title))
+    out.append(f"<h3>Ops furthest below their bound (time at stake at {rf.target_pct:g}% "
+               "of the bound)</h3>" + table(sections.below(r)))
+    out.append("<h3>Roofline by operator</h3>" + table(sections.roofline_ops(r),
+                                                          limit=sections.ROWS))
+    out.append("<h3>Roofline by kernel class</h3>" + table(sections.roofline_classes(r)))
+    out.append("<h3>FLOPs utilization per step</h3>"
+               f'<p class="note">{_e(sections.HFU_NOTE)}</p>' + table(sections.mfu(r)))
+    out.append(_notes(rf.notes))
+    return "\n".join(out)
+
+
+def _critical_path(r: RunAnalysis) -> str:
+    cp = r.critical_path
+    if cp.empty:
+        why = r.unavailable.get("critical_path") or "No GPU activity: no critical path."
+        return _skipped("Critical path", why)
+    out = [f"<h3>{_e(sections.path_title(r))}</h3>", _notes(sections.path_lines(r))]
+    bar = cp.bar
+    if len(bar):
+        out.append(svg.stacked([("on the path", [(str(c), float(p)) for c, p in
+                                                 zip(bar["category"], bar["pct"], strict=True)])],
+                               label_w=100))
+        out.append(table(sections.path_bar(r), digits=3))
+    if len(cp.what_if):
+        out.append("<h3>What if: the step with those kernels sped up (on the graph)</h3>"
+                   + table(sections.path_what_if(r), digits=3))
+    out.append("<details><summary>Top ops and kernels on the path</summary>"
+               + table(sections.path_top(r), digits=3) + "</details>")
+    out.append(_notes(cp.notes))
+    return "\n".join(out)
+
+
+def _scaling_section(sc: ScalingReport) -> str:
+    from traceforge.render.scaling import TABLES, scaling_svg, table_notes, tables
+
+    out = ["<h2>Scaling</h2>", _chart(scaling_svg, sc)]
+    shown = tables(sc)
+    for key, title in TABLES:
+        out.append(f"<h3>{_e(title)}</h3>" + _notes(table_notes(sc, key))
+                   + table(shown[key], digits=4 if key == "fit" else 2))
     return "\n".join(out)
 
 
@@ -258,7 +338,8 @@ def _diff_section(a: str, b: str, d: TraceDiff) -> str:
 
 def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
                 comparison: pd.DataFrame | None = None, title: str = "traceforge report",
-                version: str = "", diffs: Sequence[tuple[str, str, TraceDiff]] = ()) -> str:
+                version: str = "", diffs: Sequence[tuple[str, str, TraceDiff]] = (),
+                scaling: ScalingReport | None = None) -> str:
     """The whole report as one HTML document."""
     body = [f"<h1>{_e(title)}</h1>",
             f'<p class="note">traceforge {_e(version)} · {len(runs)} run(s)</p>']
@@ -272,6 +353,8 @@ def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
             body.append(svg.hbar(list(lat["run"].astype(str)),
                                  list(lat["latency_ms"].astype(float)), unit="ms", label_w=160))
         body.append(table(comparison))
+    if scaling is not None:
+        body.append(_scaling_section(scaling))
     body.append("<h2>Findings</h2>")
     if found:
         body += [_finding(f, len(runs) > 1) for f in found]
