@@ -246,3 +246,18 @@ def test_report_without_matplotlib_says_how_to_get_charts(
     assert re.search(r"charts need matplotlib: pip install \S*traceforge\[charts\]", page)
     assert "Roofline by operator" in page and "FLOPs utilization per step" in page
     assert not math.isnan(r.facts["hfu_min_pct"])
+
+
+def test_charts_are_matplotlib_svg_and_reproducible() -> None:
+    pytest.importorskip("matplotlib")
+    from traceforge.render import charts
+
+    svg = charts.hbar(["gemm", "elementwise"], [10.0, 2.5], unit="us")
+    assert svg == charts.hbar(["gemm", "elementwise"], [10.0, 2.5], unit="us")
+    assert "<svg" in svg and "Matplotlib" in svg  # drawn by the library, not by hand
+    assert ">10 us<" in svg and ">2.50 us<" in svg and ">gemm<" in svg  # text stays text
+    _need(COMPILED)
+    r = analyze(tf.load(COMPILED))
+    page = render_html([r], findings(r))
+    assert page == render_html([r], findings(r))  # same run, same bytes
+    assert page.count("<svg") >= 5

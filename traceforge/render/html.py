@@ -1,5 +1,8 @@
 """The self-contained HTML report: one file, styles, script and charts inline, no network.
 
+Charts are matplotlib figures inlined as SVG (:mod:`traceforge.render.charts`); without
+matplotlib each chart's place says in one line how to get it, and every table is there.
+
 Renders what :func:`traceforge.report.run.analyze` and
 :func:`traceforge.report.findings.findings` gathered; it formats, never measures.
 """
@@ -16,7 +19,7 @@ import pandas as pd
 from traceforge.analyzers.diff import TraceDiff
 from traceforge.analyzers.scaling import ScalingReport
 from traceforge.errors import UsageError
-from traceforge.render import sections, svg
+from traceforge.render import charts, sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
 from traceforge.report.findings import Finding
 from traceforge.report.run import RunAnalysis
@@ -39,7 +42,7 @@ margin:8px 0}
 .finding.high{border-color:#e15759}.finding.medium{border-color:#f28e2b}
 .finding.low{border-color:#76b7b2}
 .sev{font-size:11px;text-transform:uppercase;color:#666;margin-right:6px}
-.chart text{font-size:11px;fill:#333}.note{color:#666;font-size:12.5px}
+svg{max-width:100%;height:auto}.note{color:#666;font-size:12.5px}
 details{margin:6px 0}summary{cursor:pointer;color:#335}
 code{background:#f0f0f0;padding:0 3px;border-radius:3px}
 """
@@ -157,8 +160,8 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
     bc = r.by_class
     if len(bc):
         labels = [f"{_rank_label(k, r)}{c}" for k, c in zip(bc["rank"], bc["class"], strict=True)]
-        out.append(svg.hbar(labels, list(bc["total_us"].astype(float)), unit="us",
-                            colors=[svg.color(str(c)) for c in bc["class"]]))
+        out.append(_chart(charts.hbar, labels, list(bc["total_us"].astype(float)), unit="us",
+                          colors=[charts.color(str(c)) for c in bc["class"]]))
     out.append(table(bc.drop(columns=["name"], errors="ignore")))
     if len(r.by_neutral):
         out.append("<h3>GPU time by vendor-neutral family</h3>"
@@ -168,8 +171,8 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
     tk = r.top_kernels
     if len(tk):
         labels = [f"{_rank_label(k, r)}{n}" for k, n in zip(tk["rank"], tk["name"], strict=True)]
-        out.append(svg.hbar(labels, list(tk["total_us"].astype(float)),
-                            unit="us", colors=[svg.color(str(c)) for c in tk["class"]]))
+        out.append(_chart(charts.hbar, labels, list(tk["total_us"].astype(float)),
+                          unit="us", colors=[charts.color(str(c)) for c in tk["class"]]))
     out.append(table(tk.drop(columns=["full_name"], errors="ignore")))
 
     if len(r.ops) or "ops" in r.unavailable:
@@ -189,13 +192,14 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
             g = g[g["cause"] != "unrecorded"]
             rows.append((f"{_rank_label(rank, r)}GPU {d}",
                          [(str(c), float(p)) for c, p in zip(g["cause"], g["pct"], strict=True)]))
-        out.append(svg.stacked(rows, label_w=140))
+        out.append(_chart(charts.stacked, rows, unit="% of the time"))
         out.append(table(dev.assign(idle_ms=dev["idle_ns"] / 1e6).drop(columns="idle_ns")))
     hist = r.idle_histogram
     if len(hist) and "bin" in hist:
         hd = hist.groupby("bin", sort=False)["gaps"].sum()
         out.append("<h3>Gap-length histogram</h3>")
-        out.append(svg.vbar(list(hd.index.astype(str)), list(hd.astype(float)), unit="gaps"))
+        out.append(_chart(charts.vbar, list(hd.index.astype(str)), list(hd.astype(float)),
+                          unit="gaps"))
     if len(r.idle_gaps) and "ts" in r.idle_gaps:
         g = r.idle_gaps.assign(ts_ms=r.idle_gaps["ts"] / 1e6, dur_us=r.idle_gaps["dur"] / 1e3)
         out.append("<details><summary>Longest gaps</summary>"
@@ -210,7 +214,7 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
             rows.append((f"rank {int(rec['rank'])} " + ("all" if step == -1 else f"step {step}"),
                          [(k, float(rec[f"{k}_pct"]))
                           for k in ("compute", "exposed_comm", "memory", "idle")]))
-        out.append(svg.stacked(rows, label_w=140))
+        out.append(_chart(charts.stacked, rows, unit="% of the time"))
     out.append(table(bd))
 
     out.append(_critical_path(r))
@@ -219,13 +223,13 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
     has_comm = len(ov) and "comm_ns" in ov and float(ov["comm_ns"].sum()) > 0
     if has_comm:
         out.append("<h3>Communication / compute overlap per rank</h3>")
-        out.append(svg.hbar([f"rank {int(x)}" for x in ov["rank"]],
-                            list(ov["overlap_pct"].fillna(0).astype(float)),
-                            unit="% of comm overlapped", label_w=100))
-        out.append(svg.hbar([f"rank {int(x)}" for x in ov["rank"]],
-                            list(ov["exposed_comm_pct"].astype(float)),
-                            unit="% of step exposed comm", label_w=100,
-                            colors=[svg.color("exposed_comm")] * len(ov)))
+        out.append(_chart(charts.hbar, [f"rank {int(x)}" for x in ov["rank"]],
+                          list(ov["overlap_pct"].fillna(0).astype(float)),
+                          unit="% of comm overlapped", colors=[charts.color("compute")] * len(ov)))
+        out.append(_chart(charts.hbar, [f"rank {int(x)}" for x in ov["rank"]],
+                          list(ov["exposed_comm_pct"].astype(float)),
+                          unit="% of step exposed comm",
+                          colors=[charts.color("exposed_comm")] * len(ov)))
         out.append(table(ov))
     else:
         out.append(_skipped("Communication / compute overlap",
@@ -248,10 +252,7 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
         rank = r.timeline.attrs.get("rank", 0)
         title = f"step {r.timeline_step}" + (f" of rank {rank}" if r.ranks > 1 else "")
         out.append(f"<h3>Timeline of {_e(title)}</h3>")
-        out.append(svg.timeline(r.timeline, win, title=title))
-        classes = sorted(set(r.timeline["cls"].astype(str)))
-        out.append('<p class="note">' + " ".join(
-            f'<span style="color:{svg.color(c)}">■</span> {_e(c)}' for c in classes) + "</p>")
+        out.append(_chart(charts.timeline, r.timeline, win))
     return "\n".join(out)
 
 
@@ -298,9 +299,9 @@ def _critical_path(r: RunAnalysis) -> str:
     out = [f"<h3>{_e(sections.path_title(r))}</h3>", _notes(sections.path_lines(r))]
     bar = cp.bar
     if len(bar):
-        out.append(svg.stacked([("on the path", [(str(c), float(p)) for c, p in
-                                                 zip(bar["category"], bar["pct"], strict=True)])],
-                               label_w=100))
+        out.append(_chart(charts.stacked, [("on the path", [
+            (str(c), float(p)) for c, p in zip(bar["category"], bar["pct"], strict=True)])],
+            unit="% of the path"))
         out.append(table(sections.path_bar(r), digits=3))
     if len(cp.what_if):
         out.append("<h3>What if: the step with those kernels sped up (on the graph)</h3>"
@@ -327,10 +328,9 @@ def _diff_section(a: str, b: str, d: TraceDiff) -> str:
     out += [f'<p class="note">{_e(n)}</p>' for n in d.notes]
     bc = d.by_class
     if len(bc):
-        labels = [f"{c} ({side})" for c in bc["class"].astype(str) for side in (a, b)]
-        values = [float(v) for pair in zip(bc["a_us"], bc["b_us"], strict=True) for v in pair]
-        colors = [svg.color(str(c)) for c in bc["class"] for _ in (0, 1)]
-        out.append(svg.hbar(labels, values, unit="us/step", colors=colors))
+        out.append(_chart(charts.paired, list(bc["class"].astype(str)),
+                          list(bc["a_us"].astype(float)), list(bc["b_us"].astype(float)),
+                          names=(a, b), unit="us per step"))
     for key, title, rows in DIFF_SECTIONS:
         out.append(f"<h3>{_e(title)}</h3>" + table(getattr(d, key), digits=3, limit=rows))
     return "\n".join(out)
@@ -350,8 +350,8 @@ def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
         body.append("<h2>Comparison</h2>")
         lat = comparison.dropna(subset=["latency_ms"])
         if len(lat):
-            body.append(svg.hbar(list(lat["run"].astype(str)),
-                                 list(lat["latency_ms"].astype(float)), unit="ms", label_w=160))
+            body.append(_chart(charts.hbar, list(lat["run"].astype(str)),
+                               list(lat["latency_ms"].astype(float)), unit="ms"))
         body.append(table(comparison))
     if scaling is not None:
         body.append(_scaling_section(scaling))
