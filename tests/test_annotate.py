@@ -13,6 +13,8 @@ from tests.conftest import ev, make_trace, shared
 from traceforge.cli import cli
 from traceforge.render.annotate import ANALYSIS_PID, annotated_document
 from traceforge.render.chrome_json import dumps_chrome
+from traceforge.render.critical_path import PATH_PID
+from traceforge.render.document import document_bytes
 from traceforge.report.annotations import annotation_data
 
 GEMM = "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNN"
@@ -74,6 +76,58 @@ def test_overlap_counter_by_hand(tmp_path: Path) -> None:
     assert c == [(0.0, 0, 0), (2.0, 1, 0), (3.0, 0, 1), (4.0, 0, 0)]
 
 
+def test_critical_path_track_and_arrow_by_hand(tmp_path: Path) -> None:
+    # The step's GPU window is [1000, 8000): GEMM 1 starts it, GEMM 2 ends it. GEMM 2
+    # waited for its launch call (5000), made inside aten::mm (from 3500), which the host
+    # thread reached after ncclLaunch (1500): the path runs on the host thread until the
+    # launch, then hops to stream 7 at 6000, where GEMM 2 starts.
+    t = _small()
+    ann = annotation_data(t, top_n=2, min_gap_ns=0)
+    for out in (tmp_path / "a.json", tmp_path / "a.pftrace"):
+        out.write_bytes(document_bytes(annotated_document(t, ann), out))
+        back = tf.load(out)
+        assert back.meta.process_names[PATH_PID] == "critical path (rank 0)"
+        path = back.events[back.events["pid"] == PATH_PID].sort_values("ts")
+        assert int(path["dur"].sum()) == 7000
+        assert int(path["ts"].min()) == 1000 and int((path["ts"] + path["dur"]).max()) == 8000
+        names = path["name"].astype(str).tolist()
+        assert names.index("ncclLaunch") < names.index("aten::mm") < names.index(
+            "cudaLaunchKernel") < names.index(GEMM) == len(names) - 1
+        assert path[["ts", "dur"]].to_numpy()[-1].tolist() == [6000, 2000]
+    fl = tf.load(tmp_path / "a.json").flows
+    hop = fl[fl["cat"].astype(str) == "critical_path"]
+    assert sorted(hop["ph"].astype(str)) == ["f", "s"]
+    f = hop[hop["ph"].astype(str) == "f"].iloc[0]
+    assert (int(f["pid"]), int(f["tid"]), int(f["ts"])) == (0, 7, 6000)
+    # The Perfetto converter binds the arrow to slices: the three launches' arrows and the
+    # path's hop, which ends on GEMM 2 (where launch 3's arrow ends too).
+    pf = tf.load(tmp_path / "a.pftrace").flows
+    assert len(pf) == 2 * 3 + 2
+    ends = pf[(pf["ph"].astype(str) == "f") & (pf["ts"] == 6000)]
+    assert ends[["pid", "tid"]].to_numpy().tolist() == [[0, 7], [0, 7]]
+
+
+def test_roofline_rates_on_kernels_by_hand(tmp_path: Path) -> None:
+    from tests.test_roofline import synthetic
+
+    t = synthetic()
+    out = tmp_path / "rates.json"
+    out.write_bytes(dumps_chrome(annotated_document(t, annotation_data(t))))
+    back = tf.load(out)
+    g = back.gpu()
+    args = {str(n): a for n, a in zip(g["name"], back.args(g.index.to_numpy()), strict=True)}
+    flops = 2.0 * 4096**3  # a 4096^3 bf16 mm in 1 ms, on an H100 (989.5 TFLOP/s bf16)
+    mm = args["gemm_kernel"]
+    assert mm["achieved_tflops_per_s"] == round(flops / 1e-3 / 1e12, 3)
+    assert mm["pct_of_bound"] == round(100 * flops / 989.5e12 / 1e-3, 2)
+    assert mm["bound"] == "compute" and mm["roofline_dtype"] == "bf16"
+    add = args["add_kernel"]  # 3 x 2^20 bf16 elements read or written in 10 us
+    assert add["bound"] == "memory" and add["achieved_tb_per_s"] == round(
+        3 * 2**20 * 2 / 10e-6 / 1e12, 4)
+    assert add["pct_of_bound"] == round(100 * 3 * 2**20 * 2 / 10e-6 / 3.35e12, 2)
+    assert "pct_of_bound" not in args["orphan_kernel"]  # work unknown: nothing claimed
+
+
 def _raw_steps(path: Path) -> int:
     import gzip
 
@@ -100,6 +154,18 @@ def test_fixture_annotated_reads_back(tmp_path: Path, suffix: str) -> None:
     assert len(slices) == _raw_steps(src)
     top = extra[extra["tid"] == 11]
     assert len(top) > 0 and top["name"].astype(str).str.startswith("#1 ").any()
+    # Each step's critical path: its pieces add up to the step's path length.
+    cp = tf.critical_path(orig)
+    want = dict(zip(cp.steps["step"], cp.steps["length_ns"], strict=True))
+    path = back.events[back.events["pid"] == PATH_PID]
+    steps = [a["step"] for a in back.args(path.index.to_numpy())]
+    got = path.assign(step=steps).groupby("step")["dur"].sum().to_dict()
+    assert got == want and len(want) == _raw_steps(src)
+    # Compiled regions record no shapes: only the memsets' work is known, and rated.
+    rated = [a for a in back.args(back.gpu().index.to_numpy()) if "pct_of_bound" in a]
+    want_rated = tf.roofline(orig).kernels["pct_of_bound"].notna().sum()
+    assert len(rated) == want_rated > 0
+    assert all(a["bound"] in ("compute", "memory") for a in rated)
 
 
 def test_annotate_rejects_unknown_suffix(tmp_path: Path) -> None:

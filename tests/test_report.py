@@ -9,14 +9,14 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from tests.conftest import REPO, ev, make_trace, shared
+from traceforge.analyzers.devices import device_peaks
 from traceforge.cli import cli
-from traceforge.model import Trace
-from traceforge.report.findings import GEMM_PEAK_PCT_MIN, findings, peak_tflops
+from traceforge.model import Device, Trace, TraceMeta
+from traceforge.report.findings import GEMM_BOUND_PCT_MIN, findings
 from traceforge.report.run import analyze, compare_runs, group_runs
 
 
@@ -89,18 +89,37 @@ def test_copies_and_syncs_inside_steps() -> None:
     assert "40.0%" in got["sync_stalls"].evidence  # 4 us of a 10 us step blocked in sync
 
 
-def test_gemm_rule_uses_device_peak() -> None:
-    assert peak_tflops("NVIDIA H100 80GB HBM3") == 989.0
-    assert peak_tflops("NVIDIA H100 PCIe") == 756.0
-    assert peak_tflops("AMD Instinct MI300X") == 1307.0
-    assert peak_tflops("Tesla T4") is None
-    base = replace(analyze(_gpu_bound()), device_name="NVIDIA H200")
-    slow = pd.DataFrame({"op": ["aten::mm"], "self_gpu_us": [100.0], "calls": [1],
-                         "tflops_per_s": [98.9]})  # 10% of 989
-    got = {f.rule: f for f in findings(replace(base, gemm=slow))}
-    assert "gemm_below_peak" in got and "(10.0%)" in got["gemm_below_peak"].evidence
-    fast = slow.assign(tflops_per_s=989.0 * (GEMM_PEAK_PCT_MIN + 1) / 100)
-    assert "gemm_below_peak" not in {f.rule for f in findings(replace(base, gemm=fast))}
+def _one_gemm(dur_ns: int, device: str) -> Trace:
+    """One step: a 4096^3 bf16 aten::mm whose cuBLAS kernel runs ``dur_ns``, on ``device``."""
+    n = 4096
+    rows = [ev("ProfilerStep#1", "user_annotation", ts=0, dur=dur_ns + 10_000, pid=1, tid=1),
+            ev("aten::mm", "cpu_op", ts=10, dur=50, pid=1, tid=1, ext=1),
+            ev("cudaLaunchKernel", "runtime", ts=20, dur=5, pid=1, tid=1, corr=1, ext=1),
+            ev("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_TNN", ts=100, dur=dur_ns, corr=1, ext=1)]
+    args: list[dict[str, object]] = [{} for _ in rows]
+    args[1] = {"Input Dims": [[n, n], [n, n]], "Input type": ["c10::BFloat16"] * 2,
+               "Concrete Inputs": ["", ""]}
+    meta = TraceMeta(format="synthetic", devices=(Device(0, device, "nvidia"),))
+    return Trace.from_events(rows, meta, args=args)
+
+
+@pytest.mark.parametrize(("device", "key"), [("NVIDIA H100 80GB HBM3", "h100-sxm"),
+                                             ("NVIDIA H200", "h200"),
+                                             ("AMD Instinct MI300X", "mi300x")])
+def test_gemm_rule_uses_the_shipped_device_ceilings(device: str, key: str) -> None:
+    # One source of device ceilings: the rule reads the datasheet table through the
+    # roofline. 2 x 4096^3 FLOPs at the bf16 peak take `ideal` ns; the kernel takes 10x.
+    peak = device_peaks(key).peak("bf16")
+    assert peak is not None
+    ideal = 2 * 4096**3 / (peak * 1e12) * 1e9
+    got = {f.rule: f for f in findings(analyze(_one_gemm(round(10 * ideal), device)))}
+    ev_ = got["gemm_below_peak"].evidence
+    assert device_peaks(key).name in ev_ and "10.0% of their roofline bound" in ev_
+    assert f"{2 * 4096**3 / (round(10 * ideal) * 1e3):,.1f} TFLOP/s" in ev_
+    fast = round(ideal / ((GEMM_BOUND_PCT_MIN + 1) / 100))
+    assert "gemm_below_peak" not in _rules(_one_gemm(fast, device))
+    # No ceilings for an unknown device: achieved rates only, so no finding.
+    assert "gemm_below_peak" not in _rules(_one_gemm(round(10 * ideal), "Mystery GPU 9000"))
 
 
 def test_ddp_ranks_form_one_run() -> None:

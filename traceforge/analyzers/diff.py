@@ -7,6 +7,11 @@ Everything is read from each trace's shared timeline: the GPU work a run's steps
 that recorded different numbers of steps compare per step. Kernels are matched by full
 name; classes and families by the shared classifier.
 
+Kernel families are named after the library that made them (``sm90_xmma``, ``Cijk``), so an
+NVIDIA and an AMD run of one model share no family row; ``by_neutral`` lines them up by the
+vendor-neutral family of :mod:`traceforge.analyzers.vendor` (``library_gemm``,
+``fused_attention``, ``collectives``...), naming each side's library.
+
 Three ratios, each named for what it divides (A over B, so above 1 means B is faster):
 ``step-time speedup`` (mean host step, :func:`traceforge.analyzers.timeline.step_time_ns`),
 ``GPU-time speedup`` (GPU activity time per step) and ``span ratio`` (whole trace spans,
@@ -23,6 +28,7 @@ import pandas as pd
 
 from traceforge.analyzers.kernel_names import classify, fused_ops
 from traceforge.analyzers.timeline import Timeline, busy_table, step_time_ns, timeline
+from traceforge.analyzers.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
 from traceforge.model import Trace
 
 #: Columns of :attr:`TraceDiff.summary`.
@@ -42,6 +48,9 @@ class TraceDiff:
 
     ``summary``: metric, unit, a, b, delta (b - a), ratio (b / a).
     ``by_class`` / ``by_family``: key, a_us, b_us, delta_us, speedup (a / b), a_calls, b_calls.
+    ``by_neutral``: the same per vendor-neutral class and family (``class``, ``family``),
+    with the library each side ran it with (``a_library``, ``b_library``), so that an NVIDIA
+    and an AMD run line up row by row; ordered by class, then by time.
     ``only_a`` / ``only_b``: kernels seen in one run only: name, class, family, calls, total_us.
     ``replacements``: B-only fused kernels, the ops they fuse and the A-only kernels that
     those ops launched in A (matched by op name, so an A kernel can feed several rows).
@@ -52,6 +61,7 @@ class TraceDiff:
     summary: pd.DataFrame
     by_class: pd.DataFrame
     by_family: pd.DataFrame
+    by_neutral: pd.DataFrame
     only_a: pd.DataFrame
     only_b: pd.DataFrame
     replacements: pd.DataFrame
@@ -197,6 +207,47 @@ def _grouped(a: _Side, b: _Side, by: str) -> pd.DataFrame:
     return res
 
 
+def _neutral(a: _Side, b: _Side) -> pd.DataFrame:
+    """GPU time per step by vendor-neutral (class, family), each side's libraries named."""
+    keys = ["class", "family"]
+
+    def per(s: _Side) -> tuple[pd.DataFrame, pd.Series]:
+        nc = neutral_columns(s.acts, vendor_of(s.trace))
+        x = pd.DataFrame({"class": nc["ncls"].to_numpy(), "family": nc["nfamily"].to_numpy(),
+                          "library": nc["library"].to_numpy(),
+                          "d": (s.acts["end"] - s.acts["ts"]).to_numpy(dtype=float)})
+        g = cast("pd.DataFrame", x.groupby(keys)["d"].agg(["sum", "size"]))
+        # The libraries of a family, most time first ("" for PyTorch's own kernels' none).
+        lib = x.groupby([*keys, "library"])["d"].sum().reset_index().sort_values(
+            ["d", "library"], ascending=[False, True], kind="stable")
+        libs = lib.groupby(keys, sort=False)["library"].agg(
+            lambda v: ", ".join(n for n in dict.fromkeys(v) if n))
+        return g, libs
+
+    (ga, la), (gb, lb) = per(a), per(b)
+    j = ga.merge(gb, how="outer", left_index=True, right_index=True,
+                 suffixes=("_a", "_b")).fillna(0)
+    idx = j.index
+    out = pd.DataFrame({
+        "class": idx.get_level_values(0).astype(str), "family": idx.get_level_values(1).astype(str),
+        "a_library": la.reindex(idx).fillna("").to_numpy(),
+        "b_library": lb.reindex(idx).fillna("").to_numpy(),
+        "a_us": j["sum_a"].to_numpy(dtype=float) / 1e3 / a.n,
+        "b_us": j["sum_b"].to_numpy(dtype=float) / 1e3 / b.n,
+        "a_calls": j["size_a"].to_numpy(dtype=float) / a.n,
+        "b_calls": j["size_b"].to_numpy(dtype=float) / b.n,
+    })
+    out["delta_us"] = out["b_us"] - out["a_us"]
+    out["speedup"] = _speedup(out["a_us"].to_numpy(), out["b_us"].to_numpy())
+    rank = {c: i for i, c in enumerate(NEUTRAL_CLASSES)}
+    order = np.lexsort((out["family"].to_numpy(),
+                        -np.maximum(out["a_us"], out["b_us"]).to_numpy(),
+                        [rank.get(c, len(rank)) for c in out["class"]]))
+    cols = ["class", "family", "a_library", "b_library", "a_us", "b_us", "delta_us", "speedup",
+            "a_calls", "b_calls"]
+    return cast("pd.DataFrame", out.iloc[order][cols].reset_index(drop=True))
+
+
 def _speedup(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a / b where both ran; NaN when either side has none (no speedup to speak of)."""
     ok = (a > 0) & (b > 0)
@@ -311,6 +362,7 @@ def diff(a: Trace, b: Trace) -> TraceDiff:
         summary=_summary(sa, sb),
         by_class=_grouped(sa, sb, "class"),
         by_family=_grouped(sa, sb, "family"),
+        by_neutral=_neutral(sa, sb),
         only_a=only_a,
         only_b=only_b,
         replacements=_replacements(sa, only_a, only_b_full),

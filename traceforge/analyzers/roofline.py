@@ -507,6 +507,14 @@ def roofline(trace: Trace, *, by: str = "op", steps: Sequence[int] | None = None
 
 
 # -- views for reports and annotations ---------------------------------------------------
+def regroup(report: RooflineReport, by: str) -> pd.DataFrame:
+    """The report's activities as the table :func:`roofline` gives for ``by`` (op, kernel
+    or class), without measuring them again: a report shows several groupings of one run."""
+    if by not in BY:
+        raise UsageError(f"--by {by!r}: choose from {', '.join(BY)}")
+    return _table(report.kernels, by, report.device)
+
+
 def kernel_rates(report: RooflineReport) -> pd.DataFrame:
     """Per GPU activity, indexed by its event row: what ``annotate`` puts on each kernel.
 

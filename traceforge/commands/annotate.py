@@ -23,8 +23,10 @@ from traceforge.errors import UsageError
 @steps_from_option
 def command(trace: str, output: str, top_n: int, min_gap_us: float,
             steps_from: str | None) -> None:
-    """Write TRACE with idle gaps by cause, step windows, overlap counters, kernel classes
-    and the top-N kernels on it, for the Perfetto UI."""
+    """Write TRACE with idle gaps by cause, step windows, overlap counters, kernel classes,
+    the top-N kernels, each kernel's roofline rates (achieved TFLOP/s, % of bound) and
+    each step's critical path (a track, and flow arrows between tracks) on it, for the
+    Perfetto UI."""
     from traceforge.render.annotate import annotated_document
     from traceforge.render.document import document_bytes, output_kind
     from traceforge.report.annotations import annotation_data
@@ -37,5 +39,10 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     t = load_trace(trace, steps_from)
     ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
     destination.write(out, document_bytes(annotated_document(t, ann), out))
+    rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
+    pieces = sum(len(p.segments) for p in ann.path)
     click.echo(f"wrote {output}: {len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
-               f"top {len(ann.top)} kernels marked")
+               f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
+               f"critical path in {pieces} pieces")
+    for n in ann.notes:
+        click.echo(f"note: {n}", err=True)

@@ -64,7 +64,7 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
     from traceforge.analyzers.diff import diff
     from traceforge.commands.options import resolve_steps
     from traceforge.report.findings import findings
-    from traceforge.report.run import analyze, compare_runs
+    from traceforge.report.run import analyze, compare_runs, scaling_of
     from traceforge.version import __version__
 
     out = Path(output)
@@ -83,6 +83,7 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
                 if r.label in measured else r for r in runs]
     found = findings(runs)
     comparison = compare_runs(runs) if len(runs) > 1 else None
+    scaled = scaling_of(runs, loaded)  # runs at different GPU counts
     # Each later run against the first (rank 0 of each): what fused, what got faster.
     diffs = [(runs[0].label, r.label, diff(loaded[0][0], tr[0]))
              for r, tr in zip(runs[1:], loaded[1:], strict=True)]
@@ -90,10 +91,11 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
         from traceforge.render.html import render_html
 
         text = render_html(runs, found, comparison=comparison, title=title, version=__version__,
-                           diffs=diffs)
+                           diffs=diffs, scaling=scaled)
     else:
         from traceforge.render.markdown import render_markdown
 
-        text = render_markdown(runs, found, comparison=comparison, title=title, diffs=diffs)
+        text = render_markdown(runs, found, comparison=comparison, title=title, diffs=diffs,
+                               scaling=scaled)
     destination.write(out, text)
     click.echo(f"wrote {output}: {len(runs)} run(s), {len(found)} finding(s)")

@@ -4,15 +4,21 @@ Adds, next to the trace's own tracks, one "traceforge" process per rank with a t
 idle cause (each gap a slice named by its cause), a thread of step windows, a thread that
 repeats the top-N kernels' slices, counter tracks of communication overlapped / exposed,
 and global instants at step starts; every kernel gets ``class``/``family`` args (and
-``top_kernel`` when it is among the top N). Everything is formatted from
+``top_kernel`` when it is among the top N) and, where its work is known, its roofline
+rates (``achieved_tflops_per_s``, ``achieved_tb_per_s``, ``bound``, ``pct_of_bound``).
+A "critical path" process per rank holds each step's critical path as a track, with flow
+arrows where the path moves between threads and streams
+(:mod:`traceforge.render.critical_path`). Everything is formatted from
 :class:`~traceforge.report.annotations.Annotations`; nothing is measured here.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from traceforge.model import Trace
+from traceforge.render.critical_path import chrome_events
 from traceforge.report.annotations import Annotations
 
 #: Chrome ``pid`` of the analysis tracks of rank 0 (+ rank for others): far above real pids
@@ -99,10 +105,55 @@ def tag_kernels(doc: dict[str, Any], ann: Annotations) -> None:
             args["top_kernel"] = rank_of[e["name"]]
 
 
+#: Roofline columns of ``Annotations.rates`` -> the kernel arg they become, and its decimals.
+RATE_ARGS: dict[str, tuple[str, int]] = {
+    "tflops_per_s": ("achieved_tflops_per_s", 3), "tb_per_s": ("achieved_tb_per_s", 4),
+    "intensity": ("flop_per_byte", 2), "pct_of_bound": ("pct_of_bound", 2),
+}
+
+
+def tag_rates(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
+    """Add each GPU activity's roofline rates to its event of ``doc`` (built by
+    ``trace_to_chrome``, whose first events are the trace's rows in order), in place."""
+    rates = ann.rates
+    if rates.empty:
+        return
+    events = doc.get("traceEvents", [])
+    pos = trace.events.index.get_indexer(rates.index)
+    names = trace.events["name"].astype(str).to_numpy()
+    cols = {k: rates[k].to_numpy() for k in (*RATE_ARGS, "bound", "dtype")}
+    for i, p in enumerate(pos.tolist()):
+        if p < 0 or p >= len(events) or events[p].get("name") != names[p]:
+            continue
+        args: dict[str, Any] = {}
+        for col, (key, digits) in RATE_ARGS.items():
+            v = float(cols[col][i])
+            if not math.isnan(v):
+                args[key] = round(v, digits)
+        if cols["bound"][i]:
+            args["bound"] = str(cols["bound"][i])
+            args["roofline_dtype"] = str(cols["dtype"][i])
+        if args:
+            events[p].setdefault("args", {}).update(args)
+
+
+def path_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
+    """The critical-path tracks and flow arrows, with flow ids above the trace's own."""
+    fl = trace.flows
+    base = max([int(fl["id"].max()) if len(fl) else 0,
+                int(trace.events["corr"].max()) if len(trace.events) else 0, 0]) + 1
+    ev: list[dict[str, Any]] = []
+    for track in ann.path:
+        ev += chrome_events(track, flow_id_base=base)
+        base += len(track.flows)
+    return ev
+
+
 def annotated_document(trace: Trace, ann: Annotations) -> dict[str, Any]:
     """The trace as a Chrome document with the analysis drawn on it."""
     from traceforge.render.chrome_json import trace_to_chrome
 
-    doc = trace_to_chrome(trace, annotation_events(trace, ann))
+    doc = trace_to_chrome(trace, [*annotation_events(trace, ann), *path_events(trace, ann)])
     tag_kernels(doc, ann)
+    tag_rates(doc, trace, ann)
     return doc

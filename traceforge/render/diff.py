@@ -12,6 +12,7 @@ from traceforge.render.frame import render_frame
 SECTIONS: tuple[tuple[str, str, int], ...] = (
     ("summary", "Summary (b vs a)", 100),
     ("by_class", "GPU time per step by kernel class (us)", 20),
+    ("by_neutral", "GPU time per step by vendor-neutral family (us)", 15),
     ("by_family", "GPU time per step by kernel family (us)", 15),
     ("replacements", "Fused kernels in B and the A kernels their ops launched", 10),
     ("only_a", "Kernels only in A (per step)", 10),

@@ -52,6 +52,18 @@ def save_figure(fig: Any, stem: Path) -> list[Path]:
     return out
 
 
+def svg_string(fig: Any) -> str:
+    """``fig`` as an ``<svg>`` element to embed in an HTML page (reproducible: fixed hash
+    salt, set by :func:`new_figure`, and no date)."""
+    import io
+
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    text = buf.getvalue()
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else text
+
+
 def svg_inline(path: Path) -> str:
     """An SVG file's ``<svg>`` element, to embed in an HTML page."""
     text = path.read_text()

@@ -1,5 +1,8 @@
 """The self-contained HTML report: one file, styles, script and charts inline, no network.
 
+Charts are matplotlib figures inlined as SVG (:mod:`traceforge.render.charts`); without
+matplotlib each chart's place says in one line how to get it, and every table is there.
+
 Renders what :func:`traceforge.report.run.analyze` and
 :func:`traceforge.report.findings.findings` gathered; it formats, never measures.
 """
@@ -14,7 +17,9 @@ from typing import Any
 import pandas as pd
 
 from traceforge.analyzers.diff import TraceDiff
-from traceforge.render import svg
+from traceforge.analyzers.scaling import ScalingReport
+from traceforge.errors import UsageError
+from traceforge.render import charts, sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
 from traceforge.report.findings import Finding
 from traceforge.report.run import RunAnalysis
@@ -37,7 +42,7 @@ margin:8px 0}
 .finding.high{border-color:#e15759}.finding.medium{border-color:#f28e2b}
 .finding.low{border-color:#76b7b2}
 .sev{font-size:11px;text-transform:uppercase;color:#666;margin-right:6px}
-.chart text{font-size:11px;fill:#333}.note{color:#666;font-size:12.5px}
+svg{max-width:100%;height:auto}.note{color:#666;font-size:12.5px}
 details{margin:6px 0}summary{cursor:pointer;color:#335}
 code{background:#f0f0f0;padding:0 3px;border-radius:3px}
 """
@@ -121,9 +126,14 @@ def _cards(r: RunAnalysis) -> str:
         label = "GPU busy" + (" (mean of ranks)" if r.ranks > 1 else "")
         items.append((label, f"{f['busy_pct']:.1f}%"))
     items.append(("kernels", f"{int(f.get('kernels', 0)):,}"))
-    return '<div class="cards">' + "".join(
-        f'<div class="card"><span class="note">{_e(k)}</span><b>{_e(v)}</b></div>'
-        for k, v in items) + "</div>"
+    cards = [f'<div class="card"><span class="note">{_e(k)}</span><b>{_e(v)}</b></div>'
+             for k, v in items]
+    hfu = sections.hfu_card(r)
+    if hfu is not None:
+        label, value, what = hfu
+        cards.append(f'<div class="card"><span class="note">{_e(label)}</span><b>{_e(value)}'
+                     f'</b><span class="note">{_e(what)}</span></div>')
+    return '<div class="cards">' + "".join(cards) + "</div>"
 
 
 def _unavailable(r: RunAnalysis, name: str) -> str:
@@ -150,16 +160,19 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
     bc = r.by_class
     if len(bc):
         labels = [f"{_rank_label(k, r)}{c}" for k, c in zip(bc["rank"], bc["class"], strict=True)]
-        out.append(svg.hbar(labels, list(bc["total_us"].astype(float)), unit="us",
-                            colors=[svg.color(str(c)) for c in bc["class"]]))
+        out.append(_chart(charts.hbar, labels, list(bc["total_us"].astype(float)), unit="us",
+                          colors=[charts.color(str(c)) for c in bc["class"]]))
     out.append(table(bc.drop(columns=["name"], errors="ignore")))
+    if len(r.by_neutral):
+        out.append("<h3>GPU time by vendor-neutral family</h3>"
+                   f'<p class="note">{_e(sections.NEUTRAL_NOTE)}</p>' + table(r.by_neutral))
 
     out.append("<h3>Top kernels</h3>")
     tk = r.top_kernels
     if len(tk):
         labels = [f"{_rank_label(k, r)}{n}" for k, n in zip(tk["rank"], tk["name"], strict=True)]
-        out.append(svg.hbar(labels, list(tk["total_us"].astype(float)),
-                            unit="us", colors=[svg.color(str(c)) for c in tk["class"]]))
+        out.append(_chart(charts.hbar, labels, list(tk["total_us"].astype(float)),
+                          unit="us", colors=[charts.color(str(c)) for c in tk["class"]]))
     out.append(table(tk.drop(columns=["full_name"], errors="ignore")))
 
     if len(r.ops) or "ops" in r.unavailable:
@@ -169,6 +182,8 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
                             "No GPU time could be attributed to framework operators (the "
                             "trace has no cpu_op ranges around its launch calls)."))
 
+    out.append(_roofline(r))
+
     out.append("<h3>Idle gaps by cause</h3>" + _unavailable(r, "idle"))
     dev = r.idle_summary
     if len(dev) and "cause" in dev:
@@ -177,13 +192,14 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
             g = g[g["cause"] != "unrecorded"]
             rows.append((f"{_rank_label(rank, r)}GPU {d}",
                          [(str(c), float(p)) for c, p in zip(g["cause"], g["pct"], strict=True)]))
-        out.append(svg.stacked(rows, label_w=140))
+        out.append(_chart(charts.stacked, rows, unit="% of the time"))
         out.append(table(dev.assign(idle_ms=dev["idle_ns"] / 1e6).drop(columns="idle_ns")))
     hist = r.idle_histogram
     if len(hist) and "bin" in hist:
         hd = hist.groupby("bin", sort=False)["gaps"].sum()
         out.append("<h3>Gap-length histogram</h3>")
-        out.append(svg.vbar(list(hd.index.astype(str)), list(hd.astype(float)), unit="gaps"))
+        out.append(_chart(charts.vbar, list(hd.index.astype(str)), list(hd.astype(float)),
+                          unit="gaps"))
     if len(r.idle_gaps) and "ts" in r.idle_gaps:
         g = r.idle_gaps.assign(ts_ms=r.idle_gaps["ts"] / 1e6, dur_us=r.idle_gaps["dur"] / 1e3)
         out.append("<details><summary>Longest gaps</summary>"
@@ -198,20 +214,22 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
             rows.append((f"rank {int(rec['rank'])} " + ("all" if step == -1 else f"step {step}"),
                          [(k, float(rec[f"{k}_pct"]))
                           for k in ("compute", "exposed_comm", "memory", "idle")]))
-        out.append(svg.stacked(rows, label_w=140))
+        out.append(_chart(charts.stacked, rows, unit="% of the time"))
     out.append(table(bd))
+
+    out.append(_critical_path(r))
 
     ov = r.overlap
     has_comm = len(ov) and "comm_ns" in ov and float(ov["comm_ns"].sum()) > 0
     if has_comm:
         out.append("<h3>Communication / compute overlap per rank</h3>")
-        out.append(svg.hbar([f"rank {int(x)}" for x in ov["rank"]],
-                            list(ov["overlap_pct"].fillna(0).astype(float)),
-                            unit="% of comm overlapped", label_w=100))
-        out.append(svg.hbar([f"rank {int(x)}" for x in ov["rank"]],
-                            list(ov["exposed_comm_pct"].astype(float)),
-                            unit="% of step exposed comm", label_w=100,
-                            colors=[svg.color("exposed_comm")] * len(ov)))
+        out.append(_chart(charts.hbar, [f"rank {int(x)}" for x in ov["rank"]],
+                          list(ov["overlap_pct"].fillna(0).astype(float)),
+                          unit="% of comm overlapped", colors=[charts.color("compute")] * len(ov)))
+        out.append(_chart(charts.hbar, [f"rank {int(x)}" for x in ov["rank"]],
+                          list(ov["exposed_comm_pct"].astype(float)),
+                          unit="% of step exposed comm",
+                          colors=[charts.color("exposed_comm")] * len(ov)))
         out.append(table(ov))
     else:
         out.append(_skipped("Communication / compute overlap",
@@ -225,7 +243,6 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
         ("Host-device copies inside steps", r.copies, "No host-device copies inside steps."),
         ("Synchronizing calls inside steps", r.syncs,
          "No synchronizing API calls inside steps."),
-        ("GEMM throughput", r.gemm, "No matrix-product op with known FLOPs."),
     ):
         out.append(f"<h3>{_e(title)}</h3>" + table(df) if len(df) else _skipped(title, why))
 
@@ -235,10 +252,74 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
         rank = r.timeline.attrs.get("rank", 0)
         title = f"step {r.timeline_step}" + (f" of rank {rank}" if r.ranks > 1 else "")
         out.append(f"<h3>Timeline of {_e(title)}</h3>")
-        out.append(svg.timeline(r.timeline, win, title=title))
-        classes = sorted(set(r.timeline["cls"].astype(str)))
-        out.append('<p class="note">' + " ".join(
-            f'<span style="color:{svg.color(c)}">■</span> {_e(c)}' for c in classes) + "</p>")
+        out.append(_chart(charts.timeline, r.timeline, win))
+    return "\n".join(out)
+
+
+def _notes(notes: Sequence[str]) -> str:
+    return "".join(f'<p class="note">{_e(n)}</p>' for n in notes)
+
+
+def _chart(draw: Any, *args: Any, **kw: Any) -> str:
+    """A matplotlib chart, or one line saying what it needs when matplotlib is missing."""
+    try:
+        return str(draw(*args, **kw))
+    except UsageError as e:
+        return f'<p class="note">{_e(e)}</p>'
+
+
+def _roofline(r: RunAnalysis) -> str:
+    from traceforge.render.roofline_chart import roofline_svg
+
+    rf = r.roofline
+    title = "<h3>Roofline: achieved rates against the device's ceilings</h3>"
+    if rf.empty:
+        why = r.unavailable.get("roofline") or "No GPU activity to put against the ceilings."
+        return title + f'<p class="note">{_e(why)}</p>'
+    out = [title, _notes(sections.roofline_lines(r))]
+    if rf.chart.get("points"):
+        title = "" if r.ranks == 1 else f"Roofline of rank {rf.chart_rank}: {rf.device}"
+        out.append(_chart(roofline_svg, rf.chart, title=title))
+    out.append(f"<h3>Ops furthest below their bound (time at stake at {rf.target_pct:g}% "
+               "of the bound)</h3>" + table(sections.below(r)))
+    out.append("<h3>Roofline by operator</h3>" + table(sections.roofline_ops(r),
+                                                          limit=sections.ROWS))
+    out.append("<h3>Roofline by kernel class</h3>" + table(sections.roofline_classes(r)))
+    out.append("<h3>FLOPs utilization per step</h3>"
+               f'<p class="note">{_e(sections.HFU_NOTE)}</p>' + table(sections.mfu(r)))
+    out.append(_notes(rf.notes))
+    return "\n".join(out)
+
+
+def _critical_path(r: RunAnalysis) -> str:
+    cp = r.critical_path
+    if cp.empty:
+        why = r.unavailable.get("critical_path") or "No GPU activity: no critical path."
+        return _skipped("Critical path", why)
+    out = [f"<h3>{_e(sections.path_title(r))}</h3>", _notes(sections.path_lines(r))]
+    bar = cp.bar
+    if len(bar):
+        out.append(_chart(charts.stacked, [("on the path", [
+            (str(c), float(p)) for c, p in zip(bar["category"], bar["pct"], strict=True)])],
+            unit="% of the path"))
+        out.append(table(sections.path_bar(r), digits=3))
+    if len(cp.what_if):
+        out.append("<h3>What if: the step with those kernels sped up (on the graph)</h3>"
+                   + table(sections.path_what_if(r), digits=3))
+    out.append("<details><summary>Top ops and kernels on the path</summary>"
+               + table(sections.path_top(r), digits=3) + "</details>")
+    out.append(_notes(cp.notes))
+    return "\n".join(out)
+
+
+def _scaling_section(sc: ScalingReport) -> str:
+    from traceforge.render.scaling import TABLES, scaling_svg, table_notes, tables
+
+    out = ["<h2>Scaling</h2>", _chart(scaling_svg, sc)]
+    shown = tables(sc)
+    for key, title in TABLES:
+        out.append(f"<h3>{_e(title)}</h3>" + _notes(table_notes(sc, key))
+                   + table(shown[key], digits=4 if key == "fit" else 2))
     return "\n".join(out)
 
 
@@ -247,10 +328,9 @@ def _diff_section(a: str, b: str, d: TraceDiff) -> str:
     out += [f'<p class="note">{_e(n)}</p>' for n in d.notes]
     bc = d.by_class
     if len(bc):
-        labels = [f"{c} ({side})" for c in bc["class"].astype(str) for side in (a, b)]
-        values = [float(v) for pair in zip(bc["a_us"], bc["b_us"], strict=True) for v in pair]
-        colors = [svg.color(str(c)) for c in bc["class"] for _ in (0, 1)]
-        out.append(svg.hbar(labels, values, unit="us/step", colors=colors))
+        out.append(_chart(charts.paired, list(bc["class"].astype(str)),
+                          list(bc["a_us"].astype(float)), list(bc["b_us"].astype(float)),
+                          names=(a, b), unit="us per step"))
     for key, title, rows in DIFF_SECTIONS:
         out.append(f"<h3>{_e(title)}</h3>" + table(getattr(d, key), digits=3, limit=rows))
     return "\n".join(out)
@@ -258,7 +338,8 @@ def _diff_section(a: str, b: str, d: TraceDiff) -> str:
 
 def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
                 comparison: pd.DataFrame | None = None, title: str = "traceforge report",
-                version: str = "", diffs: Sequence[tuple[str, str, TraceDiff]] = ()) -> str:
+                version: str = "", diffs: Sequence[tuple[str, str, TraceDiff]] = (),
+                scaling: ScalingReport | None = None) -> str:
     """The whole report as one HTML document."""
     body = [f"<h1>{_e(title)}</h1>",
             f'<p class="note">traceforge {_e(version)} · {len(runs)} run(s)</p>']
@@ -269,9 +350,11 @@ def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
         body.append("<h2>Comparison</h2>")
         lat = comparison.dropna(subset=["latency_ms"])
         if len(lat):
-            body.append(svg.hbar(list(lat["run"].astype(str)),
-                                 list(lat["latency_ms"].astype(float)), unit="ms", label_w=160))
+            body.append(_chart(charts.hbar, list(lat["run"].astype(str)),
+                               list(lat["latency_ms"].astype(float)), unit="ms"))
         body.append(table(comparison))
+    if scaling is not None:
+        body.append(_scaling_section(scaling))
     body.append("<h2>Findings</h2>")
     if found:
         body += [_finding(f, len(runs) > 1) for f in found]

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from traceforge.analyzers.diff import TraceDiff
+from traceforge.analyzers.scaling import ScalingReport
+from traceforge.render import sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
 from traceforge.render.frame import render_frame
 from traceforge.report.findings import Finding
@@ -32,6 +34,9 @@ def _run(r: RunAnalysis) -> str:
     if "busy_pct" in f:
         mean = " (mean of ranks)" if r.ranks > 1 else ""
         head.append(f"- GPU busy{mean}: {f['busy_pct']:.1f}% of step time")
+    hfu = sections.hfu_card(r)
+    if hfu is not None:
+        head.append(f"- {hfu[0]}: {hfu[1]} ({hfu[2]})")
     head += [f"- note: {n}" for n in r.notes]
     for name, why in sorted(r.unavailable.items()):
         head.append(f"- {name} analysis unavailable: {why}")
@@ -40,27 +45,46 @@ def _run(r: RunAnalysis) -> str:
     if "idle_ns" in idle:
         idle = idle.assign(idle_ms=idle["idle_ns"] / 1e6).drop(columns="idle_ns")
     has_comm = "comm_ns" in r.overlap and float(r.overlap["comm_ns"].sum()) > 0
-    sections = [
+    rf, cp = r.roofline, r.critical_path
+    why_roof = r.unavailable.get("roofline", "no GPU activity")
+    why_path = r.unavailable.get("critical_path", "no GPU activity")
+    below = f"Ops furthest below their bound (time at stake at {rf.target_pct:g}% of the bound)"
+    tables = [
         (r.by_class.drop(columns=["name"], errors="ignore"), "GPU time by kernel class", ""),
+        (r.by_neutral, "GPU time by vendor-neutral family", ""),
         (r.top_kernels.drop(columns=["full_name"], errors="ignore"), "Top kernels", ""),
         (r.ops, "Operators by self GPU time",
          "no GPU time could be attributed to framework operators"),
+        (sections.below(r) if not rf.empty else rf.below.iloc[0:0], below, why_roof),
+        (sections.roofline_ops(r).head(sections.ROWS), "Roofline by operator", why_roof),
+        (sections.roofline_classes(r), "Roofline by kernel class", why_roof),
+        (sections.mfu(r), "FLOPs utilization per step", why_roof),
         (idle, "Idle time by cause", ""),
         (r.breakdown, "Step breakdown", ""),
+        (sections.path_bar(r), f"{sections.path_title(r)}: time by category", why_path),
+        (sections.path_what_if(r), "What if: the step with those kernels sped up (on the graph)",
+         why_path),
+        (sections.path_top(r), "Top ops and kernels on the path", why_path),
         (r.overlap if has_comm else r.overlap.iloc[0:0],
          "Communication / compute overlap per rank", "no communication kernels in the steps"),
         (r.skew, "Collective start skew per rank", "single rank"),
         (r.launch, "Launch overhead per step", ""),
         (r.copies, "Host-device copies inside steps", "none inside steps"),
         (r.syncs, "Synchronizing calls inside steps", "none inside steps"),
-        (r.gemm, "GEMM throughput", "no matrix-product op with known FLOPs"),
     ]
+    notes = {"GPU time by vendor-neutral family": [sections.NEUTRAL_NOTE],
+             below: sections.roofline_lines(r),
+             "Roofline by kernel class": list(rf.notes),
+             "FLOPs utilization per step": [sections.HFU_NOTE],
+             f"{sections.path_title(r)}: time by category":
+                 [*sections.path_lines(r), *cp.notes]}
     skipped = []
-    for df, title, why in sections:
+    for df, title, why in tables:
         if df.empty and why:
             skipped.append(f"{title}: {why}")
-        else:
-            parts.append(_t(df, title))
+            continue
+        parts.append(_t(df, title, digits=3 if "path" in title or "What if" in title else 2))
+        parts += [f"_{n}_\n" for n in notes.get(title, [])]
     if skipped:
         parts.append("_Left out: " + "; ".join(skipped) + "._\n")
     return "\n".join(parts)
@@ -69,11 +93,17 @@ def _run(r: RunAnalysis) -> str:
 def render_markdown(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
                     comparison: pd.DataFrame | None = None,
                     title: str = "traceforge report",
-                    diffs: Sequence[tuple[str, str, TraceDiff]] = ()) -> str:
-    """The report as Markdown: comparison, findings with evidence, then each run's tables."""
+                    diffs: Sequence[tuple[str, str, TraceDiff]] = (),
+                    scaling: ScalingReport | None = None) -> str:
+    """The report as Markdown: comparison, scaling, findings with evidence, then each
+    run's tables. Charts are the HTML report's; Markdown has the same tables."""
     out = [f"# {title}", ""]
     if comparison is not None and len(comparison):
         out.append(_t(comparison, "Comparison"))
+    if scaling is not None:
+        from traceforge.render.scaling import render_scaling
+
+        out += ["## Scaling", "", render_scaling(scaling, "md")]
     out += ["## Findings", ""]
     if not found:
         out.append("No rule fired: nothing stands out.\n")

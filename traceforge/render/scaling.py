@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from traceforge.render.figures import (
     new_figure,
     save_figure,
     svg_inline,
+    svg_string,
     write_text,
 )
 from traceforge.render.frame import render_frame, to_json_bytes
@@ -53,7 +55,8 @@ def tables(r: ScalingReport) -> dict[str, pd.DataFrame]:
             "ranks": ranks.reset_index(drop=True), "fit": r.fit}
 
 
-def _notes(r: ScalingReport, key: str) -> tuple[str, ...]:
+def table_notes(r: ScalingReport, key: str) -> tuple[str, ...]:
+    """What the table ``key`` holds and how it is computed, in words."""
     if key == "runs":
         return (r.formula, f"steps from {r.step_source}", *r.notes)
     if key == "losses":
@@ -83,7 +86,7 @@ def render_scaling(r: ScalingReport, fmt: str, table: str | None = None) -> str:
         if table is not None and key != table:
             continue
         df = shown[key]
-        notes = _notes(r, key) if fmt in ("table", "md") else ()
+        notes = table_notes(r, key) if fmt in ("table", "md") else ()
         if df.empty:
             notes = (*notes, "(none)")
         parts.append(render_frame(df, fmt, title=title, digits=_digits(key), notes=notes))
@@ -91,8 +94,18 @@ def render_scaling(r: ScalingReport, fmt: str, table: str | None = None) -> str:
 
 
 def scaling_chart(r: ScalingReport, stem: Path) -> list[Path]:
+    """:func:`scaling_figure` written as ``STEM.png`` and ``STEM.svg``."""
+    return save_figure(scaling_figure(r), stem)
+
+
+def scaling_svg(r: ScalingReport) -> str:
+    """:func:`scaling_figure` as an ``<svg>`` element, for an HTML report."""
+    return svg_string(scaling_figure(r))
+
+
+def scaling_figure(r: ScalingReport) -> Any:
     """Efficiency vs GPUs (measured, ideal, fitted models and their projection) beside
-    stacked bars of the mean efficiency points lost per term; PNG and SVG."""
+    stacked bars of the mean efficiency points lost per term."""
     data = r.chart_data()
     fig, (ax, bx) = new_figure(11.0, 4.2, cols=2)
     meas = data[~data["projected"]]
@@ -130,7 +143,7 @@ def scaling_chart(r: ScalingReport, stem: Path) -> list[Path]:
     bx.set_ylabel("efficiency points lost (mean over ranks)")
     bx.legend(fontsize=8, ncols=2)
     bx.grid(axis="y", alpha=0.3)
-    return save_figure(fig, stem)
+    return fig
 
 
 def scaling_report(r: ScalingReport, path: Path) -> list[Path]:
@@ -141,10 +154,12 @@ def scaling_report(r: ScalingReport, path: Path) -> list[Path]:
     title = "traceforge scaling"
     if path.suffix == ".html":
         body = svg_inline(charts[1]) + "".join(
-            html_section(t, shown[k], digits=_digits(k), notes=_notes(r, k)) for k, t in TABLES)
+            html_section(t, shown[k], digits=_digits(k), notes=table_notes(r, k))
+            for k, t in TABLES)
         text = html_page(title, body)
     else:
         text = f"# {title}\n\n![scaling]({html.escape(charts[0].name)})\n\n" + "\n".join(
-            md_section(t, shown[k], digits=_digits(k), notes=_notes(r, k)) for k, t in TABLES)
+            md_section(t, shown[k], digits=_digits(k), notes=table_notes(r, k))
+            for k, t in TABLES)
     write_text(path, text)
     return [path, *charts]

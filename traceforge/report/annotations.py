@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from traceforge.analyzers import intervals as iv
+from traceforge.analyzers.critical_path import PathTrack, critical_path, path_tracks
 from traceforge.analyzers.idle import idle_gaps
 from traceforge.analyzers.kernel_names import classify
 from traceforge.analyzers.kernels import top_kernels
+from traceforge.analyzers.roofline import kernel_rates, roofline
 from traceforge.analyzers.timeline import timeline
+from traceforge.errors import TraceforgeError
 from traceforge.model import Trace
 
 
@@ -24,7 +27,12 @@ class Annotations:
     kernels, heaviest first. ``overlap``: state changes of the rank's communication: ts,
     overlapped (comm running under compute, 0/1), exposed (comm running alone, 0/1).
     ``kernel_classes``: full kernel name -> (class, family, detail). ``step_source``:
-    where the steps came from.
+    where the steps came from. ``rates``: per GPU activity (indexed by event row) its
+    roofline rates (:func:`~traceforge.analyzers.roofline.kernel_rates`: achieved TFLOP/s
+    and TB/s, bound, % of bound), the numbers ``traceforge roofline --by kernel`` sums.
+    ``path``: the pieces of each step's critical path on this trace and the hops between
+    its tracks (:func:`~traceforge.analyzers.critical_path.path_tracks`). ``notes``: what
+    could not be drawn, and why.
     """
 
     rank: int
@@ -34,6 +42,9 @@ class Annotations:
     overlap: pd.DataFrame
     kernel_classes: dict[str, tuple[str, str, str]]
     step_source: str = ""
+    rates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    path: tuple[PathTrack, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def _indicator(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,6 +87,18 @@ def annotation_data(trace: Trace, *, top_n: int = 10, min_gap_ns: int = 1000) ->
     tk = top_kernels(trace, top_n)
     names = trace.kernels()["name"].astype(str).unique()
     classes = {n: (k.cls, k.family, k.detail) for n in names for k in (classify(n),)}
+    notes: list[str] = []
+    rates = pd.DataFrame()
+    path: tuple[PathTrack, ...] = ()
+    if not tl.activity.empty:
+        try:
+            rates = kernel_rates(roofline(trace))
+        except TraceforgeError as e:
+            notes.append(f"roofline rates not drawn: {e}")
+        try:
+            path = tuple(path_tracks(critical_path(trace)))
+        except TraceforgeError as e:
+            notes.append(f"critical path not drawn: {e}")
     return Annotations(
         rank=0 if trace.meta.rank is None else int(trace.meta.rank),
         gaps=gaps.reset_index(drop=True),
@@ -84,4 +107,7 @@ def annotation_data(trace: Trace, *, top_n: int = 10, min_gap_ns: int = 1000) ->
         overlap=overlap_series(trace),
         kernel_classes=classes,
         step_source=tl.step_source,
+        rates=rates,
+        path=path,
+        notes=tuple(notes),
     )

@@ -13,28 +13,18 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from traceforge.report import roofline as roofline_tables
 from traceforge.report.run import RunAnalysis
 
 BUSY_PCT_MIN = 40.0  # below this the GPU mostly waits: the first thing to fix
 EXPOSED_COMM_PCT_MAX = 30.0  # communication not hidden behind compute, % of step time
 SYNC_IDLE_PCT_MIN = 1.0  # GPU idle caused by host synchronization, % of step time
 SYNC_HOST_PCT_MIN = 5.0  # host time spent blocked in sync calls, % of step time
-GEMM_PEAK_PCT_MIN = 30.0  # achieved GEMM throughput as % of the device's dense peak
-
-#: Dense (no sparsity) BF16 tensor-core peak, TFLOP/s, by device-name substring; the first
-#: match wins, so the more specific name comes first. Sources: NVIDIA H100 datasheet
-#: (BF16 1,979 TFLOPS SXM / 1,513 PCIe "with sparsity", i.e. 989 / 756 dense), NVIDIA H200
-#: datasheet (1,979 with sparsity -> 989), NVIDIA A100 datasheet (BF16 312, 624 sparse),
-#: AMD Instinct MI300X datasheet (BF16 1,307.4 dense), AMD Instinct MI350X datasheet
-#: (FP16/BF16 2.3 PFLOPS dense).
-PEAK_BF16_TFLOPS: tuple[tuple[str, float], ...] = (
-    ("H100 PCIe", 756.0),
-    ("H100", 989.0),
-    ("H200", 989.0),
-    ("A100", 312.0),
-    ("MI300X", 1307.0),
-    ("MI350X", 2300.0),
-)
+GEMM_BOUND_PCT_MIN = 30.0  # GEMM kernels' achieved share of their roofline bound
+#: Time at stake (saved at the roofline's target % of the bound) of the ops furthest below
+#: their bound, as % of the rank's GPU time: below this the ops are close enough.
+AT_STAKE_PCT_MIN = 10.0
+AT_STAKE_OPS = 3  # ops the finding names
 
 SEVERITIES = ("high", "medium", "low")
 
@@ -49,14 +39,6 @@ class Finding:
     evidence: str
     advice: str
     runs: tuple[str, ...] = ()
-
-
-def peak_tflops(device_name: str) -> float | None:
-    """The device's dense BF16 peak from :data:`PEAK_BF16_TFLOPS`, or None when unknown."""
-    for key, peak in PEAK_BF16_TFLOPS:
-        if key.lower() in device_name.lower():
-            return peak
-    return None
 
 
 def _low_busy(r: RunAnalysis) -> Finding | None:
@@ -173,35 +155,72 @@ def _syncs(r: RunAnalysis) -> Finding | None:
     )
 
 
+def _rank_prefix(r: RunAnalysis, rank: object) -> str:
+    return f"rank {int(str(rank))}: " if r.ranks > 1 else ""
+
+
 def _gemm(r: RunAnalysis) -> Finding | None:
-    g = r.gemm
-    peak = peak_tflops(r.device_name)
-    if g.empty or peak is None:
+    """GEMM kernels (class ``gemm``) whose roofline row reaches less than the threshold of
+    their bound: the same numbers as ``traceforge roofline --by class``."""
+    rf = r.roofline
+    if rf.by_class.empty or not rf.device:
         return None
-    us = g["self_gpu_us"].astype(float)
-    achieved = float((g["tflops_per_s"].astype(float) * us).sum() / us.sum()) if us.sum() else 0.0
-    pct = 100.0 * achieved / peak
-    if pct >= GEMM_PEAK_PCT_MIN:
+    g = rf.by_class[(rf.by_class["class"] == "gemm")
+                    & rf.by_class["pct_of_bound"].astype(float).notna()]
+    low = g[g["pct_of_bound"].astype(float) < GEMM_BOUND_PCT_MIN]
+    if low.empty:
         return None
-    per = "; ".join(
-        f"{x.op} {float(x.tflops_per_s):.1f} TFLOP/s ({100 * float(x.tflops_per_s) / peak:.1f}%) "
-        f"over {float(x.self_gpu_us) / 1e3:.2f} ms"
-        for x in g.sort_values("self_gpu_us", ascending=False).head(3).itertuples(index=False)
-    )
+    parts = []
+    for x in low.itertuples(index=False):
+        ops = r.gemm[r.gemm["rank"] == x.rank].sort_values("time_us", ascending=False)
+        per = "; ".join(
+            f"{o.op} {float(o.tflops_per_s):,.1f} TFLOP/s ({float(o.pct_of_bound):.1f}% of its "
+            f"{o.bound} bound) over {float(o.time_us) / 1e3:,.2f} ms"
+            for o in ops.head(3).itertuples(index=False))
+        parts.append(
+            f"{_rank_prefix(r, x.rank)}GEMM kernels run at {float(x.tflops_per_s):,.1f} TFLOP/s, "
+            f"{float(x.pct_of_bound):.1f}% of their roofline bound, over "
+            f"{float(x.time_us) / 1e3:,.2f} ms" + (f" ({per})" if per else ""))
     return Finding(
         "gemm_below_peak", "medium",
-        f"GEMMs run below {GEMM_PEAK_PCT_MIN:.0f}% of the device's peak",
-        f"{r.device_name}: time-weighted {achieved:.1f} TFLOP/s ({pct:.1f}%) "
-        f"against a dense BF16 peak of {peak:.0f} "
-        f"(threshold {GEMM_PEAK_PCT_MIN:.0f}%): {per}.",
+        f"GEMMs run below {GEMM_BOUND_PCT_MIN:.0f}% of the device's ceilings",
+        f"{rf.device}, dense datasheet peaks: " + "; ".join(parts) + ".",
         "Small or skinny GEMMs leave tensor cores idle: raise the batch size, keep dims "
         "multiples of 64, run in bf16/fp8, or let torch.compile(mode=\"max-autotune\") "
         "pick tiles and fuse epilogues.",
     )
 
 
+def _below_bound(r: RunAnalysis) -> Finding | None:
+    """The ops with the most time at stake against their roofline bound."""
+    rf = r.roofline
+    stake = roofline_tables.at_stake_pct(rf, AT_STAKE_OPS)
+    hot = stake[stake >= AT_STAKE_PCT_MIN]
+    if hot.empty:
+        return None
+    total = rf.totals.set_index("rank")["time_us"].astype(float)
+    parts = []
+    for rank in hot.index:
+        ops = rf.below[rf.below["rank"] == rank].head(AT_STAKE_OPS)
+        per = "; ".join(
+            f"{o.op} at {float(o.pct_of_bound):.1f}% of its {o.bound} bound "
+            f"({float(o.tflops_per_s):,.1f} TFLOP/s, {float(o.tb_per_s):,.2f} TB/s): "
+            f"{float(o.saved_us) / 1e3:,.2f} ms of its {float(o.time_us) / 1e3:,.2f} ms at stake"
+            for o in ops.itertuples(index=False))
+        parts.append(f"{_rank_prefix(r, rank)}{per} (GPU time {total[rank] / 1e3:,.2f} ms)")
+    return Finding(
+        "ops_below_bound", "medium" if float(hot.max()) >= 2 * AT_STAKE_PCT_MIN else "low",
+        "Ops run far below their roofline bound",
+        f"{rf.device or 'unknown device'}; time at stake = what running at "
+        f"{rf.target_pct:g}% of the bound would save: " + "; ".join(parts) + ".",
+        "Memory-bound ops: fuse them (torch.compile) so that data is read once; "
+        "compute-bound ops: larger batches and tiles, bf16/fp8, dims multiples of 64. "
+        "'traceforge roofline --by kernel' shows which kernels of each op lose the time.",
+    )
+
+
 RULES: tuple[Callable[[RunAnalysis], Finding | None], ...] = (
-    _low_busy, _launch_bound, _exposed_comm, _copies, _syncs, _gemm,
+    _low_busy, _launch_bound, _exposed_comm, _copies, _syncs, _gemm, _below_bound,
 )
 
 

@@ -24,16 +24,23 @@ from traceforge.analyzers.kernels import top_kernels
 from traceforge.analyzers.launch import launch_overhead
 from traceforge.analyzers.ops import ops
 from traceforge.analyzers.overlap import overlap
+from traceforge.analyzers.runs import TraceRun
+from traceforge.analyzers.scaling import ScalingReport, scaling
 from traceforge.analyzers.stalls import host_copies, sync_calls
 from traceforge.analyzers.summary import summary
 from traceforge.analyzers.timeline import timeline
+from traceforge.analyzers.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
 from traceforge.errors import TraceforgeError
 from traceforge.model import Trace
+from traceforge.report import critical_path as path_tables
+from traceforge.report import roofline as roofline_tables
+from traceforge.report.critical_path import PathTables
+from traceforge.report.roofline import RooflineTables
 
 #: Most GPU activities drawn in the one-step timeline strip (the HTML stays small).
 TIMELINE_MAX = 4000
 
-#: Matrix-product ops whose achieved TFLOP/s the GEMM finding compares with the peak.
+#: Matrix-product ops the GEMM throughput table lists (their roofline rows).
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
             "aten::linear", "aten::_scaled_mm", "aten::addbmm")
 
@@ -47,7 +54,9 @@ class RunAnalysis:
     Frames are empty (and the name is in ``unavailable`` with the reason) when an analysis
     could not run on this input. ``facts`` holds the run card's numbers, each computed
     once from the tables below: ``busy_pct`` is the mean of the ranks' busy % (the same
-    number as ``overview``'s column), ``step_ms`` the mean of their step times.
+    number as ``overview``'s column), ``step_ms`` the mean of their step times,
+    ``hfu_min_pct`` / ``hfu_max_pct`` the range of the per-step hardware FLOPs utilization
+    over steps and ranks (``roofline.mfu``). ``critical_path`` covers the last step.
     """
 
     label: str
@@ -55,6 +64,7 @@ class RunAnalysis:
     overview: pd.DataFrame  # one row per rank
     devices: pd.DataFrame
     by_class: pd.DataFrame
+    by_neutral: pd.DataFrame  # GPU time by vendor-neutral class and family
     top_kernels: pd.DataFrame
     ops: pd.DataFrame
     idle_summary: pd.DataFrame  # device level
@@ -66,11 +76,13 @@ class RunAnalysis:
     launch: pd.DataFrame  # per step
     copies: pd.DataFrame  # host<->device copies inside steps
     syncs: pd.DataFrame  # synchronizing API calls inside steps
-    gemm: pd.DataFrame  # GEMM ops with achieved TFLOP/s (peak % is the findings' job)
+    gemm: pd.DataFrame  # GEMM ops' roofline rows: achieved TFLOP/s, % of bound
     timeline: pd.DataFrame  # one step of rank 0: ts (ns from window start), dur, ...
     timeline_step: int
     device_name: str
     facts: dict[str, float] = field(default_factory=dict)
+    roofline: RooflineTables = field(default_factory=RooflineTables)
+    critical_path: PathTables = field(default_factory=PathTables)
     run_info: dict[str, Any] = field(default_factory=dict)  # latency, memory from capture
     notes: tuple[str, ...] = ()
     unavailable: dict[str, str] = field(default_factory=dict)
@@ -160,13 +172,32 @@ def _strip(trace: Trace, rank: int) -> tuple[pd.DataFrame, int]:
     return out, int(w["step"])
 
 
-def _gemm(op_table: pd.DataFrame) -> pd.DataFrame:
-    cols = ["rank", "op", "self_gpu_us", "calls", "tflops_per_s"]
-    if op_table.empty or "tflops_per_s" not in op_table:
+def _neutral(trace: Trace) -> pd.DataFrame:
+    """GPU time of the whole trace (as the class table) by vendor-neutral class and family,
+    with the library that ran it: an NVIDIA and an AMD run's tables share their rows."""
+    cols = ["class", "family", "library", "calls", "total_us", "pct"]
+    acts = timeline(trace).activity
+    if acts.empty:
         return _empty(cols)
-    g = op_table[op_table["op"].isin(GEMM_OPS) & op_table["tflops_per_s"].notna()]
-    res: pd.DataFrame = g[cols].reset_index(drop=True)
-    return res
+    nc = neutral_columns(acts, vendor_of(trace))
+    x = pd.DataFrame({"class": nc["ncls"].to_numpy(), "family": nc["nfamily"].to_numpy(),
+                      "library": nc["library"].to_numpy(),
+                      "dur": (acts["end"] - acts["ts"]).to_numpy()})
+    g = x.groupby(["class", "family"]).agg(calls=("dur", "size"), ns=("dur", "sum"))
+    lib = x.groupby(["class", "family", "library"])["dur"].sum().reset_index().sort_values(
+        ["dur", "library"], ascending=[False, True], kind="stable")
+    libs = lib.groupby(["class", "family"], sort=False)["library"].agg(
+        lambda v: ", ".join(n for n in dict.fromkeys(v) if n))
+    out = g.reset_index()
+    out["library"] = libs.reindex(pd.MultiIndex.from_frame(out[["class", "family"]])).fillna(
+        "").to_numpy()
+    total = float(out["ns"].sum())
+    out["total_us"] = out["ns"] / 1e3
+    out["pct"] = 100.0 * out["ns"] / total if total else 0.0
+    order = {c: i for i, c in enumerate(NEUTRAL_CLASSES)}
+    out = out.assign(_o=[order.get(c, len(order)) for c in out["class"]]).sort_values(
+        ["_o", "ns", "family"], ascending=[True, False, True], kind="stable")
+    return cast("pd.DataFrame", out[cols].reset_index(drop=True))
 
 
 def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: int = 15
@@ -189,6 +220,7 @@ def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: i
         add("overview", r, pd.DataFrame([_overview_row(s.facts)]))
         add("devices", r, s.devices)
         add("by_class", r, top_kernels(t, by="class", include_memory=True))
+        add("by_neutral", r, _neutral(t))
         add("top_kernels", r, top_kernels(t, top))
         add("ops", r, _try("ops", partial(ops, t), _empty(["op"]), miss))
         idle = _try("idle", partial(idle_gaps, t, min_gap_ns=1000), None, miss)
@@ -203,23 +235,29 @@ def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: i
         add("copies", r, host_copies(t))
         add("syncs", r, sync_calls(t))
     bd = _try("breakdown", lambda: breakdown(ts), _empty(["rank", "step"]), miss)
+    roof = _try("roofline", lambda: roofline_tables.gather(ts), RooflineTables(), miss)
+    path = (_try("critical_path", lambda: path_tables.gather(ts), PathTables(), miss)
+            if any(not timeline(t).activity.empty for t in ts) else PathTables())
     ovr = _try("overlap", lambda: overlap(ts), None, miss)
 
     def table(key: str) -> pd.DataFrame:
         return _ranked(per.get(key, []))
 
     overview = table("overview")
-    op_table = table("ops")
     strip, tstep = _strip(ts[0], rank_of(ts[0]))
     devices = table("devices")
     dev_name = str(devices["name"].iloc[0]) if len(devices) else ""
     facts = _facts(overview, bd, len(ts))
+    hfu = roof.hfu_range()
+    if hfu is not None:
+        facts["hfu_min_pct"], facts["hfu_max_pct"] = hfu
     return RunAnalysis(
         label=label or run_label(ts),
         paths=tuple(x.meta.path for x in ts),
         overview=overview,
         devices=devices,
         by_class=table("by_class"),
+        by_neutral=table("by_neutral"),
         top_kernels=table("top_kernels"),
         ops=_ranked([(r, f.head(top)) for r, f in per.get("ops", [])]),
         idle_summary=table("idle_summary"),
@@ -231,11 +269,13 @@ def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: i
         launch=table("launch"),
         copies=table("copies"),
         syncs=table("syncs"),
-        gemm=_gemm(op_table),
+        gemm=roofline_tables.gemm_rows(roof, GEMM_OPS),
         timeline=strip,
         timeline_step=tstep,
         device_name=dev_name,
         facts=facts,
+        roofline=roof,
+        critical_path=path,
         run_info=_run_info(ts),
         notes=tuple(notes),
         unavailable=miss,
@@ -270,13 +310,40 @@ def _facts(overview: pd.DataFrame, bd: pd.DataFrame, ranks: int) -> dict[str, fl
 
 def group_runs(traces: Sequence[Trace]) -> list[list[Trace]]:
     """Split traces into runs: the ranks of one distributed run (same world size, distinct
-    ranks) form one run; otherwise every trace is a run of its own (eager vs compiled)."""
+    ranks) form one run, and traces of several world sizes (a scaling sweep) one run per
+    world size; otherwise every trace is a run of its own (eager vs compiled)."""
     ranks = [t.meta.rank for t in traces]
-    worlds = {t.meta.world_size for t in traces}
-    if (len(traces) > 1 and None not in ranks and len(set(ranks)) == len(ranks)
-            and len(worlds) == 1 and (next(iter(worlds)) or 0) > 1):
-        return [sorted(traces, key=lambda t: int(t.meta.rank or 0))]
-    return [[t] for t in traces]
+    worlds = [t.meta.world_size for t in traces]
+    if len(traces) < 2 or None in ranks or None in worlds or max(
+            int(w or 0) for w in worlds) < 2:
+        return [[t] for t in traces]
+    groups: dict[int, list[Trace]] = {}
+    for t in traces:
+        groups.setdefault(int(t.meta.world_size or 0), []).append(t)
+    for g in groups.values():
+        rs = [int(t.meta.rank or 0) for t in g]
+        if len(set(rs)) < len(rs) or len(g) > int(g[0].meta.world_size or 0):
+            return [[t] for t in traces]  # not the ranks of one run each
+    return [sorted(g, key=lambda t: int(t.meta.rank or 0)) for g in groups.values()]
+
+
+def run_gpus(traces: Sequence[Trace]) -> int:
+    """A run's GPU count: its ranks' world size, else its number of rank traces."""
+    return max((t.meta.world_size or 0 for t in traces), default=0) or len(traces)
+
+
+def scaling_of(runs: Sequence[RunAnalysis], traces: Sequence[Sequence[Trace]]
+               ) -> ScalingReport | None:
+    """Scaling of runs of one workload at different GPU counts (one run per count, at
+    least two counts), else None: runs at one count are compared, not scaled."""
+    counts = [run_gpus(ts) for ts in traces]
+    if len(set(counts)) < 2 or len(set(counts)) < len(counts):
+        return None
+    try:
+        return scaling([TraceRun(r.label, tuple(ts)) for r, ts in zip(runs, traces,
+                                                                        strict=True)])
+    except TraceforgeError:
+        return None  # e.g. a run without steps or GPU activity: no step time to scale
 
 
 #: What ``compare_runs``'s latency column holds when no capture measured it.
