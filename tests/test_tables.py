@@ -21,7 +21,8 @@ SDPA = str(FIXTURES / "sdpa.pt.trace.json.gz")
     (["launch", EAGER], ["steps", "kernels"]),
     (["overlap", EAGER], ["ranks", "skew"]),
     (["info", EAGER], ["facts", "kinds", "devices"]),
-    (["diff", EAGER, SDPA], ["summary", "by_class", "by_family", "replacements", "only_a",
+    (["diff", EAGER, SDPA], ["summary", "by_class", "by_neutral", "by_family", "replacements",
+                             "only_a",
                              "only_b", "ops"]),
 ])
 def test_each_table_by_name_and_all_to_a_folder(verb: list[str], names: list[str],
