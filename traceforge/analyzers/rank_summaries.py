@@ -34,7 +34,13 @@ from traceforge.analyzers.overlap import (
     overlap,
 )
 from traceforge.analyzers.timeline import timeline
-from traceforge.model import Trace
+from traceforge.model import GPU_KINDS, Trace
+
+#: The event kinds the shared timeline reads (GPU activity, launch calls, the ops and
+#: annotations it attributes work to, step ranges; a --steps-from regex may match GPU
+#: annotations): what overlap, breakdown and scaling load of each rank.
+TIMELINE_KINDS: tuple[str, ...] = (*GPU_KINDS, "runtime", "driver", "cpu_op",
+                                   "user_annotation", "gpu_annotation")
 
 Records = list[dict[Hashable, Any]]
 
@@ -149,5 +155,6 @@ def idle_reduce(parts: Sequence[tuple[int, IdleReport]], *, limit: int = 0) -> I
                    tuple(n for r in reps for n in r.notes), multi)
 
 
-__all__ = ["BreakdownRank", "IdleRun", "OverlapRank", "breakdown_reduce", "breakdown_summary",
-           "idle_reduce", "idle_summary", "overlap_reduce", "overlap_summary"]
+__all__ = ["TIMELINE_KINDS", "BreakdownRank", "IdleRun", "OverlapRank", "breakdown_reduce",
+           "breakdown_summary", "idle_reduce", "idle_summary", "overlap_reduce",
+           "overlap_summary"]
