@@ -287,3 +287,6 @@ def test_driver_receives_summaries_not_event_tables() -> None:
         size = len(pickle.dumps(got[0]))
         assert size * 50 < table, (fn, size, table)
         assert not isinstance(got[0].value, tf.Trace)
+    # The critical path needs the rank's graph, O(events), sent narrowed and compressed.
+    graph = map_ranks(run, rank_graph)[0]
+    assert len(pickle.dumps(graph)) * 2 < table
