@@ -173,7 +173,7 @@ def test_folder_of_folders_is_never_merged(tmp_path: Path,
 
 def test_folder_of_several_traces_is_an_error_for_single_trace_verbs(
         run_folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, _, err = run_cli(capsys, "top-kernels", str(run_folder))
+    rc, _, err = run_cli(capsys, "ops", str(run_folder))
     one_line_error(rc, err, "directory with 2 trace files", "name a file")
 
 

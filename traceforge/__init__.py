@@ -34,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "TraceMeta": "traceforge.model",
     "load": "traceforge.formats",
     "load_run": "traceforge.formats.run",
+    "map_ranks": "traceforge.engine",
     "classify": "traceforge.analyzers.kernel_names",
     "display_names": "traceforge.analyzers.kernel_names",
     "short_name": "traceforge.analyzers.kernel_names",
@@ -119,6 +120,7 @@ __all__ = [
     "load_peaks",
     "load_run",
     "load_runs",
+    "map_ranks",
     "mfu",
     "open_in_perfetto",
     "ops",
@@ -159,6 +161,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
     from traceforge.commands.runs import load_runs
+    from traceforge.engine import map_ranks
     from traceforge.errors import (
         AnalysisError,
         CaptureError,

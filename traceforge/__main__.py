@@ -2,4 +2,7 @@
 
 from traceforge.cli import main
 
-main()
+# Guarded: worker processes started by spawn (Dask's LocalCluster) import this module
+# again as ``__mp_main__``, and must not run the command a second time.
+if __name__ == "__main__":
+    main()

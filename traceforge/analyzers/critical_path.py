@@ -41,7 +41,9 @@ call waited for; no launch calls), the edge is inferred or left out, and ``notes
 
 from __future__ import annotations
 
+import pickle
 import re
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -56,7 +58,7 @@ from traceforge.analyzers.breakdown import rank_of
 from traceforge.analyzers.collectives import comm_kernels, match
 from traceforge.analyzers.kernel_names import CLASSES
 from traceforge.analyzers.stacks import innermost
-from traceforge.analyzers.timeline import Timeline, timeline
+from traceforge.analyzers.timeline import timeline
 from traceforge.errors import AnalysisError, UsageError
 from traceforge.model import Tables, Trace, name_mask
 
@@ -184,13 +186,24 @@ class _Edges:
 
 
 @dataclass(eq=False)
-class _Rank:
-    """One rank's part of the graph. Node ids (local): host range i has 2i (start) and
-    2i + 1 (end); activity j has 2H + 2j and 2H + 2j + 1."""
+class RankGraph:
+    """One rank's part of the graph (:func:`rank_graph`): everything the cross-rank steps
+    need of the rank, and no event table, so it is what a rank sends to the driver in a
+    many-rank run. Node ids (local): host range i has 2i (start) and 2i + 1 (end);
+    activity j has 2H + 2j and 2H + 2j + 1.
+
+    ``host``/``acts``: the host ranges and activities behind the nodes, with only the
+    columns the path is labelled from; ``comm``: its communication kernels for matching
+    collectives (:func:`~traceforge.analyzers.collectives.comm_kernels`); ``windows``: the
+    selected steps' GPU windows, or the error selecting them raised (raised where the
+    one-process analysis raises it)."""
 
     rank: int
-    trace: Trace
-    tl: Timeline
+    path: str
+    base_ns: int
+    step_source: str
+    windows: pd.DataFrame | AnalysisError
+    comm: pd.DataFrame
     host: pd.DataFrame
     acts: pd.DataFrame
     node_ts: np.ndarray
@@ -207,6 +220,70 @@ class _Rank:
     @property
     def n_host(self) -> int:
         return len(self.host)
+
+    # A rank's graph is O(its events): it crosses the network in the narrowest integer
+    # types that hold its values, compressed (a third of its plain pickle); it unpickles
+    # exactly as it was.
+    def __getstate__(self) -> bytes:
+        state = {k: _narrow(v) for k, v in vars(self).items()}
+        state["chain"] = {k: _narrow(v) for k, v in vars(self.chain).items()}
+        return zlib.compress(pickle.dumps(state, protocol=5), 1)
+
+    def __setstate__(self, blob: bytes) -> None:
+        state = pickle.loads(zlib.decompress(blob))
+        state["chain"] = _Chain(**{k: _widen(v) for k, v in state["chain"].items()})
+        self.__dict__.update({k: _widen(v) for k, v in state.items()})
+
+
+@dataclass(frozen=True)
+class _Narrowed:
+    """An int64 array, or a frame's int64 ``columns``, stored in a narrower type."""
+
+    value: Any
+    columns: tuple[str, ...] = ()
+
+
+def _small(a: np.ndarray) -> np.ndarray:
+    if not len(a):
+        return a
+    lo, hi = int(a.min()), int(a.max())
+    for t in (np.int8, np.int16, np.int32):
+        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
+            return a.astype(t)
+    return a
+
+
+def _narrow(v: Any) -> Any:
+    if isinstance(v, np.ndarray) and v.dtype == np.int64:
+        return _Narrowed(_small(v))
+    if isinstance(v, pd.DataFrame):
+        cols = tuple(str(c) for c in v.columns if v[c].dtype == np.int64)
+        if cols:
+            return _Narrowed(v.assign(**{c: _small(v[c].to_numpy()) for c in cols}), cols)
+    return v
+
+
+def _widen(v: Any) -> Any:
+    if not isinstance(v, _Narrowed):
+        return v
+    if isinstance(v.value, pd.DataFrame):
+        return v.value.astype(dict.fromkeys(v.columns, np.int64))
+    return v.value.astype(np.int64)
+
+
+#: Columns of :attr:`RankGraph.host` and :attr:`RankGraph.acts` (the labels of a path).
+HOST_LABELS = ("row", "name", "kind", "pid", "tid", "sync")
+ACT_LABELS = ("row", "name", "kind", "cls", "family", "stream", "launch_row", "launch_name",
+              "launch_tid")
+
+
+def _labels(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """``cols`` of ``df``, strings as categoricals: a few distinct names, many rows."""
+    out = df[list(cols)].copy()
+    for c in cols:
+        if out[c].dtype == object or pd.api.types.is_string_dtype(out[c].dtype):
+            out[c] = out[c].astype("category")
+    return cast("pd.DataFrame", out)
 
 
 def _step_ranges(trace: Trace) -> np.ndarray:
@@ -433,8 +510,17 @@ def _sync_rows(trace: Trace) -> pd.DataFrame:
     return cast("pd.DataFrame", out.drop_duplicates("corr"))
 
 
-def _rank_graph(trace: Trace, rank: int) -> _Rank:
+def rank_graph(trace: Trace, *, index: int = 0, steps: Sequence[int] | None = None
+               ) -> RankGraph:
+    """One rank's :class:`RankGraph` (``index``: its place in the run, the rank when the
+    trace does not say; ``steps``: the step numbers to analyse, all when None). The
+    summary of a many-rank run; reduce with :func:`critical_path_of`."""
     tl = timeline(trace)
+    rank = rank_of(trace, index)
+    try:
+        windows: pd.DataFrame | AnalysisError = tl.select(steps)
+    except AnalysisError as e:
+        windows = e
     acts = tl.activity
     notes: list[str] = []
     h = _host_table(trace, acts, notes)
@@ -494,8 +580,10 @@ def _rank_graph(trace: Trace, rank: int) -> _Rank:
     u, v, w, t, ref, ref2 = ed.arrays()
     ev = trace.events
     act_pid = ev["pid"].to_numpy()[ev.index.get_indexer(pd.Index(acts["row"].to_numpy()))]
-    return _Rank(rank, trace, tl, h, acts, node_ts, u, v, w, t, ref, ref2, notes, act_pid,
-                 chain)
+    return RankGraph(rank, trace.meta.path, int(trace.meta.base_ns), tl.step_source, windows,
+                     comm_kernels(trace, acts, 0), _labels(h, HOST_LABELS),
+                     _labels(acts, ACT_LABELS), node_ts, u, v, w, t, ref, ref2, notes,
+                     act_pid, chain)
 
 
 def _bind(cands: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
@@ -649,7 +737,7 @@ def _sync_edges(trace: Trace, h: pd.DataFrame, acts: pd.DataFrame, s: pd.DataFra
 # -- the run graph -------------------------------------------------------------------------
 @dataclass(eq=False)
 class _Run:
-    ranks: list[_Rank]
+    ranks: list[RankGraph]
     base: np.ndarray  # first global node id of each rank
     offset: np.ndarray  # ns to add to a rank's ts for the common clock
     node_ts: np.ndarray  # global clock
@@ -664,10 +752,9 @@ class _Run:
     notes: list[str]
 
 
-def _run(traces: Sequence[Trace]) -> _Run:
-    ranks = [_rank_graph(t, rank_of(t, i)) for i, t in enumerate(traces)]
-    bases = np.array([t.meta.base_ns for t in traces], dtype=np.int64)
-    offset = bases - bases.min() if len(traces) > 1 else np.zeros(len(traces), np.int64)
+def _run(ranks: list[RankGraph]) -> _Run:
+    bases = np.array([r.base_ns for r in ranks], dtype=np.int64)
+    offset = bases - bases.min() if len(ranks) > 1 else np.zeros(len(ranks), np.int64)
     sizes = np.array([len(r.node_ts) for r in ranks], dtype=np.int64)
     base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     node_ts = np.concatenate([r.node_ts + offset[i] for i, r in enumerate(ranks)])
@@ -695,7 +782,7 @@ def _run(traces: Sequence[Trace]) -> _Run:
 def _collective_edges(run: _Run) -> None:
     """Across ranks: each member's start -> every member's end, weighted by the time from
     the last start to that end; these replace the members' own work edges."""
-    tables = [comm_kernels(r.trace, r.acts, i) for i, r in enumerate(run.ranks)]
+    tables = [r.comm.assign(rank=i) for i, r in enumerate(run.ranks)]
     col = match(tables)
     run.notes += list(col.notes)
     m = col.members
@@ -1038,10 +1125,13 @@ def _what_if_length(sp: _Step, ri: int, f: np.ndarray) -> int:
 
 
 # -- public API ----------------------------------------------------------------------------
-def _windows(run: _Run, steps: Sequence[int] | None
-             ) -> tuple[list[int], list[list[pd.DataFrame]], list[str]]:
+def _windows(run: _Run) -> tuple[list[int], list[list[pd.DataFrame]], list[str]]:
     notes: list[str] = []
-    sel = [r.tl.select(steps) for r in run.ranks]
+    sel = []
+    for r in run.ranks:
+        if isinstance(r.windows, AnalysisError):
+            raise r.windows
+        sel.append(r.windows)
     common = set(sel[0]["step"].tolist())
     for s_ in sel[1:]:
         common &= set(s_["step"].tolist())
@@ -1067,13 +1157,25 @@ def critical_path(traces: Trace | Sequence[Trace], *, steps: Sequence[int] | Non
     if not ts_:
         raise AnalysisError("critical path: no traces")
     factors = parse_what_if(what_if)
-    run = _run(ts_)
+    return critical_path_of([rank_graph(t, index=i, steps=steps) for i, t in enumerate(ts_)],
+                            what_if=factors, top_n=top_n)
+
+
+def critical_path_of(ranks: Sequence[RankGraph], *,
+                     what_if: Sequence[str] | Mapping[str, float] | None = None,
+                     top_n: int = 10) -> CriticalPath:
+    """:func:`critical_path` from the ranks' graphs (:func:`rank_graph`, in rank order),
+    as the engine computes them where the files are."""
+    if not ranks:
+        raise AnalysisError("critical path: no traces")
+    factors = parse_what_if(what_if)
+    run = _run(list(ranks))
     if all(r.acts.empty for r in run.ranks):
-        raise AnalysisError(f"{ts_[0].meta.path or 'trace'}: no GPU activity, so no GPU "
+        raise AnalysisError(f"{ranks[0].path or 'trace'}: no GPU activity, so no GPU "
                             "window to find a critical path in")
     if factors:
         _check_keys(run, factors)
-    numbers, wins, notes = _windows(run, steps)
+    numbers, wins, notes = _windows(run)
     notes = run.notes + notes
     scenarios = [(f"{k}={v:g}", {k: v}) for k, v in factors.items()]
     if len(factors) > 1:
@@ -1118,7 +1220,7 @@ def critical_path(traces: Trace | Sequence[Trace], *, steps: Sequence[int] | Non
                                      "rank": rank_ids[sp.erank], "ref": sp.ref})
     segments = (pd.concat(segs, ignore_index=True) if segs
                 else pd.DataFrame(columns=list(SEGMENT_COLUMNS)))
-    sources = sorted({r.tl.step_source for r in run.ranks})
+    sources = sorted({r.step_source for r in run.ranks})
     return CriticalPath(
         steps=pd.DataFrame(rows, columns=list(STEP_COLUMNS)),
         segments=segments,

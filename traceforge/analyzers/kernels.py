@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -73,6 +75,63 @@ def kernel_table(trace: Trace, *, include_memory: bool = False) -> pd.DataFrame:
     return result
 
 
+#: Columns of :func:`kernel_totals`: one row per full kernel name (ns, exact integers).
+TOTAL_COLUMNS = ("name", "class", "family", "calls", "total_ns", "min_ns", "max_ns")
+
+
+def kernel_totals(trace: Trace, *, include_memory: bool = False) -> pd.DataFrame:
+    """Calls and total/min/max GPU time (int ns) per full kernel name, in order of first
+    appearance: all :func:`top_kernels` needs of a trace, and what one rank of a run
+    sends to be merged with the others (:func:`merge_kernel_totals`)."""
+    kt = kernel_table(trace, include_memory=include_memory)
+    if kt.empty:
+        return _no_totals()
+    g = kt.groupby("name", sort=False, observed=True)
+    agg = g["dur"].agg(["count", "sum", "min", "max"])
+    first = g[["class", "family"]].first()
+    out: pd.DataFrame = pd.DataFrame({"name": _text(agg.index), "class": _text(first["class"]),
+                                      "family": _text(first["family"]),
+                                      "calls": agg["count"].to_numpy(np.int64),
+                                      "total_ns": agg["sum"].to_numpy(np.int64),
+                                      "min_ns": agg["min"].to_numpy(np.int64),
+                                      "max_ns": agg["max"].to_numpy(np.int64)})
+    return out
+
+
+def _text(values: pd.Index | pd.Series) -> pd.Series:
+    """Plain object strings (pandas 3 would infer its string dtype from an array)."""
+    col: pd.Series = pd.Series(np.asarray(values, dtype=object), dtype=object, copy=False)
+    return col
+
+
+def _no_totals() -> pd.DataFrame:
+    out: pd.DataFrame = pd.DataFrame({c: pd.Series([], dtype=object if i < 3 else np.int64)
+                                      for i, c in enumerate(TOTAL_COLUMNS)})
+    return out
+
+
+def merge_kernel_totals(parts: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The :func:`kernel_totals` of several traces (the ranks of a run, in rank order) as
+    one table: the totals of all their kernels together."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return _no_totals()
+    if len(parts) == 1:
+        one: pd.DataFrame = parts[0].reset_index(drop=True)
+        return one
+    allp = pd.concat(parts, ignore_index=True)
+    g = allp.groupby("name", sort=False)
+    first = g[["class", "family"]].first()
+    out: pd.DataFrame = pd.DataFrame({
+        "name": _text(first.index), "class": _text(first["class"]),
+        "family": _text(first["family"]),
+        "calls": g["calls"].sum().to_numpy(np.int64),
+        "total_ns": g["total_ns"].sum().to_numpy(np.int64),
+        "min_ns": g["min_ns"].min().to_numpy(np.int64),
+        "max_ns": g["max_ns"].max().to_numpy(np.int64)})
+    return out
+
+
 def top_kernels(
     trace: Trace, n: int | None = None, *, by: str = "name", include_memory: bool = False
 ) -> pd.DataFrame:
@@ -86,16 +145,29 @@ def top_kernels(
     """
     if by not in BY:
         raise ValueError(f"by must be one of {BY}")
-    kt = kernel_table(trace, include_memory=include_memory)
-    key = {"name": "name", "family": "family", "class": "class"}[by]
-    if kt.empty:
+    return top_kernels_of(kernel_totals(trace, include_memory=include_memory), n, by=by)
+
+
+def top_kernels_of(totals: pd.DataFrame, n: int | None = None, *, by: str = "name"
+                   ) -> pd.DataFrame:
+    """:func:`top_kernels` from a :func:`kernel_totals` table (one trace's, or the merged
+    totals of a run's ranks: every rank's kernels counted together)."""
+    if by not in BY:
+        raise ValueError(f"by must be one of {BY}")
+    if totals.empty:
         cols = list(TOP_KERNEL_COLUMNS) + (["full_name"] if by == "name" else [])
         result2: pd.DataFrame = pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
         return result2
-    g = kt.groupby(key, sort=False, observed=True)
-    agg = g["dur"].agg(["count", "sum", "min", "max"])
-    first = g[["class", "family"]].first()
-    total = int(kt["dur"].sum())
+    if by == "name":
+        agg = totals.set_index("name")[["calls", "total_ns", "min_ns", "max_ns"]]
+        first = totals.set_index("name")[["class", "family"]]
+    else:
+        g = totals.groupby(by, sort=False)
+        agg = pd.DataFrame({"calls": g["calls"].sum(), "total_ns": g["total_ns"].sum(),
+                            "min_ns": g["min_ns"].min(), "max_ns": g["max_ns"].max()})
+        first = g[["class", "family"]].first()
+    agg.columns = pd.Index(["count", "sum", "min", "max"])
+    total = int(totals["total_ns"].sum())
     if by == "name":
         # Display names are chosen among every kernel of the table, so a row's name does not
         # depend on how many rows are shown.
@@ -120,7 +192,7 @@ def top_kernels(
         out["class"] = agg.index.to_numpy()
         out["name"] = agg.index.to_numpy()
         # The families that make up each class, by time: "nvjet_sm90, cutlass".
-        fam_time = kt.groupby([key, "family"], observed=True)["dur"].sum()
+        fam_time = totals.groupby(["class", "family"])["total_ns"].sum()
         out["family"] = [
             ", ".join(fam_time.loc[c].sort_values(ascending=False).index.astype(str))
             for c in agg.index
@@ -134,6 +206,18 @@ def top_kernels(
     out = out.reset_index(drop=True)
     result3: pd.DataFrame = out if n is None else out.head(n)
     return result3
+
+
+def run_kernel_totals(trace: Trace, *, include_memory: bool = False,
+                      steps: Sequence[int] | None = None) -> pd.DataFrame:
+    """One rank's summary for ``top-kernels`` over a run: :func:`kernel_totals` of the
+    kernels its ``steps`` launched (all kernels when None). Reduce with
+    :func:`merge_kernel_totals` and :func:`top_kernels_of`."""
+    if steps:
+        from traceforge.analyzers.timeline import select_steps
+
+        trace = select_steps(trace, steps)
+    return kernel_totals(trace, include_memory=include_memory)
 
 
 #: Launch-configuration fields decoded by :func:`launch_config` (Kineto arg names).

@@ -43,8 +43,13 @@ class TraceRun:
 
     def fact(self, key: str) -> float | None:
         """A numeric fact, or None when the run does not have it."""
-        v = self.facts.get(key)
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        return numeric_fact(self.facts, key)
+
+
+def numeric_fact(facts: Mapping[str, Fact], key: str) -> float | None:
+    """The fact ``key`` as a number, or None when it is absent or not a number."""
+    v = facts.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 RunInput = TraceRun | Trace | Sequence[Trace]

@@ -50,8 +50,8 @@ Each model projects the efficiency at twice the largest count.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
@@ -59,7 +59,7 @@ import pandas as pd
 
 from traceforge.analyzers import intervals as iv
 from traceforge.analyzers.breakdown import breakdown, rank_of
-from traceforge.analyzers.runs import RunInput, TraceRun, as_runs
+from traceforge.analyzers.runs import Fact, RunInput, as_runs, numeric_fact
 from traceforge.analyzers.timeline import step_time_ns, timeline
 from traceforge.errors import AnalysisError
 from traceforge.model import Tables, Trace
@@ -161,6 +161,48 @@ class _Rank:
     collectives: int
 
 
+@dataclass(frozen=True)
+class ScalingRank:
+    """What :func:`scaling` needs of one rank (:func:`scaling_summary`): its step time,
+    number of step windows and per-step breakdown parts (ns), and its communication
+    kernels in the windows (starts/ends, trace ns, by start) with its exposed
+    communication as an interval set, for the straggler wait matched across ranks."""
+
+    rank: int
+    world_size: int | None
+    base_ns: int
+    step_ns: float
+    steps: int
+    parts: dict[str, float]
+    comm_ts: np.ndarray
+    comm_end: np.ndarray
+    exposed: np.ndarray
+    step_source: str
+
+
+@dataclass(frozen=True)
+class RankedRun:
+    """One run as :func:`scaling_reduce` takes it: a label, its ranks' summaries in rank
+    order, and its capture facts (see :class:`~traceforge.analyzers.runs.TraceRun`)."""
+
+    label: str
+    ranks: tuple[ScalingRank, ...]
+    facts: Mapping[str, Fact] = field(default_factory=dict)
+
+    def fact(self, key: str) -> float | None:
+        """A numeric fact, or None when the run does not have it."""
+        return numeric_fact(self.facts, key)
+
+
+def scaling_summary(trace: Trace, *, index: int = 0) -> ScalingRank:
+    """One rank's :class:`ScalingRank` (``index``: its place in the run, the rank when
+    the trace does not say)."""
+    st, n, p = _parts(trace)
+    ts, end, exposed = _comm_kernels(trace)
+    return ScalingRank(rank_of(trace, index), trace.meta.world_size, int(trace.meta.base_ns),
+                       st, n, p, ts, end, exposed, timeline(trace).step_source)
+
+
 def _parts(t: Trace) -> tuple[float, int, dict[str, float]]:
     """(step time, number of windows, per-step breakdown parts) of one rank."""
     tl = timeline(t)
@@ -196,11 +238,10 @@ def _comm_kernels(t: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ts[inside][order], end[inside][order], exposed
 
 
-def _waits(traces: Sequence[Trace]) -> tuple[list[float], list[int], tuple[str, ...]]:
+def _waits(ranks: Sequence[ScalingRank]) -> tuple[list[float], list[int], tuple[str, ...]]:
     """Per rank: exposed straggler wait (total ns over the steps) and collectives matched."""
-    kern = [_comm_kernels(t) for t in traces]
-    counts = [len(k[0]) for k in kern]
-    zero = ([0.0] * len(traces), [0] * len(traces))
+    counts = [len(r.comm_ts) for r in ranks]
+    zero = ([0.0] * len(ranks), [0] * len(ranks))
     live = [i for i, c in enumerate(counts) if c > 0]
     if len(live) < 2:
         return zero[0], zero[1], ()
@@ -208,36 +249,36 @@ def _waits(traces: Sequence[Trace]) -> tuple[list[float], list[int], tuple[str, 
     notes: tuple[str, ...] = ()
     if len({counts[i] for i in live}) > 1:
         notes = (f"ranks ran different numbers of communication kernels "
-                 f"({ {rank_of(traces[i], i): counts[i] for i in live} }); straggler wait "
+                 f"({ {ranks[i].rank: counts[i] for i in live} }); straggler wait "
                  f"matches the first {n} of each",)
-    base = [int(traces[i].meta.base_ns) for i in live]
-    starts = np.stack([kern[i][0][:n] + b for i, b in zip(live, base, strict=True)])
+    base = [ranks[i].base_ns for i in live]
+    starts = np.stack([ranks[i].comm_ts[:n] + b for i, b in zip(live, base, strict=True)])
     latest = starts.max(axis=0)
     waits, matched = list(zero[0]), list(zero[1])
     for j, i in enumerate(live):
-        ts, end, exposed = kern[i]
-        lo = ts[:n]
-        hi = np.minimum(latest - base[j], end[:n])
+        r = ranks[i]
+        lo = r.comm_ts[:n]
+        hi = np.minimum(latest - base[j], r.comm_end[:n])
         keep = hi > lo
         w = iv.merge(lo[keep], hi[keep])
-        waits[i] = float(iv.total(iv.intersect(w, exposed)))
+        waits[i] = float(iv.total(iv.intersect(w, r.exposed)))
         matched[i] = n
     return waits, matched, notes
 
 
-def _gpus(run: TraceRun) -> int:
-    ws = max((t.meta.world_size or 0 for t in run.traces), default=0)
-    return int(ws or run.fact("gpus") or len(run.traces))
+def _gpus(run: RankedRun) -> int:
+    ws = max((r.world_size or 0 for r in run.ranks), default=0)
+    return int(ws or run.fact("gpus") or len(run.ranks))
 
 
-def _measure(run: TraceRun) -> tuple[list[_Rank], tuple[str, ...]]:
-    waits, matched, notes = _waits(run.traces)
+def _measure(run: RankedRun) -> tuple[list[_Rank], tuple[str, ...]]:
+    waits, matched, notes = _waits(run.ranks)
     out = []
-    for i, t in enumerate(run.traces):
-        st, n, p = _parts(t)
-        out.append(_Rank(rank_of(t, i), n, st, p["window_ns"], p["compute_ns"],
-                         p["exposed_comm_ns"], waits[i] / n, p["idle_ns"], p["memory_ns"],
-                         p["unrecorded_ns"], matched[i]))
+    for i, r in enumerate(run.ranks):
+        p = r.parts
+        out.append(_Rank(r.rank, r.steps, r.step_ns, p["window_ns"], p["compute_ns"],
+                         p["exposed_comm_ns"], waits[i] / r.steps, p["idle_ns"],
+                         p["memory_ns"], p["unrecorded_ns"], matched[i]))
     return out, tuple(f"{run.label}: {x}" for x in notes)
 
 
@@ -286,7 +327,21 @@ def scaling(runs: Sequence[RunInput], *, weak: bool = True, batch: float | None 
     facts (weak only).
     """
     rs = as_runs(runs)
-    by_n: dict[int, TraceRun] = {}
+    ranked = [RankedRun(r.label, tuple(scaling_summary(t, index=i)
+                                       for i, t in enumerate(r.traces)), r.facts)
+              for r in rs]
+    return scaling_reduce(ranked, weak=weak, batch=batch, tokens_per_step=tokens_per_step)
+
+
+def scaling_reduce(runs: Sequence[RankedRun], *, weak: bool = True,
+                   batch: float | None = None, tokens_per_step: float | None = None
+                   ) -> ScalingReport:
+    """:func:`scaling` from the runs' per-rank summaries (:func:`scaling_summary`), as
+    the engine computes them where the files are."""
+    if not runs:
+        raise AnalysisError("no runs given")
+    rs = list(runs)
+    by_n: dict[int, RankedRun] = {}
     for r in rs:
         n = _gpus(r)
         if n in by_n:
@@ -301,9 +356,9 @@ def scaling(runs: Sequence[RunInput], *, weak: bool = True, batch: float | None 
         run = by_n[n]
         measured[n], extra = _measure(run)
         notes += extra
-        sources |= {timeline(t).step_source for t in run.traces}
-        if len(run.traces) < n:
-            notes.append(f"{run.label}: {len(run.traces)} of {n} ranks traced; the slowest "
+        sources |= {r.step_source for r in run.ranks}
+        if len(run.ranks) < n:
+            notes.append(f"{run.label}: {len(run.ranks)} of {n} ranks traced; the slowest "
                          "traced rank stands for the run")
         if not any(m.step_ns for m in measured[n]):
             raise AnalysisError(f"{run.label}: no steps and no GPU activity: no step time")
@@ -326,7 +381,7 @@ def scaling(runs: Sequence[RunInput], *, weak: bool = True, batch: float | None 
         per = n if weak else 1
         wall = run.fact("latency_ms")
         run_rows.append({
-            "run": run.label, "gpus": n, "ranks_traced": len(run.traces),
+            "run": run.label, "gpus": n, "ranks_traced": len(run.ranks),
             "steps": min(m.steps for m in ms), "step_ms": tn / 1e6,
             "slowest_rank": slowest.rank, "steps_per_s": 1e9 / tn,
             "samples_per_s": b * per * 1e9 / tn if b else float("nan"),
@@ -389,4 +444,5 @@ def _wall_efficiency(df: pd.DataFrame, weak: bool) -> None:
     df["wall_efficiency_pct"] = 100.0 * s * w[0] / w
 
 
-__all__ = ["ScalingReport", "scaling"]
+__all__ = ["RankedRun", "ScalingRank", "ScalingReport", "scaling", "scaling_reduce",
+           "scaling_summary"]

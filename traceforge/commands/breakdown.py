@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import click
 
-from traceforge.analyzers.breakdown import breakdown
-from traceforge.analyzers.timeline import timeline
+from traceforge.analyzers.rank_summaries import (
+    TIMELINE_KINDS,
+    breakdown_reduce,
+    breakdown_summary,
+)
+from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
     emit,
     format_option,
-    load_ranks,
     resolve_steps,
     step_options,
     traces_argument,
@@ -22,8 +27,9 @@ from traceforge.render.frame import to_json_bytes
 @traces_argument
 @step_options
 @format_option
+@engine_options
 def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | None,
-            step_list: tuple[int, ...], fmt: str) -> None:
+            step_list: tuple[int, ...], fmt: str, engine: Engine) -> None:
     """Compute, exposed communication, memcpy/memset, idle and unrecorded time per rank
     and step (percentages of the recorded window).
 
@@ -31,9 +37,9 @@ def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | N
     the total over the steps of a rank.
     """
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
-    ts = load_ranks(traces, rule)
-    df = breakdown(ts, steps=steps)
-    source = timeline(ts[0]).step_source
+    ranks = engine.ranks(run_paths(traces), partial(breakdown_summary, steps=steps),
+                         steps_from=rule, kinds=TIMELINE_KINDS)
+    df, source = breakdown_reduce([x.value for x in ranks])
     if fmt == "json":
         emit(to_json_bytes({"steps_from": source, "breakdown": df}).decode())
         return

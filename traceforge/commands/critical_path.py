@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 import re
+from functools import partial
 from typing import Any
 
 import click
 import pandas as pd
 
+from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
     emit,
     format_option,
-    load_ranks,
     resolve_steps,
     step_options,
     traces_argument,
@@ -87,9 +88,10 @@ def _json(r: Any) -> dict[str, Any]:
 @click.option("--top", "top_n", type=click.IntRange(min=1), default=10, show_default=True,
               help="How many ops and kernels on the path to list per step.")
 @format_option
+@engine_options
 def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | None,
             step_list: tuple[int, ...], what_if: tuple[str, ...], top_n: int,
-            fmt: str) -> None:
+            fmt: str, engine: Engine) -> None:
     """Critical path of each step across CPU threads, GPU streams and ranks.
 
     TRACES: one trace, several trace files of one run, or a directory of them. The path
@@ -97,12 +99,19 @@ def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | N
     ranks) that sets the step's length; its length equals the step's GPU window.
     CSV gives the path's segments.
     """
-    from traceforge.analyzers.critical_path import critical_only, critical_path, parse_what_if
+    from traceforge.analyzers.critical_path import (
+        critical_only,
+        critical_path_of,
+        parse_what_if,
+        rank_graph,
+    )
 
     paths, specs = _split(traces, what_if)
     factors = parse_what_if(specs)
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
-    r = critical_path(load_ranks(paths, rule), steps=steps, what_if=factors, top_n=top_n)
+    # Each rank's graph is built where its file is read; the paths across ranks here.
+    ranks = engine.ranks(run_paths(paths), partial(rank_graph, steps=steps), steps_from=rule)
+    r = critical_path_of([x.value for x in ranks], what_if=factors, top_n=top_n)
     if fmt == "json":
         emit(to_json_bytes(_json(r)).decode())
         return

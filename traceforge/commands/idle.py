@@ -1,27 +1,26 @@
-"""``traceforge idle TRACE``: where the GPU is idle, and why."""
+"""``traceforge idle TRACE|DIR``: where the GPU is idle, and why."""
 
 from __future__ import annotations
 
-from typing import cast
+from functools import partial
 
 import click
-import pandas as pd
 
-from traceforge.analyzers.idle import idle_gaps
 from traceforge.analyzers.kernel_names import short_name
+from traceforge.analyzers.rank_summaries import idle_reduce, idle_summary
 from traceforge.commands import values
+from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
     format_option,
-    load_ranks,
     resolve_steps,
     step_options,
-    trace_argument,
+    traces_argument,
 )
 from traceforge.commands.tables import Table, emit_tables, table_options
 
 
 @click.command("idle")
-@trace_argument
+@traces_argument
 @click.option("-n", "limit", type=values.COUNT, default=10, show_default=True,
               help="Largest gaps to list (0: all).")
 @click.option("--min-gap-us", type=values.DURATION, default=0.0, show_default=True,
@@ -30,48 +29,42 @@ from traceforge.commands.tables import Table, emit_tables, table_options
 @step_options
 @table_options
 @format_option
-def command(trace: str, limit: int, min_gap_us: float, per_stream: bool, steps_from: str | None,
-            steps_text: str | None, step_list: tuple[int, ...], table: str | None,
-            out_dir: str | None, fmt: str) -> None:
+@engine_options
+def command(traces: tuple[str, ...], limit: int, min_gap_us: float, per_stream: bool,
+            steps_from: str | None, steps_text: str | None, step_list: tuple[int, ...],
+            table: str | None, out_dir: str | None, fmt: str,
+            engine: Engine) -> None:
     """GPU idle time per device (and stream) by cause, gap histogram and largest gaps.
+
+    TRACES: one trace, several trace files of one run, or a directory of them (each rank
+    analysed where it is read; the largest gaps of all ranks are listed).
 
     Causes: graph_internal (between the nodes of one CUDA/HIP graph replay), sync,
     host_bound, launch_latency, other. Tables: summary, histogram, gaps (CSV: --table
     NAME, or -o DIR for all).
     """
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
-    ranks = load_ranks([trace], rule)
-    reps = [idle_gaps(t, min_gap_ns=int(min_gap_us * 1e3), per_stream=per_stream, steps=steps)
-            for t in ranks]
-    multi = len(ranks) > 1
-
-    def tag(frames: list[pd.DataFrame]) -> pd.DataFrame:
-        if not multi:
-            return frames[0]
-        parts = [f.assign(rank=t.meta.rank) for t, f in zip(ranks, frames, strict=True)]
-        return cast("pd.DataFrame", pd.concat(parts, ignore_index=True))
-
-    gaps = tag([r.gaps for r in reps]).sort_values("dur", ascending=False, kind="stable")
-    top = gaps if limit <= 0 else gaps.head(limit)
-    summary, hist = tag([r.summary for r in reps]), tag([r.histogram for r in reps])
-    source = reps[0].step_source
-    notes = tuple(n for t in ranks for n in t.meta.notes) + tuple(n for r in reps for n in r.notes)
-    if all(r.span_ns == 0 for r in reps):
+    fn = partial(idle_summary, limit=limit, min_gap_ns=int(min_gap_us * 1e3),
+                 per_stream=per_stream, steps=steps)
+    ranks = engine.ranks(run_paths(traces), fn, steps_from=rule)
+    r = idle_reduce([(x.rank, x.value) for x in ranks], limit=limit)
+    top = r.gaps
+    notes = tuple(n for x in ranks for n in x.notes) + r.notes
+    if r.span_ns == 0:
         notes += ("No GPU activity in this trace: nothing to report.",)
     if fmt in ("table", "md"):
         # Tables for people show short kernel names (JSON and CSV keep the full ones).
         top = top.assign(next_name=top["next_name"].map(_short))
-        top = top[[*(["rank"] if multi else []), "device", "stream", "step", "ts", "dur",
+        top = top[[*(["rank"] if r.multi else []), "device", "stream", "step", "ts", "dur",
                    "cause", "cpu_op", "annotation", "next_name"]]
     emit_tables(
-        [Table("summary", summary, f"GPU idle by cause (% of recorded step windows; steps "
-                                   f"from {source}): {trace}"),
-         Table("histogram", hist, "Gap lengths"),
+        [Table("summary", r.summary, f"GPU idle by cause (% of recorded step windows; steps "
+                                     f"from {r.step_source}): {' '.join(traces)}"),
+         Table("histogram", r.histogram, "Gap lengths"),
          Table("gaps", top, "Largest gaps", notes)],
         fmt, table=table, out_dir=out_dir,
-        doc={"steps_from": source, "span_ns": sum(r.span_ns for r in reps),
-             "summary": summary, "histogram": hist, "gaps": top,
-             "notes": [n for r in reps for n in r.notes]})
+        doc={"steps_from": r.step_source, "span_ns": r.span_ns, "summary": r.summary,
+             "histogram": r.histogram, "gaps": top, "notes": list(r.notes)})
 
 
 def _short(name: object) -> object:

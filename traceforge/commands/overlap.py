@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import click
 
-from traceforge.analyzers.overlap import overlap
+from traceforge.analyzers.rank_summaries import TIMELINE_KINDS, overlap_reduce, overlap_summary
+from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
     format_option,
-    load_ranks,
     resolve_steps,
     step_options,
     traces_argument,
@@ -20,16 +22,19 @@ from traceforge.commands.tables import Table, emit_tables, table_options
 @step_options
 @table_options
 @format_option
+@engine_options
 def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | None,
             step_list: tuple[int, ...], table: str | None, out_dir: str | None,
-            fmt: str) -> None:
+            fmt: str, engine: Engine) -> None:
     """Compute/communication overlap per rank and cross-rank collective skew.
 
     TRACES: one trace, several trace files of one run, or a directory of them. Tables:
     ranks, skew.
     """
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
-    r = overlap(load_ranks(traces, rule), steps=steps)
+    ranks = engine.ranks(run_paths(traces), partial(overlap_summary, steps=steps),
+                         steps_from=rule, kinds=TIMELINE_KINDS)
+    r = overlap_reduce([x.value for x in ranks])
     notes = r.notes
     if r.ranks.empty:
         notes += ("No GPU activity in these traces: nothing to report.",)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -136,18 +137,26 @@ def default_labels(paths: Sequence[Path]) -> list[str]:
     return [f"{a}/{b}" for a, b in zip(parents, names, strict=True)]
 
 
-def load_runs(paths: Sequence[str | Path], *, steps_from: str | None = None,
-              labels: Sequence[str] | None = None) -> list[TraceRun]:
-    """One :class:`~traceforge.analyzers.runs.TraceRun` per path (sweeps expanded): a
-    trace file (a multi-process nsys report is split per rank), a folder of rank traces,
-    or a capture output folder with its summaries' facts."""
-    from traceforge.formats.run import load_run
+@dataclass(frozen=True)
+class RunFiles:
+    """A run named on the command line, before anything is parsed: its label, its rank
+    files, its capture facts, and the path it was named by."""
 
+    label: str
+    files: list[Path]
+    facts: dict[str, Fact]
+    path: str
+
+
+def run_files(paths: Sequence[str | Path], *, labels: Sequence[str] | None = None
+              ) -> list[RunFiles]:
+    """One :class:`RunFiles` per path (sweeps expanded): a trace file, a folder of rank
+    traces, or a capture output folder with its summaries' facts."""
     expanded = expand([str(p) for p in paths])
     if labels is not None and len(labels) != len(expanded):
         raise UsageError(f"--labels: {len(labels)} labels for {len(expanded)} runs")
     names = list(labels) if labels is not None else default_labels(expanded)
-    runs = []
+    out = []
     for p, label in zip(expanded, names, strict=True):
         if not p.exists():
             raise TraceFormatError(p, "no such file or directory")
@@ -156,6 +165,19 @@ def load_runs(paths: Sequence[str | Path], *, steps_from: str | None = None,
             facts = facts_of(_summaries(p), _sweep_entry(p))
         else:
             files, facts = [p], {}
-        traces = tuple(t.with_steps(steps_from) for t in load_run(files))
-        runs.append(TraceRun(label, traces, facts, str(p)))
+        out.append(RunFiles(label, files, facts, str(p)))
+    return out
+
+
+def load_runs(paths: Sequence[str | Path], *, steps_from: str | None = None,
+              labels: Sequence[str] | None = None) -> list[TraceRun]:
+    """One :class:`~traceforge.analyzers.runs.TraceRun` per path (sweeps expanded): a
+    trace file (a multi-process nsys report is split per rank), a folder of rank traces,
+    or a capture output folder with its summaries' facts."""
+    from traceforge.formats.run import load_run
+
+    runs = []
+    for r in run_files(paths, labels=labels):
+        traces = tuple(t.with_steps(steps_from) for t in load_run(r.files))
+        runs.append(TraceRun(r.label, traces, r.facts, r.path))
     return runs

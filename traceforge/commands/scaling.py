@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from traceforge.commands.engine import Engine, engine_options
 from traceforge.commands.options import emit, format_option, resolve_steps, steps_from_option
 from traceforge.render.scaling import TABLES
 
@@ -28,9 +29,10 @@ from traceforge.render.scaling import TABLES
               metavar="STEM", help="Also write the charts as STEM.png and STEM.svg.")
 @steps_from_option
 @format_option
+@engine_options
 def command(runs: tuple[str, ...], strong: bool, batch: float | None,
             tokens_per_step: float | None, table: str | None, report: Path | None,
-            chart: Path | None, steps_from: str | None, fmt: str) -> None:
+            chart: Path | None, steps_from: str | None, fmt: str, engine: Engine) -> None:
     """Scaling of one run per GPU count against the smallest: step time, throughput,
     speedup, efficiency, the loss terms per rank, and a fitted serial fraction.
 
@@ -41,16 +43,22 @@ def command(runs: tuple[str, ...], strong: bool, batch: float | None,
       traceforge scaling runs/n1 runs/n2 runs/n4 runs/n8
       traceforge scaling sweep/ --batch 8 -o scaling.md
     """
-    from traceforge.analyzers.scaling import scaling
-    from traceforge.commands.runs import load_runs
+    from traceforge.analyzers.rank_summaries import TIMELINE_KINDS
+    from traceforge.analyzers.scaling import RankedRun, scaling_reduce, scaling_summary
+    from traceforge.commands.runs import run_files
     from traceforge.errors import UsageError
     from traceforge.render.scaling import render_scaling, scaling_chart, scaling_report
 
     if report is not None and report.suffix not in (".md", ".html"):
         raise UsageError(f"-o {report}: the report is .md or .html")
     rule, _ = resolve_steps(steps_from, None)
-    r = scaling(load_runs(runs, steps_from=rule), weak=not strong, batch=batch,
-                tokens_per_step=tokens_per_step)
+    named = run_files(runs)
+    # Every rank of every run is one task of the same pool or cluster.
+    ranked = engine.runs([r.files for r in named], scaling_summary, steps_from=rule,
+                         kinds=TIMELINE_KINDS)
+    r = scaling_reduce([RankedRun(n.label, tuple(x.value for x in rs), n.facts)
+                        for n, rs in zip(named, ranked, strict=True)],
+                       weak=not strong, batch=batch, tokens_per_step=tokens_per_step)
     emit(render_scaling(r, fmt, table))
     written = []
     if chart is not None:

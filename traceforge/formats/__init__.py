@@ -148,8 +148,9 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None,
         n = len(scan(p).files)
         raise TraceFormatError(
             p, f"is a directory with {n} trace file{'s' if n != 1 else ''} at its top level, "
-            "not one trace: name a file (overlap, breakdown and report read a directory of "
-            "one run's ranks)" if n else "is a directory without trace files at its top level")
+            "not one trace: name a file (overlap, breakdown, idle, top-kernels, critical-path "
+            "and report read a directory of one run's ranks)" if n
+            else "is a directory without trace files at its top level")
     try:
         size = p.stat().st_size
     except OSError as e:

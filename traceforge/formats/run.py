@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
@@ -35,8 +35,9 @@ def rank_from_name(path: str | Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _files(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], str | None]:
-    """The files of a run and a note on what a folder held besides them."""
+def run_files(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], str | None]:
+    """The files of a run (a directory read at its top level, or the files given) and a
+    note on what a folder held besides them. Nothing is parsed."""
     if not isinstance(paths, (str, Path)):
         return [resolve(x) for x in paths], None
     p = resolve(paths)
@@ -49,6 +50,37 @@ def _files(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], str | 
         raise TraceFormatError(p, "directory holds no trace files at its top level "
                                f"(subfolders are not read; {found.note() or 'it is empty'})")
     return list(found.files), found.note()
+
+
+def rank_traces(path: Path, trace: Trace, *, only_file: bool) -> list[Trace]:
+    """The rank traces one file of a run holds, each with its rank set.
+
+    A file holding several processes with GPU work and no rank of its own (an nsys report
+    of torchrun, a merged rocpd database, a rocprofv3 folder) is split into one trace per
+    process, ranks as the reader numbered them. Otherwise the rank is the file's
+    ``distributedInfo`` rank, else the one its name states, else 0 when it is the run's
+    ``only_file``; a rank-less file among several is an AnalysisError.
+    """
+    if only_file and trace.meta.rank is None and (trace.meta.world_size or 0) > 1:
+        return split_processes(trace)
+    r = trace.meta.rank if trace.meta.rank is not None else rank_from_name(path)
+    if r is None and only_file:
+        r = 0
+    if r is None:
+        raise AnalysisError(f"{path}: no rank in distributedInfo or in the file name")
+    if trace.meta.rank is None:
+        trace = replace(trace, meta=replace(trace.meta, rank=r))
+        trace.events["rank"] = r
+    return [trace]
+
+
+#: ``distributedInfo`` keys that must agree across the ranks of one run.
+RUN_KEYS = ("world_size", "nccl_version", "backend")
+
+
+def run_facts(trace: Trace) -> dict[str, object]:
+    """What :func:`check_one_run` compares, from one rank's trace (small: it travels)."""
+    return {k: trace.meta.distributed.get(k) for k in RUN_KEYS}
 
 
 def _load_all(files: list[Path], workers: int | None) -> list[Trace]:
@@ -79,46 +111,30 @@ def load_run(paths: Sequence[str | Path] | str | Path, *, workers: int | None = 
     holds the GIL). Raises AnalysisError naming the files when two claim the same rank or
     when the files come from different runs (different world sizes or NCCL versions).
     """
-    files, note = _files(paths)
+    files, note = run_files(paths)
     if len(files) == 1:
-        traces = [load(files[0])]
-        t0 = traces[0]
-        if t0.meta.rank is None and (t0.meta.world_size or 0) > 1:
-            # One report of several processes (torchrun under nsys, a merged rocpd
-            # database, a rocprofv3 folder): one trace per process, ranks as the reader
-            # numbered them.
-            traces = split_processes(t0)
-            files = files * len(traces)
+        traces = rank_traces(files[0], load(files[0]), only_file=True)
     else:
-        traces = _load_all(files, workers)
-    ranked: list[tuple[int, Trace]] = []
-    for f, t in zip(files, traces, strict=True):
-        r = t.meta.rank if t.meta.rank is not None else rank_from_name(f)
-        if r is None:
-            r = 0 if len(files) == 1 else None
-        if r is None:
-            raise AnalysisError(f"{f}: no rank in distributedInfo or in the file name")
-        if t.meta.rank is None:
-            t = replace(t, meta=replace(t.meta, rank=r))
-            t.events["rank"] = r
-        ranked.append((r, t))
-    _check_one_run(ranked)
-    ranked.sort(key=lambda x: x[0])
-    out = [t for _, t in ranked]
+        loaded = _load_all(files, workers)
+        traces = [t for f, x in zip(files, loaded, strict=True)
+                  for t in rank_traces(f, x, only_file=False)]
+    check_one_run([(int(t.meta.rank or 0), t.meta.path, run_facts(t)) for t in traces])
+    out = sorted(traces, key=lambda t: int(t.meta.rank or 0))
     if note:
         out[0] = replace(out[0], meta=replace(out[0].meta, notes=(*out[0].meta.notes, note)))
     return out
 
 
-def _check_one_run(ranked: list[tuple[int, Trace]]) -> None:
+def check_one_run(ranks: Sequence[tuple[int, str, Mapping[str, object]]]) -> None:
+    """Raise AnalysisError naming the files when two claim the same rank, or when the
+    files come from different runs. ``ranks``: (rank, path, :func:`run_facts`) each."""
     seen: dict[int, str] = {}
-    for r, t in ranked:
+    for r, path, _ in ranks:
         if r in seen:
-            raise AnalysisError(f"{seen[r]} and {t.meta.path} both claim rank {r}")
-        seen[r] = t.meta.path
-    for key in ("world_size", "nccl_version", "backend"):
-        vals = {t.meta.path: t.meta.distributed.get(key) for _, t in ranked
-                if t.meta.distributed.get(key) is not None}
+            raise AnalysisError(f"{seen[r]} and {path} both claim rank {r}")
+        seen[r] = path
+    for key in RUN_KEYS:
+        vals = {path: facts.get(key) for _, path, facts in ranks if facts.get(key) is not None}
         if len(set(map(str, vals.values()))) > 1:
             a, b = _two_different(vals)
             raise AnalysisError(

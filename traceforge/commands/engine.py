@@ -1,0 +1,82 @@
+"""``--engine local|dask``, ``--scheduler`` and ``--workers``: where the multi-rank verbs
+(overlap, breakdown, idle, top-kernels over a run, critical-path, scaling) run their
+per-rank summaries (:mod:`traceforge.engine`)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import click
+
+from traceforge.engine import ENGINES, SCHEDULER_ENV, Ranked, map_runs
+from traceforge.model import Trace
+
+F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The engine options of one command line."""
+
+    name: str = "local"
+    scheduler: str | None = None
+    workers: int | None = None
+
+    def ranks(self, paths: Sequence[str | Path] | str | Path, fn: Callable[[Trace], S], *,
+              steps_from: str | None, kinds: Collection[str] | None = None
+              ) -> list[Ranked[S]]:
+        """``fn`` of every rank of one run, in rank order (one file: in this process)."""
+        return self.runs([paths], fn, steps_from=steps_from, kinds=kinds)[0]
+
+    def runs(self, runs: Sequence[Sequence[str | Path] | str | Path], fn: Callable[[Trace], S],
+             *, steps_from: str | None, kinds: Collection[str] | None = None
+             ) -> list[list[Ranked[S]]]:
+        """``fn`` of every rank of several runs, as one map."""
+        return map_runs(runs, fn, kinds=kinds, steps_from=steps_from, engine=self.name,
+                        scheduler=self.scheduler, workers=self.workers)
+
+
+def run_paths(traces: Sequence[str]) -> str | list[str]:
+    """The TRACES argument as one run: a file or folder, or the list of files."""
+    return traces[0] if len(traces) == 1 else list(traces)
+
+
+def engine_options(f: F) -> F:
+    """``--engine``, ``--scheduler``, ``--workers``, handed to the command as one
+    ``engine: Engine`` argument. A ``--scheduler`` implies ``--engine dask``."""
+
+    @functools.wraps(f)
+    def command(*args: Any, engine_name: str | None, scheduler: str | None,
+                workers: int | None, **kw: Any) -> Any:
+        from traceforge.errors import UsageError
+
+        if engine_name == "local" and scheduler:
+            raise UsageError("--scheduler is the address of a Dask scheduler: it goes with "
+                             "--engine dask")
+        name = engine_name or ("dask" if scheduler else "local")
+        return f(*args, engine=Engine(name, scheduler, workers), **kw)
+
+    opts = [
+        click.option("--engine", "engine_name", type=click.Choice(ENGINES), default=None,
+                     help="Where the per-rank work runs: a process pool on this machine "
+                     "(local), or a Dask cluster (dask: --scheduler, else "
+                     f"${SCHEDULER_ENV}, else a LocalCluster of one worker per core; "
+                     "needs the dask extra) [default: local]."),
+        click.option("--scheduler", metavar="ADDRESS", default=None,
+                     help="Dask scheduler address, e.g. tcp://10.0.0.5:8786 (implies "
+                     f"--engine dask) [default: ${SCHEDULER_ENV}]."),
+        click.option("--workers", type=click.IntRange(min=1), default=None,
+                     help="Worker processes (local) or LocalCluster workers (dask) "
+                     "[default: one per core, at most one per file]."),
+    ]
+    for opt in reversed(opts):
+        command = opt(command)
+    return cast(F, command)
+
+
+__all__ = ["Engine", "engine_options", "run_paths"]
