@@ -279,6 +279,9 @@ def test_ctrl_c_writes_what_was_captured(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     target = script(tmp_path, "intr.py", """
         import os, signal, torch, traceforge
+        # A Ctrl-C as a terminal delivers it: a shell's background job (a test run with
+        # "&") starts with SIGINT ignored, and Python then installs no handler for it.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         lin = torch.nn.Linear(4, 4)
         for i in range(10):
             lin(torch.randn(2, 4))

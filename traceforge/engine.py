@@ -125,7 +125,7 @@ def map_runs(runs: Sequence[Sequence[str | Path] | str | Path], fn: Callable[[Tr
     frozen = None if kinds is None else frozenset(kinds)
     use_cache = cache_mod.enabled()
     env = tuple((k, os.environ[k]) for k in _CACHE_ENV if os.environ.get(k))
-    tasks = [(_Task(fn, frozen, steps_from, len(files) == 1, use_cache, env), f)
+    tasks = [Job(_Task(fn, frozen, steps_from, len(files) == 1, use_cache, env), f)
              for files, _ in listed for f in files]
     n = min(len(tasks), workers or os.cpu_count() or 1)
     done = _on_dask(tasks, scheduler, n) if engine == "dask" else _on_pool(tasks, n)
@@ -142,12 +142,18 @@ def map_runs(runs: Sequence[Sequence[str | Path] | str | Path], fn: Callable[[Tr
     return out
 
 
-Job = tuple[_Task[S], Path]
+@dataclass(frozen=True)
+class Job(Generic[S]):
+    """One file and its task. A class, not a (task, path) tuple: Dask before 2024.12
+    reads a tuple whose first item is callable as a task of its own graph, and ran
+    ``task(path)`` itself before handing the result to :func:`_run_job`."""
+
+    task: _Task[S]
+    path: Path
 
 
 def _run_job(job: Job[S]) -> list[Ranked[S]]:
-    task, path = job
-    return task(path)
+    return job.task(job.path)
 
 
 def _on_pool(jobs: list[Job[S]], n: int) -> list[list[Ranked[S]]]:
@@ -160,7 +166,7 @@ def _on_pool(jobs: list[Job[S]], n: int) -> list[list[Ranked[S]]]:
             return list(pool.map(_run_job, jobs))
     except BrokenProcessPool:
         raise AnalysisError(
-            f"{', '.join(str(p) for _, p in jobs)}: a worker process died (out of "
+            f"{', '.join(str(j.path) for j in jobs)}: a worker process died (out of "
             "memory?); try fewer --workers") from None
 
 
@@ -185,10 +191,10 @@ def _on_dask(jobs: list[Job[S]], scheduler: str | None, n: int) -> list[list[Ran
             client = stack.enter_context(dist.Client(cluster))
         futures = client.map(_run_job, jobs, pure=False)
         out: list[list[Ranked[S]]] = []
-        for (_, path), fut in zip(jobs, futures, strict=True):
+        for job, fut in zip(jobs, futures, strict=True):
             try:
                 out.append(fut.result())
             except dist.KilledWorker:
-                raise AnalysisError(f"{path}: the Dask workers reading it died (out of "
+                raise AnalysisError(f"{job.path}: the Dask workers reading it died (out of "
                                     "memory?)") from None
         return out

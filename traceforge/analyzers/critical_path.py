@@ -353,7 +353,10 @@ def _host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFr
                          | copies["launch_name"].isin(BLOCKING_COPY), "launch_row"]
     sync[api & h.index.isin(blocked.to_numpy()) & (sync == "")] = "copy"
     pid, tid = h["pid"].to_numpy(), h["tid"].to_numpy()
-    code = pd.MultiIndex.from_arrays([pid, tid]).factorize()[0].astype(np.int64)
+    # One code per (pid, tid), numbered in order of appearance. Not MultiIndex.factorize:
+    # on no rows pandas 2.1 raises "Cannot infer number of levels from empty list".
+    code = (pd.DataFrame({"p": pid, "t": tid}).groupby(["p", "t"], sort=False, dropna=False)
+            .ngroup().to_numpy().astype(np.int64))
     autograd = name_mask(h["name"], "^" + re.escape(AUTOGRAD))
     code = _merge_backward(code, pid, tid, autograd, kind, notes)
     out = pd.DataFrame({"row": h.index.to_numpy(), "name": name, "kind": kind, "pid": pid,
