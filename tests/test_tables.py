@@ -64,3 +64,29 @@ def test_notebook_names_mirror_the_verbs() -> None:
     names = dir(tf)
     assert "importlib" not in names and "TYPE_CHECKING" not in names
     assert set(names) == set(tf.__all__) | {"__version__"}
+
+
+def test_notebook_report_is_the_cli_report(tmp_path: Path) -> None:
+    """tf.report mirrors the verb: the same runs, findings and, written, the same bytes."""
+    a, b = tf.load(EAGER), tf.load(SDPA)
+    rep = tf.report(a, b)
+    assert isinstance(rep, tf.Report) and callable(tf.report)
+    assert [r.label for r in rep.runs] == ["eager", "sdpa"] and len(rep.diffs) == 1
+    assert list(rep.comparison["run"]) == ["eager", "sdpa"]
+    for suffix in (".html", ".md"):
+        mine = tf.write_report(rep, tmp_path / f"api{suffix}")
+        code, _, err = cli_main("report", EAGER, SDPA, "-o", str(tmp_path / f"cli{suffix}"))
+        assert code == 0, err
+        assert mine.read_bytes() == (tmp_path / f"cli{suffix}").read_bytes()
+    page = rep._repr_html_()
+    assert "findings" in page and "comparison" in page and "eager: overview" in page
+    with pytest.raises(tf.UsageError, match="name the report .html or .md"):
+        tf.write_report(rep, tmp_path / "x.txt")
+
+
+def test_diff_and_run_tables_render_in_jupyter() -> None:
+    d = tf.diff(tf.load(EAGER), tf.load(SDPA))
+    page = d._repr_html_()
+    assert all(f"<h4>{n}" in page for n in ("summary", "by_class", "by_neutral", "ops"))
+    run = tf.report(tf.load(EAGER)).runs[0]
+    assert "<h4>top_kernels" in run._repr_html_()

@@ -23,6 +23,10 @@ _EXPORTS: dict[str, str] = {
     "idle": "traceforge.analyzers.idle:idle_gaps",
     "info": "traceforge.analyzers.summary:summary",
     "launch": "traceforge.analyzers.launch:launch_overhead",
+    # The report package itself: calling it builds a Report (traceforge/report/__init__.py).
+    "report": "traceforge.report:",
+    "Report": "traceforge.report.document",
+    "write_report": "traceforge.commands.report",
     "Summary": "traceforge.analyzers.summary",
     "AnalysisError": "traceforge.errors",
     "CaptureError": "traceforge.errors",
@@ -88,6 +92,7 @@ __all__ = [
     "LaunchReport",
     "MFUReport",
     "OverlapReport",
+    "Report",
     "RooflineReport",
     "ScalingReport",
     "Summary",
@@ -125,6 +130,7 @@ __all__ = [
     "open_in_perfetto",
     "ops",
     "overlap",
+    "report",
     "roofline",
     "scaling",
     "select_steps",
@@ -133,9 +139,11 @@ __all__ = [
     "step",
     "timeline",
     "top_kernels",
+    "write_report",
 ]
 
 if TYPE_CHECKING:
+    from traceforge import report as report
     from traceforge.analyzers.activity import gpu_activity
     from traceforge.analyzers.breakdown import breakdown
     from traceforge.analyzers.compare import Comparison, compare
@@ -160,6 +168,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.summary import summary as info
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
+    from traceforge.commands.report import write_report
     from traceforge.commands.runs import load_runs
     from traceforge.engine import map_ranks
     from traceforge.errors import (
@@ -172,6 +181,7 @@ if TYPE_CHECKING:
     from traceforge.formats import load
     from traceforge.formats.run import load_run
     from traceforge.model import Device, Trace, TraceMeta
+    from traceforge.report.document import Report
     from traceforge.ui.perfetto import open_in_perfetto
 
 
@@ -179,8 +189,10 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'traceforge' has no attribute {name!r}")
-    module, _, attr = module.partition(":")
-    value = getattr(importlib.import_module(module), attr or name)
+    module, colon, attr = module.partition(":")
+    mod = importlib.import_module(module)
+    # "pkg:" names the module itself (traceforge.report, a callable package).
+    value = mod if colon and not attr else getattr(mod, attr or name)
     globals()[name] = value  # later lookups skip this function
     return value
 

@@ -29,7 +29,7 @@ import pandas as pd
 from traceforge.analyzers.kernel_names import classify, fused_ops
 from traceforge.analyzers.timeline import Timeline, busy_table, step_time_ns, timeline
 from traceforge.analyzers.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
-from traceforge.model import Trace
+from traceforge.model import Tables, Trace
 
 #: Columns of :attr:`TraceDiff.summary`.
 SUMMARY_COLUMNS = ("metric", "unit", "a", "b", "delta", "ratio")
@@ -43,7 +43,7 @@ _VIEW_OPS = frozenset(
 
 
 @dataclass(frozen=True)
-class TraceDiff:
+class TraceDiff(Tables):
     """The tables of one A/B comparison (times in us unless a column says ms).
 
     ``summary``: metric, unit, a, b, delta (b - a), ratio (b / a).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -12,8 +11,8 @@ from traceforge.commands import values
 from traceforge.commands.options import steps_from_option
 from traceforge.errors import UsageError
 from traceforge.model import Trace
-
-SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+from traceforge.render.report import SUFFIXES, render_report
+from traceforge.report.document import Report
 
 
 def _latency_file(path: str) -> dict[str, dict[str, float | str]]:
@@ -30,19 +29,35 @@ def _latency_file(path: str) -> dict[str, dict[str, float | str]]:
                          ) from None
 
 
-def _load_all(paths: tuple[str, ...], steps_from: str | None) -> list[list[Trace]]:
+def _load_all(paths: tuple[str, ...], steps_from: str | None) -> list[Trace | list[Trace]]:
+    """A directory (or a file holding several processes) is one run; single files are
+    grouped into runs by the report (the ranks of one run, else one run each)."""
     from traceforge.commands.options import load_ranks
-    from traceforge.report.run import group_runs
 
-    runs: list[list[Trace]] = []
-    files: list[Trace] = []
+    runs: list[Trace | list[Trace]] = []
     for p in paths:
         ranks = load_ranks([p], steps_from)
-        if Path(p).is_dir() or len(ranks) > 1:
-            runs.append(ranks)  # a directory (or a multi-process report) is one run
-        else:
-            files += ranks
-    return runs + group_runs(files)
+        runs.append(ranks if Path(p).is_dir() or len(ranks) > 1 else ranks[0])
+    return runs
+
+
+def _format_of(output: str) -> str:
+    fmt = SUFFIXES.get(Path(output).suffix.lower())
+    if fmt is None:
+        raise UsageError(f"{output}: name the report .html or .md")
+    return fmt
+
+
+def write_report(report: Report, output: str | Path, *, title: str = "traceforge report"
+                 ) -> Path:
+    """Write ``report`` (from :func:`traceforge.report`) to ``output``: ``.html``
+    (self-contained, charts inline) or ``.md``. The file is replaced only once the whole
+    document is rendered. Returns the path written."""
+    out = Path(output)
+    fmt = _format_of(str(output))
+    destination.check(out)
+    destination.write(out, render_report(report, fmt, title=title))
+    return out
 
 
 @click.command("report")
@@ -61,41 +76,16 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
             top: int, steps_from: str | None) -> None:
     """Write one report over TRACES: several files of one distributed run become one run
     with its ranks; otherwise each file (or directory) is a run and they are compared."""
-    from traceforge.analyzers.diff import diff
     from traceforge.commands.options import resolve_steps
-    from traceforge.report.findings import findings
-    from traceforge.report.run import analyze, compare_runs, scaling_of
-    from traceforge.version import __version__
+    from traceforge.report.document import build_report
 
     out = Path(output)
-    fmt = SUFFIXES.get(out.suffix.lower())
-    if fmt is None:
-        raise UsageError(f"{output}: name the report .html or .md")
+    fmt = _format_of(output)
     if any(out.resolve() == Path(t).resolve() for t in traces):
         raise UsageError(f"{output}: is one of the input traces; name another output")
     destination.check(out)  # before the analysis: a bad destination is found in a moment
     rule, _ = resolve_steps(steps_from, None)
-    loaded = _load_all(traces, rule)
-    runs = [analyze(r, top=top) for r in loaded]
-    if latency_path:
-        measured = _latency_file(latency_path)
-        runs = [replace(r, run_info={**r.run_info, **measured[r.label]})
-                if r.label in measured else r for r in runs]
-    found = findings(runs)
-    comparison = compare_runs(runs) if len(runs) > 1 else None
-    scaled = scaling_of(runs, loaded)  # runs at different GPU counts
-    # Each later run against the first (rank 0 of each): what fused, what got faster.
-    diffs = [(runs[0].label, r.label, diff(loaded[0][0], tr[0]))
-             for r, tr in zip(runs[1:], loaded[1:], strict=True)]
-    if fmt == "html":
-        from traceforge.render.html import render_html
-
-        text = render_html(runs, found, comparison=comparison, title=title, version=__version__,
-                           diffs=diffs, scaling=scaled)
-    else:
-        from traceforge.render.markdown import render_markdown
-
-        text = render_markdown(runs, found, comparison=comparison, title=title, diffs=diffs,
-                               scaling=scaled)
-    destination.write(out, text)
-    click.echo(f"wrote {output}: {len(runs)} run(s), {len(found)} finding(s)")
+    measured = _latency_file(latency_path) if latency_path else None
+    rep = build_report(*_load_all(traces, rule), top=top, measured=measured)
+    destination.write(out, render_report(rep, fmt, title=title))
+    click.echo(f"wrote {output}: {len(rep.runs)} run(s), {len(rep.findings)} finding(s)")

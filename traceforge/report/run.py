@@ -31,7 +31,7 @@ from traceforge.analyzers.summary import summary
 from traceforge.analyzers.timeline import timeline
 from traceforge.analyzers.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
 from traceforge.errors import TraceforgeError
-from traceforge.model import Trace
+from traceforge.model import Tables, Trace
 from traceforge.report import critical_path as path_tables
 from traceforge.report import roofline as roofline_tables
 from traceforge.report.critical_path import PathTables
@@ -48,7 +48,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class RunAnalysis:
+class RunAnalysis(Tables):
     """The tables of one run (one or more ranks); every table has a ``rank`` column.
 
     Frames are empty (and the name is in ``unavailable`` with the reason) when an analysis
