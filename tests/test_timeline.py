@@ -279,3 +279,24 @@ def test_union_helper_matches_interval_module() -> None:
     s = rng.integers(0, 1000, 200)
     e = s + rng.integers(0, 50, 200)
     assert _union_len(list(zip(s.tolist(), e.tolist(), strict=True))) == iv.total(iv.merge(s, e))
+
+
+def test_capture_tail_range_marked_unfinished_is_no_step() -> None:
+    # capture --backend nsys pushes "step N" at each step() and at the start; the range
+    # open at exit is the program's tail, marked inside so the reader leaves it out (the
+    # H100 sweep's nsys trace had a 165 ms "step 6" of teardown with 2 us of GPU work).
+    rows = []
+    for i in range(3):
+        rows += [ev(f"step {i}", "user_annotation", ts=i * 1000, dur=1000, pid=1, tid=1),
+                 ev("k", ts=i * 1000 + 100, dur=500)]
+    rows.append(ev("traceforge: step 2 unfinished", "other", ts=2500, dur=0, pid=1, tid=1))
+    tl = timeline(make_trace(rows))
+    assert tl.step_source == "NVTX 'step N' (traceforge capture)"
+    assert tl.steps.ranges["step"].tolist() == [0, 1]
+    # Without the mark (traces from before it existed) every range is a step.
+    assert timeline(make_trace(rows[:-1])).steps.ranges["step"].tolist() == [0, 1, 2]
+    # Warm-up steps are marked too and left out, unless nothing would remain.
+    warm = ev("traceforge: step 0 warm-up", "other", ts=900, dur=0, pid=1, tid=1)
+    assert timeline(make_trace([*rows, warm])).steps.ranges["step"].tolist() == [1]
+    warm1 = ev("traceforge: step 1 warm-up", "other", ts=1900, dur=0, pid=1, tid=1)
+    assert timeline(make_trace([*rows, warm, warm1])).steps.ranges["step"].tolist() == [0, 1]

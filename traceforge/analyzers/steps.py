@@ -27,7 +27,13 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import AnalysisError, UsageError
-from traceforge.model import Trace, empty_frame, name_mask
+from traceforge.model import (
+    UNFINISHED_STEP_MARK,
+    WARMUP_STEP_MARK,
+    Trace,
+    empty_frame,
+    name_mask,
+)
 
 #: ``Trace.steps_from`` value that turns steps off.
 NO_STEPS = "none"
@@ -92,8 +98,34 @@ def host_steps(trace: Trace) -> Steps:
         return Steps(ranges, "ProfilerStep#N")
     ranges = _matching(trace, CAPTURE_STEP, ("user_annotation",))
     if not ranges.empty:
-        return Steps(ranges, "NVTX 'step N' (traceforge capture)")
+        return Steps(_finished(trace, ranges), "NVTX 'step N' (traceforge capture)")
     return Steps(_empty(), "none (no step markers: whole trace)")
+
+
+def _mark_pattern(template: str) -> str:
+    return "^" + re.escape(template).replace(r"\{n\}", r"(\d+)") + "$"
+
+
+#: The marks capture leaves in ranges that are no step (see traceforge.model).
+_UNFINISHED = _mark_pattern(UNFINISHED_STEP_MARK)
+_WARMUP = _mark_pattern(WARMUP_STEP_MARK)
+
+
+def _marked(trace: Trace, pattern: str) -> set[int]:
+    ev = trace.events
+    names = ev.loc[name_mask(ev["name"], pattern), "name"]
+    return {int(m.group(1)) for m in (re.match(pattern, str(x)) for x in names) if m}
+
+
+def _finished(trace: Trace, ranges: pd.DataFrame) -> pd.DataFrame:
+    """``ranges`` without the ranges capture marked as no step: the program's tail after
+    its last ``step()`` (exit, teardown) and, when steps remain, the schedule's warm-up
+    steps (first calls: compilation, cuDNN/cuBLAS set-up, NCCL init), as the torch backend
+    leaves them out of its trace. Traces captured before the marks existed keep them."""
+    kept = ranges[~ranges["step"].isin(_marked(trace, _UNFINISHED))]
+    warm = kept[~kept["step"].isin(_marked(trace, _WARMUP))]
+    out: pd.DataFrame = (warm if len(warm) else kept).reset_index(drop=True)
+    return out
 
 
 def _empty() -> pd.DataFrame:

@@ -28,6 +28,7 @@ from traceforge.capture.options import CaptureOptions, Steps
 from traceforge.capture.steps import WHOLE_RUN, StepTracker
 from traceforge.capture.trace_file import check_writable, embed_metadata, write_summary
 from traceforge.errors import UsageError
+from traceforge.model import CAPTURE_STEP_RANGE, UNFINISHED_STEP_MARK, WARMUP_STEP_MARK
 
 IN_PROCESS_BACKENDS = ("torch", "nvtx")
 #: Warnings that traceforge's own machinery causes, not the target: Kineto's note that each
@@ -171,8 +172,11 @@ class _Recorder:
         nvtx: Any = torch.cuda.nvtx  # untyped functions
         try:
             if self.nvtx_open:
+                done = len(self.run.steps) - 1  # the step whose range is open
+                if 0 <= done < self.steps.wait + self.steps.warmup:
+                    nvtx.mark(WARMUP_STEP_MARK.format(n=done))
                 nvtx.range_pop()
-            nvtx.range_push(f"step {len(self.run.steps)}")
+            nvtx.range_push(CAPTURE_STEP_RANGE.format(n=len(self.run.steps)))
         except RuntimeError:  # a CPU build of torch has no NVTX: run on, unmarked
             if "NVTX unavailable" not in " ".join(self.run.notes):
                 self.run.notes.append("NVTX unavailable in this torch build: steps not marked")
@@ -234,7 +238,11 @@ class _Recorder:
         if self.nvtx_open:
             import torch
 
+            # The open range is the tail after the last step() (exit, teardown): no step.
+            # A range cannot be renamed once pushed, so a mark inside it says so, and the
+            # reader leaves that range out of the steps (analyzers/steps.py).
             nvtx: Any = torch.cuda.nvtx
+            nvtx.mark(UNFINISHED_STEP_MARK.format(n=len(self.run.steps)))
             nvtx.range_pop()
             self.nvtx_open = False
 
