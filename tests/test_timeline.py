@@ -227,6 +227,18 @@ def test_nsys_capture_step_ranges_found_without_options(fa2_db: Path, tmp_path: 
     # Every kernel launched inside a step belongs to it; the GPU windows tile.
     w = tl.windows
     assert (w["ts"].to_numpy()[1:] == w["end"].to_numpy()[:-1]).all()
+    # capture marks its warm-up steps with an empty range inside; the many-rank verbs
+    # load only the timeline's kinds and still leave those steps out.
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO NVTX_EVENTS (start, \"end\", eventType, globalTid, text) "
+                 "SELECT start + 1, start + 2, eventType, globalTid, "
+                 "'traceforge: step 3 warm-up' FROM NVTX_EVENTS WHERE text = 'step 3'")
+    conn.commit()
+    conn.close()
+    from traceforge.analyzers.rank_summaries import TIMELINE_KINDS
+
+    t = tf.load(db, kinds=TIMELINE_KINDS, cache=False)
+    assert timeline(t).steps.ranges["step"].tolist() == list(range(4, 13))
 
 
 def test_steps_none_and_regex_on_kineto() -> None:
@@ -289,14 +301,15 @@ def test_capture_tail_range_marked_unfinished_is_no_step() -> None:
     for i in range(3):
         rows += [ev(f"step {i}", "user_annotation", ts=i * 1000, dur=1000, pid=1, tid=1),
                  ev("k", ts=i * 1000 + 100, dur=500)]
-    rows.append(ev("traceforge: step 2 unfinished", "other", ts=2500, dur=0, pid=1, tid=1))
+    rows.append(ev("traceforge: step 2 unfinished", "user_annotation", ts=2500, dur=0,
+                   pid=1, tid=1))
     tl = timeline(make_trace(rows))
     assert tl.step_source == "NVTX 'step N' (traceforge capture)"
     assert tl.steps.ranges["step"].tolist() == [0, 1]
     # Without the mark (traces from before it existed) every range is a step.
     assert timeline(make_trace(rows[:-1])).steps.ranges["step"].tolist() == [0, 1, 2]
     # Warm-up steps are marked too and left out, unless nothing would remain.
-    warm = ev("traceforge: step 0 warm-up", "other", ts=900, dur=0, pid=1, tid=1)
+    warm = ev("traceforge: step 0 warm-up", "user_annotation", ts=900, dur=0, pid=1, tid=1)
     assert timeline(make_trace([*rows, warm])).steps.ranges["step"].tolist() == [1]
-    warm1 = ev("traceforge: step 1 warm-up", "other", ts=1900, dur=0, pid=1, tid=1)
+    warm1 = ev("traceforge: step 1 warm-up", "user_annotation", ts=1900, dur=0, pid=1, tid=1)
     assert timeline(make_trace([*rows, warm, warm1])).steps.ranges["step"].tolist() == [0, 1]

@@ -174,7 +174,7 @@ class _Recorder:
             if self.nvtx_open:
                 done = len(self.run.steps) - 1  # the step whose range is open
                 if 0 <= done < self.steps.wait + self.steps.warmup:
-                    nvtx.mark(WARMUP_STEP_MARK.format(n=done))
+                    _mark(nvtx, WARMUP_STEP_MARK.format(n=done))
                 nvtx.range_pop()
             nvtx.range_push(CAPTURE_STEP_RANGE.format(n=len(self.run.steps)))
         except RuntimeError:  # a CPU build of torch has no NVTX: run on, unmarked
@@ -242,9 +242,17 @@ class _Recorder:
             # A range cannot be renamed once pushed, so a mark inside it says so, and the
             # reader leaves that range out of the steps (analyzers/steps.py).
             nvtx: Any = torch.cuda.nvtx
-            nvtx.mark(UNFINISHED_STEP_MARK.format(n=len(self.run.steps)))
+            _mark(nvtx, UNFINISHED_STEP_MARK.format(n=len(self.run.steps)))
             nvtx.range_pop()
             self.nvtx_open = False
+
+
+def _mark(nvtx: Any, text: str) -> None:
+    """An empty NVTX/roctx range named ``text`` inside the open step range. A range, not
+    ``nvtx.mark``: readers keep ranges as annotations, which every analysis loads, where
+    marks are instants that many-rank loads leave out."""
+    nvtx.range_push(text)
+    nvtx.range_pop()
 
 
 #: Infix of the trace of a run that failed: ``NAME.MODE.failed.pt.trace.json.gz``.
