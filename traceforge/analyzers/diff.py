@@ -190,21 +190,23 @@ def _grouped(a: _Side, b: _Side, by: str) -> pd.DataFrame:
 
     j = per(a).merge(per(b), how="outer", left_index=True, right_index=True,
                      suffixes=("_a", "_b")).fillna(0)
-    out = pd.DataFrame(
-        {
-            by: j.index.astype(str).to_numpy(),
-            "a_us": j["sum_a"].to_numpy(dtype=float) / 1e3 / a.n,
-            "b_us": j["sum_b"].to_numpy(dtype=float) / 1e3 / b.n,
-            "a_calls": j["size_a"].to_numpy(dtype=float) / a.n,
-            "b_calls": j["size_b"].to_numpy(dtype=float) / b.n,
-        }
-    )
-    out["delta_us"] = out["b_us"] - out["a_us"]
-    out["speedup"] = _speedup(out["a_us"].to_numpy(), out["b_us"].to_numpy())
+    out = pd.DataFrame({by: j.index.astype(str).to_numpy(), **_per_step(j, a, b)})
     out = out[[by, "a_us", "b_us", "delta_us", "speedup", "a_calls", "b_calls"]]
     order = np.lexsort((out[by].to_numpy(), -np.maximum(out["a_us"], out["b_us"]).to_numpy()))
     res: pd.DataFrame = out.iloc[order].reset_index(drop=True)
     return res
+
+
+def _per_step(j: pd.DataFrame, a: _Side, b: _Side) -> dict[str, np.ndarray]:
+    """From a join of both sides' ``sum``/``size`` (suffixes _a, _b): time (us) and calls
+    per step on each side, their delta and the speedup (a / b)."""
+    cols = {"a_us": j["sum_a"].to_numpy(dtype=float) / 1e3 / a.n,
+            "b_us": j["sum_b"].to_numpy(dtype=float) / 1e3 / b.n,
+            "a_calls": j["size_a"].to_numpy(dtype=float) / a.n,
+            "b_calls": j["size_b"].to_numpy(dtype=float) / b.n}
+    cols["delta_us"] = cols["b_us"] - cols["a_us"]
+    cols["speedup"] = _speedup(cols["a_us"], cols["b_us"])
+    return cols
 
 
 def _neutral(a: _Side, b: _Side) -> pd.DataFrame:
@@ -232,13 +234,8 @@ def _neutral(a: _Side, b: _Side) -> pd.DataFrame:
         "class": idx.get_level_values(0).astype(str), "family": idx.get_level_values(1).astype(str),
         "a_library": la.reindex(idx).fillna("").to_numpy(),
         "b_library": lb.reindex(idx).fillna("").to_numpy(),
-        "a_us": j["sum_a"].to_numpy(dtype=float) / 1e3 / a.n,
-        "b_us": j["sum_b"].to_numpy(dtype=float) / 1e3 / b.n,
-        "a_calls": j["size_a"].to_numpy(dtype=float) / a.n,
-        "b_calls": j["size_b"].to_numpy(dtype=float) / b.n,
+        **_per_step(j, a, b),
     })
-    out["delta_us"] = out["b_us"] - out["a_us"]
-    out["speedup"] = _speedup(out["a_us"].to_numpy(), out["b_us"].to_numpy())
     rank = {c: i for i, c in enumerate(NEUTRAL_CLASSES)}
     order = np.lexsort((out["family"].to_numpy(),
                         -np.maximum(out["a_us"], out["b_us"]).to_numpy(),
