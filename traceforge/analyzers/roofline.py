@@ -224,9 +224,30 @@ def _copy_work(name: str, kind: str, args: dict[str, Any]) -> Work:
     return unknown("host-device or peer copy (bound by the link, not HBM)")
 
 
+#: The columns :func:`activity_work` adds.
+WORK_COLUMNS = ("flops", "bytes", "dtype", "family", "modelled", "reason", "op_share",
+                "op_kernels")
+
+
 def activity_work(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """``acts`` with the work each activity did: flops, bytes, dtype, family, modelled,
-    reason, op_share (its share of its op call's work) and op_kernels."""
+    """``acts`` (rows of the trace's timeline activity) with the work each activity did:
+    flops, bytes, dtype, family, modelled, reason, op_share (its share of its op call's
+    work) and op_kernels.
+
+    The work of every activity of the trace is worked out once and memoized on the trace
+    (roofline, MFU and the report each ask for it; decoding the ops' args is most of the
+    cost), and ``acts`` takes its rows from it."""
+    key = "roofline.activity_work"
+    if key not in trace.memo:
+        trace.memo[key] = _work_of(trace, timeline(trace)[0])
+    full, notes = trace.memo[key]
+    pos = pd.Index(full["row"].to_numpy()).get_indexer(acts["row"].to_numpy())
+    if (pos < 0).any():  # not the timeline's rows: work them out on their own
+        return _work_of(trace, acts)
+    return acts.assign(**{c: full[c].to_numpy()[pos] for c in WORK_COLUMNS}), list(notes)
+
+
+def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     notes: list[str] = []
     n = len(acts)
     flops, nbytes = np.full(n, np.nan), np.full(n, np.nan)
@@ -243,8 +264,17 @@ def activity_work(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[
         args = trace.args(rows) if len(rows) else []
         names = trace.events["name"].to_numpy()[rows] if len(rows) else []
         ld = _list_dtype(args)
-        works = {int(r): op_work(str(nm), a, list_dtype=ld)
-                 for r, nm, a in zip(rows, names, args, strict=True)}
+        # A model repeats a few shapes thousands of times: work out each distinct call once
+        # (op_work reads only these args).
+        seen: dict[tuple[str, str], Work] = {}
+        works = {}
+        for r, nm, a in zip(rows, names, args, strict=True):
+            call = (str(nm), repr((a.get("flops"), a.get("Input Dims", a.get("Input dims")),
+                                   a.get("Input type"), a.get("Concrete Inputs"))))
+            w = seen.get(call)
+            if w is None:
+                w = seen[call] = op_work(call[0], a, list_dtype=ld)
+            works[int(r)] = w
         kk = pd.DataFrame({"op_row": op_row[is_k], "dur": dur[is_k]})
         g = kk.groupby("op_row")["dur"]
         tot = g.transform("sum").to_numpy()
