@@ -56,8 +56,8 @@ def compare(folder: Path, tolerance: float = 0.03) -> tuple[pd.DataFrame, bool]:
         sel = k[k["key"] == key]
         dur = float(sel["dur"].sum())
         tf = float(sel["flops"].sum()) / dur / 1e3 if dur else float("nan")
-        # The independent clock on the same kernels: CUDA events around each product of the
-        # steps the trace recorded (step numbers are traceforge.step() counts).
+        # The independent clock on the same kernels: CUDA events around each shape's
+        # products in the steps the trace recorded (step numbers are traceforge.step() counts).
         ev_tf = float("nan")
         if len(prof):
             p = prof[(prof["dtype"] == b.dtype) & (prof["m"] == b.m) & (prof["n"] == b.n)
