@@ -290,3 +290,38 @@ def test_driver_receives_summaries_not_event_tables() -> None:
     # The critical path needs the rank's graph, O(events), sent narrowed and compressed.
     graph = map_ranks(run, rank_graph)[0]
     assert len(pickle.dumps(graph)) * 2 < table
+
+
+def test_step_verbs_read_no_ops_unless_the_steps_are_ops(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """overlap, breakdown and scaling read their ranks without the framework ops (most of a
+    Kineto trace's rows) and give what the one-process analyzers give on the whole trace;
+    an old Kineto trace whose ProfilerStep#N rows are ops is read again with them."""
+    from traceforge.commands.engine import Engine
+
+    old = SHARED / "external/kineto/tb_plugin/samples/resnet50_num_workers_0/" \
+        "worker0.1623143089861.pt.trace.json.gz"
+    if not old.exists():
+        pytest.skip("tb_plugin sample not present")
+    seen: list[tuple[str, ...]] = []
+    runs = Engine.runs
+
+    def spy(self: Engine, *a: Any, kinds: Any = None, **kw: Any) -> Any:
+        seen.append(tuple(kinds))
+        return runs(self, *a, kinds=kinds, **kw)
+
+    monkeypatch.setattr(Engine, "runs", spy)
+    for path, reads in ((FIXTURES / "eager.pt.trace.json.gz", [rs.STEP_KINDS]),
+                        (old, [rs.STEP_KINDS, rs.TIMELINE_KINDS])):
+        seen.clear()
+        got = Engine().step_runs([str(path)], rs.breakdown_summary, steps_from=None,
+                                 source=lambda v: v.step_source)[0][0].value
+        assert seen == reads
+        want = rs.breakdown_summary(tf.load(path))
+        assert got.step_source == want.step_source == "ProfilerStep#N"
+        assert got.rows == want.rows
+    # A --steps-from regex may name an op: the ops are read from the start.
+    seen.clear()
+    Engine().step_runs([str(FIXTURES / "eager.pt.trace.json.gz")], rs.breakdown_summary,
+                       steps_from="policy_inference", source=lambda v: v.step_source)
+    assert seen == [rs.TIMELINE_KINDS]

@@ -6,11 +6,7 @@ from functools import partial
 
 import click
 
-from traceforge.analyzers.rank_summaries import (
-    TIMELINE_KINDS,
-    breakdown_reduce,
-    breakdown_summary,
-)
+from traceforge.analyzers.rank_summaries import breakdown_reduce, breakdown_summary
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
     emit,
@@ -37,8 +33,8 @@ def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | N
     the total over the steps of a rank.
     """
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
-    ranks = engine.ranks(run_paths(traces), partial(breakdown_summary, steps=steps),
-                         steps_from=rule, kinds=TIMELINE_KINDS)
+    ranks = engine.step_runs([run_paths(traces)], partial(breakdown_summary, steps=steps),
+                             steps_from=rule, source=lambda v: v.step_source)[0]
     df, source = breakdown_reduce([x.value for x in ranks])
     if fmt == "json":
         emit(to_json_bytes({"steps_from": source, "breakdown": df}).decode())

@@ -41,6 +41,34 @@ class Engine:
                         scheduler=self.scheduler, workers=self.workers)
 
 
+    def step_runs(self, runs: Sequence[Sequence[str | Path] | str | Path],
+                  fn: Callable[[Trace], S], *, steps_from: str | None,
+                  source: Callable[[S], str]) -> list[list[Ranked[S]]]:
+        """``fn`` of every rank of several runs, read without the framework ops
+        (:data:`~traceforge.analyzers.rank_summaries.STEP_KINDS`: a quarter of the rows
+        of a Kineto trace), for summaries that need steps and GPU activity only. A run
+        in which a rank found no steps that way (``source`` of its summary, the step
+        source, says ``none``: old Kineto traces file ProfilerStep#N as an op) is read
+        again with the ops, and so is every run when a --steps-from regex may name one.
+        """
+        from traceforge.analyzers.rank_summaries import STEP_KINDS, TIMELINE_KINDS
+        from traceforge.analyzers.steps import NO_STEPS
+
+        if steps_from not in (None, NO_STEPS):
+            return self.runs(runs, fn, steps_from=steps_from, kinds=TIMELINE_KINDS)
+        out = self.runs(runs, fn, steps_from=steps_from, kinds=STEP_KINDS)
+        if steps_from == NO_STEPS:
+            return out
+        redo = [i for i, rs in enumerate(out)
+                if any(source(r.value).startswith("none") for r in rs)]
+        if redo:
+            again = self.runs([runs[i] for i in redo], fn, steps_from=None,
+                              kinds=TIMELINE_KINDS)
+            for i, rs in zip(redo, again, strict=True):
+                out[i] = rs
+        return out
+
+
 def run_paths(traces: Sequence[str]) -> str | list[str]:
     """The TRACES argument as one run: a file or folder, or the list of files."""
     return traces[0] if len(traces) == 1 else list(traces)

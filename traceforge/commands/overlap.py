@@ -6,7 +6,7 @@ from functools import partial
 
 import click
 
-from traceforge.analyzers.rank_summaries import TIMELINE_KINDS, overlap_reduce, overlap_summary
+from traceforge.analyzers.rank_summaries import overlap_reduce, overlap_summary
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
     format_option,
@@ -32,8 +32,8 @@ def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | N
     ranks, skew.
     """
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
-    ranks = engine.ranks(run_paths(traces), partial(overlap_summary, steps=steps),
-                         steps_from=rule, kinds=TIMELINE_KINDS)
+    ranks = engine.step_runs([run_paths(traces)], partial(overlap_summary, steps=steps),
+                             steps_from=rule, source=lambda v: v.step_source or "")[0]
     r = overlap_reduce([x.value for x in ranks])
     notes = r.notes
     if r.ranks.empty:

@@ -43,7 +43,6 @@ def command(runs: tuple[str, ...], strong: bool, batch: float | None,
       traceforge scaling runs/n1 runs/n2 runs/n4 runs/n8
       traceforge scaling sweep/ --batch 8 -o scaling.md
     """
-    from traceforge.analyzers.rank_summaries import TIMELINE_KINDS
     from traceforge.analyzers.scaling import RankedRun, scaling_reduce, scaling_summary
     from traceforge.commands.runs import run_files
     from traceforge.errors import UsageError
@@ -54,8 +53,8 @@ def command(runs: tuple[str, ...], strong: bool, batch: float | None,
     rule, _ = resolve_steps(steps_from, None)
     named = run_files(runs)
     # Every rank of every run is one task of the same pool or cluster.
-    ranked = engine.runs([r.files for r in named], scaling_summary, steps_from=rule,
-                         kinds=TIMELINE_KINDS)
+    ranked = engine.step_runs([r.files for r in named], scaling_summary, steps_from=rule,
+                              source=lambda v: v.step_source)
     r = scaling_reduce([RankedRun(n.label, tuple(x.value for x in rs), n.facts)
                         for n, rs in zip(named, ranked, strict=True)],
                        weak=not strong, batch=batch, tokens_per_step=tokens_per_step)
