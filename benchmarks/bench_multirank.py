@@ -6,7 +6,8 @@ two DDP rank fixtures with ``make_big_trace.py`` (even ranks from rank 0, odd fr
 driver process so that its peak RSS is its own:
 
 * ``overlap`` + ``breakdown`` of the run the way the CLI runs them
-  (:func:`traceforge.map_ranks`: per-rank summaries on the engine, reduced in the driver),
+  (:func:`traceforge.map_ranks` over ``STEP_KINDS``: per-rank summaries on the engine,
+  reduced in the driver),
   on the ``local`` process pool and on a Dask ``LocalCluster`` (started by the run, and
   counted in its time), with each worker count: first run on an empty cache (parse +
   cache write) and warm (cached);
@@ -115,7 +116,7 @@ def _case(spec: dict[str, Any]) -> dict[str, Any]:
     base = _rss_mib()
     t0 = time.perf_counter()
     if kind == "engine":
-        ranked = tf.map_ranks(files, summarize, kinds=rs.TIMELINE_KINDS,
+        ranked = tf.map_ranks(files, summarize, kinds=rs.STEP_KINDS,
                               engine=spec["engine"], workers=spec["workers"])
         rs.overlap_reduce([x.value[0] for x in ranked])
         rs.breakdown_reduce([x.value[1] for x in ranked])
@@ -144,9 +145,9 @@ def _sizes(spec: dict[str, Any]) -> dict[str, Any]:
 
     f = Path(spec["files"][0])
     verbs: dict[str, Any] = {
-        "overlap": (rs.overlap_summary, rs.TIMELINE_KINDS),
-        "breakdown": (rs.breakdown_summary, rs.TIMELINE_KINDS),
-        "scaling": (scaling_summary, rs.TIMELINE_KINDS),
+        "overlap": (rs.overlap_summary, rs.STEP_KINDS),
+        "breakdown": (rs.breakdown_summary, rs.STEP_KINDS),
+        "scaling": (scaling_summary, rs.STEP_KINDS),
         "top-kernels": (run_kernel_totals, None),
         "idle (-n 10)": (partial(rs.idle_summary, limit=10), None),
         "critical-path": (rank_graph, None),
