@@ -41,15 +41,7 @@ def run(target: Target, opts: CaptureOptions) -> dict[str, Any]:
     cmd = profile_command(nsys, str(rep), opts, inner_command(target, opts))
     rc = run_outer(cmd)
     extra: dict[str, Any] = {"command": cmd, "version": tool_version(nsys), "exit_status": rc}
-    if rep.exists():
-        sqlite = opts.out / f"{stem}.sqlite"
-        exp = [nsys, "export", "--type", "sqlite", "--force-overwrite=true", "-o", str(sqlite),
-               str(rep)]
-        erc = run_outer(exp)
-        extra.update(report=rep.name, export_command=exp,
-                     sqlite=sqlite.name if erc == 0 and sqlite.exists() else None)
-    else:
-        extra["report"] = None
+    _export(nsys, rep, stem, opts, extra)
     summary = complete_summary(opts.out / f"{stem}.summary.json", "nsys", extra, rc)
     if extra.get("report") is None and rc == 0:
         raise CaptureError(f"{nsys} ran but wrote no report {rep}")

@@ -80,12 +80,12 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
     from traceforge.report.document import build_report
 
     out = Path(output)
-    fmt = _format_of(output)
+    _format_of(output)  # like the destination below: a bad name fails before the analysis
     if any(out.resolve() == Path(t).resolve() for t in traces):
         raise UsageError(f"{output}: is one of the input traces; name another output")
     destination.check(out)  # before the analysis: a bad destination is found in a moment
     rule, _ = resolve_steps(steps_from, None)
     measured = _latency_file(latency_path) if latency_path else None
     rep = build_report(*_load_all(traces, rule), top=top, measured=measured)
-    destination.write(out, render_report(rep, fmt, title=title))
+    write_report(rep, out, title=title)
     click.echo(f"wrote {output}: {len(rep.runs)} run(s), {len(rep.findings)} finding(s)")
