@@ -325,3 +325,18 @@ def test_step_verbs_read_no_ops_unless_the_steps_are_ops(monkeypatch: pytest.Mon
     Engine().step_runs([str(FIXTURES / "eager.pt.trace.json.gz")], rs.breakdown_summary,
                        steps_from="policy_inference", source=lambda v: v.step_source)
     assert seen == [rs.TIMELINE_KINDS]
+
+
+def _die(_: object) -> None:
+    import os
+
+    os._exit(3)  # a worker killed (out of memory, a signal): no exception comes back
+
+
+def test_a_dying_worker_is_one_error_naming_the_files() -> None:
+    from traceforge.errors import AnalysisError
+    from traceforge.formats.run import pool_map
+
+    with pytest.raises(AnalysisError, match=r"^a\.json, b\.json: a worker process died"):
+        pool_map(_die, [1, 2], 2, files=["a.json", "b.json"],
+                 hint="a worker process died (out of memory?); try fewer --workers")

@@ -29,8 +29,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,7 +37,7 @@ from typing import Any, Generic, TypeVar
 from traceforge.errors import AnalysisError, UsageError
 from traceforge.formats import cache as cache_mod
 from traceforge.formats import load
-from traceforge.formats.run import check_one_run, rank_traces, run_facts, run_files
+from traceforge.formats.run import check_one_run, pool_map, rank_traces, run_facts, run_files
 from traceforge.model import Trace
 
 ENGINES: tuple[str, ...] = ("local", "dask")
@@ -157,17 +155,8 @@ def _run_job(job: Job[S]) -> list[Ranked[S]]:
 
 
 def _on_pool(jobs: list[Job[S]], n: int) -> list[list[Ranked[S]]]:
-    if n <= 1:
-        return [_run_job(j) for j in jobs]
-    # Errors come back pickled (every TraceforgeError pickles); a worker that dies (out
-    # of memory, a signal) breaks the pool, which is reported naming the files.
-    try:
-        with ProcessPoolExecutor(max_workers=n) as pool:
-            return list(pool.map(_run_job, jobs))
-    except BrokenProcessPool:
-        raise AnalysisError(
-            f"{', '.join(str(j.path) for j in jobs)}: a worker process died (out of "
-            "memory?); try fewer --workers") from None
+    return pool_map(_run_job, jobs, n, files=[j.path for j in jobs],
+                    hint="a worker process died (out of memory?); try fewer --workers")
 
 
 def _on_dask(jobs: list[Job[S]], scheduler: str | None, n: int) -> list[list[Ranked[S]]]:

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from traceforge.errors import AnalysisError, TraceFormatError
 from traceforge.formats import load, resolve, rocprof
 from traceforge.formats.folder import scan
 from traceforge.formats.nsys import split_processes
 from traceforge.model import Trace
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 
@@ -83,21 +87,26 @@ def run_facts(trace: Trace) -> dict[str, object]:
     return {k: trace.meta.distributed.get(k) for k in RUN_KEYS}
 
 
-def _load_all(files: list[Path], workers: int | None) -> list[Trace]:
-    n = min(len(files), workers or os.cpu_count() or 1)
+def pool_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequence[object],
+             hint: str) -> list[R]:
+    """``fn`` over ``items`` in order, on ``n`` processes (here when ``n`` <= 1). Parsing
+    and analysing are CPU-bound and hold the GIL: one process per item. Errors come back
+    pickled (every TraceforgeError pickles); a worker that dies (out of memory, a signal)
+    breaks the pool, which is reported as ``hint`` naming ``files``, not as an
+    internal error."""
     if n <= 1:
-        return [load(f) for f in files]
-    # Parsing is CPU-bound and holds the GIL: one process per file. Errors come back
-    # pickled (every TraceforgeError pickles); a worker that dies (out of memory, a
-    # signal) breaks the pool, which is reported naming the files, not as an internal
-    # error.
+        return [fn(x) for x in items]
     try:
         with ProcessPoolExecutor(max_workers=n) as pool:
-            return list(pool.map(load, files))
+            return list(pool.map(fn, items))
     except BrokenProcessPool:
-        raise AnalysisError(
-            f"{', '.join(map(str, files))}: a reader process died (out of memory?); "
-            "read them one at a time") from None
+        raise AnalysisError(f"{', '.join(map(str, files))}: {hint}") from None
+
+
+def _load_all(files: list[Path], workers: int | None) -> list[Trace]:
+    n = min(len(files), workers or os.cpu_count() or 1)
+    return pool_map(load, files, n, files=files,
+                    hint="a reader process died (out of memory?); read them one at a time")
 
 
 def load_run(paths: Sequence[str | Path] | str | Path, *, workers: int | None = None
