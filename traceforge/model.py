@@ -113,6 +113,45 @@ def _no_args(rows: np.ndarray) -> list[dict[str, Any]]:
     return [{} for _ in range(len(rows))]
 
 
+def distinct_args(provider: ArgsProvider, rows: np.ndarray, keys: Sequence[str]
+                  ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """The args of ``rows`` reduced to ``keys``, factorized: ``(codes, uniques)`` with
+    ``uniques[codes[i]]`` the present ``keys`` of row ``rows[i]`` (shared dicts: read them,
+    do not change them).
+
+    A provider with a ``distinct(rows, keys)`` method answers itself (the Kineto reader
+    compares the raw JSON of the keys and decodes each distinct value once: a model's
+    500k op calls hold a few hundred distinct shapes); any other is asked for whole dicts.
+    """
+    own = getattr(provider, "distinct", None)
+    if own is not None:
+        result: tuple[np.ndarray, list[dict[str, Any]]] = own(rows, keys)
+        return result
+    return factorize_args(provider, rows, keys)
+
+
+def factorize_args(provider: ArgsProvider, rows: np.ndarray, keys: Sequence[str]
+                   ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """:func:`distinct_args` from whole dicts (any provider)."""
+    import msgspec
+
+    first: dict[bytes | str, int] = {}
+    uniques: list[dict[str, Any]] = []
+    codes = np.empty(len(rows), dtype=np.int64)
+    for i, a in enumerate(provider(rows)):
+        sub = {k: a[k] for k in keys if k in a}
+        try:
+            key: bytes | str = msgspec.json.encode(sub)
+        except (TypeError, msgspec.EncodeError):
+            key = repr(sub)
+        c = first.get(key)
+        if c is None:
+            c = first[key] = len(uniques)
+            uniques.append(sub)
+        codes[i] = c
+    return codes, uniques
+
+
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
     """An empty frame with the given column dtypes (e.g. FLOW_COLUMNS)."""
     result: pd.DataFrame = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
@@ -264,6 +303,14 @@ class Trace:
         """Decode the source's ``args`` of the given row labels (lazily, on demand)."""
         arr = np.atleast_1d(np.asarray(rows if not isinstance(rows, int) else [rows]))
         return self.args_provider(arr.astype(np.int64))
+
+    def distinct_args(self, rows: Iterable[int], keys: Sequence[str]
+                      ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """``(codes, uniques)``: the distinct values of ``keys`` in the rows' args, as
+        :func:`pandas.factorize` gives them (see :func:`distinct_args`). Much cheaper than
+        :meth:`args` when many rows repeat a few values (op shapes)."""
+        arr = np.asarray(rows, dtype=np.int64).reshape(-1)
+        return distinct_args(self.args_provider, arr, tuple(keys))
 
     # -- derived facts ------------------------------------------------------------------
     @property

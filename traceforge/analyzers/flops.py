@@ -740,6 +740,10 @@ FLOP_OPS: frozenset[str] = frozenset(
 )
 
 
+#: The args :func:`op_work` and :func:`op_flops` read (for ``Trace.distinct_args``).
+ARG_KEYS = ("flops", "Input Dims", "Input dims", "Input type", "Concrete Inputs")
+
+
 def op_work(name: str, args: dict[str, Any], *, list_dtype: str | None = None) -> Work:
     """FLOPs and bytes of one operator call (see the module docstring for the model).
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.flops import FLOP_OPS, op_flops
+from traceforge.analyzers.flops import ARG_KEYS, FLOP_OPS, op_flops
 from traceforge.analyzers.timeline import host_in_steps, timeline
-from traceforge.model import Trace, strings
+from traceforge.model import Trace
 
 OPS_COLUMNS = ("op", "self_gpu_us", "pct", "calls", "kernels", "gflops", "tflops_per_s")
 
@@ -77,14 +77,16 @@ def _flops_by_op(
     sel = cpu[cpu_names.isin(names)]
     if sel.empty:
         return pd.Series(dtype=float)
+    # A model repeats a few shapes thousands of times: work out each distinct call
+    # (name, args) once and weigh it by its number of calls.
+    codes, uniq = trace.distinct_args(sel.index.to_numpy(), ARG_KEYS)
+    name_codes = sel["name"].cat.codes.to_numpy().astype(np.int64)
+    calls = pd.DataFrame({"n": name_codes, "a": codes}).value_counts(sort=False)
+    cats = sel["name"].cat.categories
     totals: dict[str, float] = {}
-    # A model repeats a few shapes thousands of times: work out each distinct call once.
-    seen: dict[tuple[str, str], int | None] = {}
-    for name, args in zip(strings(sel["name"]), trace.args(sel.index.to_numpy()), strict=True):
-        key = (name, repr((args.get("flops"), args.get("Input Dims", args.get("Input dims")),
-                           args.get("Input type"),
-                           args.get("Concrete Inputs"))))
-        f = seen[key] if key in seen else seen.setdefault(key, op_flops(name, args))
+    for (n, a), count in calls.items():
+        name = str(cats[n])
+        f = op_flops(name, uniq[a])
         if f is not None:
-            totals[name] = totals.get(name, 0.0) + f
+            totals[name] = totals.get(name, 0.0) + float(f) * int(count)
     return pd.Series(totals, dtype=float)

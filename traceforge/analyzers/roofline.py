@@ -37,7 +37,14 @@ from traceforge.analyzers.devices import (
     device_peaks,
     match_device,
 )
-from traceforge.analyzers.flops import DTYPES, TENSOR_FAMILIES, Work, op_work, unknown
+from traceforge.analyzers.flops import (
+    ARG_KEYS,
+    DTYPES,
+    TENSOR_FAMILIES,
+    Work,
+    op_work,
+    unknown,
+)
 from traceforge.analyzers.kernel_names import short_name
 from traceforge.analyzers.timeline import timeline as shared_timeline
 from traceforge.errors import AnalysisError, UsageError
@@ -196,13 +203,14 @@ def _ideal(flops: np.ndarray, nbytes: np.ndarray, peak: np.ndarray,
 
 
 # -- work per activity -------------------------------------------------------------------
-def _list_dtype(args: list[dict[str, Any]]) -> str | None:
-    """The most common floating tensor type among the ops' inputs (for TensorList args)."""
+def _list_dtype(args: list[dict[str, Any]], calls: np.ndarray) -> str | None:
+    """The most common floating tensor type among the ops' inputs (for TensorList args):
+    ``args`` are distinct argument sets, ``calls`` how many op calls had each."""
     seen: Counter[str] = Counter()
-    for a in args:
+    for a, n in zip(args, calls.tolist(), strict=True):
         for t in a.get("Input type") or []:
             if t in DTYPES and DTYPES[t][0] in ("bf16", "fp16", "fp32", "fp64"):
-                seen[t] += 1
+                seen[t] += n
     return seen.most_common(1)[0][0] if seen else None
 
 
@@ -261,20 +269,18 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
     dur = acts["dur"].to_numpy().astype(float)
     if is_k.any():
         rows = np.unique(op_row[is_k & (op_row >= 0)])
-        args = trace.args(rows) if len(rows) else []
-        names = trace.events["name"].to_numpy()[rows] if len(rows) else []
-        ld = _list_dtype(args)
-        # A model repeats a few shapes thousands of times: work out each distinct call once
-        # (op_work reads only these args).
-        seen: dict[tuple[str, str], Work] = {}
-        works = {}
-        for r, nm, a in zip(rows, names, args, strict=True):
-            call = (str(nm), repr((a.get("flops"), a.get("Input Dims", a.get("Input dims")),
-                                   a.get("Input type"), a.get("Concrete Inputs"))))
-            w = seen.get(call)
-            if w is None:
-                w = seen[call] = op_work(call[0], a, list_dtype=ld)
-            works[int(r)] = w
+        codes, uniq = trace.distinct_args(rows, ARG_KEYS)
+        name_codes = trace.events["name"].cat.codes.to_numpy()[rows]
+        cats = trace.events["name"].cat.categories
+        names = cats.to_numpy()[name_codes] if len(rows) else np.array([], dtype=object)
+        ld = _list_dtype(uniq, np.bincount(codes, minlength=len(uniq)))
+        # A model repeats a few shapes thousands of times: work out each distinct call
+        # (name, args) once.
+        keys = name_codes.astype(np.int64) * max(len(uniq), 1) + codes
+        call, first = np.unique(keys, return_index=True)
+        seen = {c: op_work(str(names[i]), uniq[int(codes[i])], list_dtype=ld)
+                for c, i in zip(call.tolist(), first.tolist(), strict=True)}
+        works = dict(zip(rows.tolist(), map(seen.__getitem__, keys.tolist()), strict=True))
         kk = pd.DataFrame({"op_row": op_row[is_k], "dur": dur[is_k]})
         g = kk.groupby("op_row")["dur"]
         tot = g.transform("sum").to_numpy()
@@ -302,8 +308,8 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
                              f"recorded; assumed {ld!r}, the trace's most common.")
     cp = np.flatnonzero(~is_k)
     if len(cp):
-        cargs = trace.args(acts["row"].to_numpy()[cp])
-        for i, a in zip(cp, cargs, strict=True):
+        ccodes, cuniq = trace.distinct_args(acts["row"].to_numpy()[cp], ("bytes",))
+        for i, a in zip(cp, map(cuniq.__getitem__, ccodes.tolist()), strict=True):
             w = _copy_work(str(acts["name"].iat[int(i)]), str(kind[i]), a)
             reason[i] = w.reason
             if w.known:

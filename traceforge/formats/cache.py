@@ -36,7 +36,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -420,6 +420,14 @@ class _CachedArgs:
             self._inner = self._rebuild()
         r = np.asarray(rows, dtype=np.int64)
         return self._inner(r if self.rows is None else self.rows[r])
+
+    def distinct(self, rows: np.ndarray, keys: Sequence[str]
+                 ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """:func:`traceforge.model.distinct_args` of the rebuilt provider."""
+        if self._inner is None:
+            self._inner = self._rebuild()
+        r = np.asarray(rows, dtype=np.int64)
+        return model.distinct_args(self._inner, r if self.rows is None else self.rows[r], keys)
 
 
 class _Provider:

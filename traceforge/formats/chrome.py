@@ -41,6 +41,7 @@ from traceforge.model import (
     KINDS,
     Trace,
     empty_frame,
+    factorize_args,
     normalize_events,
 )
 
@@ -478,6 +479,43 @@ class _LazyArgs:
     def cache_columns(self) -> dict[str, np.ndarray]:
         """What the columnar cache stores to rebuild this provider: each row's source event."""
         return {"src": self.src_index}
+
+    def distinct(self, rows: np.ndarray, keys: Sequence[str]
+                 ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """:func:`traceforge.model.distinct_args` without decoding every row: the rows'
+        slices are decoded once into a struct holding each key as raw JSON, rows are
+        grouped by those bytes, and one row per group is decoded (~10x faster than
+        :meth:`__call__` on a model's op calls)."""
+        raws = self._load()
+        src = self.src_index[np.asarray(rows, dtype=np.int64)]
+        if not len(src):
+            return np.empty(0, dtype=np.int64), []
+        fields = [f"k{i}" for i in range(len(keys))]
+        struct: Any = msgspec.defstruct(
+            "Keys", [(f, msgspec.Raw, msgspec.field(name=k, default=msgspec.Raw()))
+                     for f, k in zip(fields, keys, strict=True)], gc=False)
+        parts = list(map(raws.__getitem__, src.tolist()))
+        try:
+            vals = msgspec.json.decode(b"[" + b",".join(p or b"{}" for p in parts) + b"]",
+                                       type=list[struct])
+        except msgspec.ValidationError:  # an args value that is not an object
+            return factorize_args(self, rows, keys)
+        # One bytes key per row: the keys' raw JSON joined by a byte JSON text never holds
+        # unescaped (a control character), so equal keys mean equal values.
+        get = attrgetter(*fields) if len(fields) > 1 else (lambda v: (getattr(v, fields[0]),))
+        first: dict[bytes, int] = {}
+        codes = np.fromiter(map(first.setdefault, map(b"\x1f".join, map(get, vals)), count()),
+                            dtype=np.int64, count=len(vals))
+        # setdefault files each key under its first row: renumber densely, in that order.
+        pos = np.fromiter(first.values(), dtype=np.int64, count=len(first))
+        dense = np.empty(len(vals), dtype=np.int64)
+        dense[pos] = np.arange(len(pos))
+        uniques = []
+        for p in pos.tolist():
+            v = vals[p]
+            uniques.append({k: msgspec.json.decode(r) for k, r in
+                            zip(keys, get(v), strict=True) if len(r)})
+        return dense[codes], uniques
 
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
         raws = self._load()

@@ -25,6 +25,7 @@ where it is not installed (Intel macOS has no wheel) names stay as the source wr
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceforge.model import Trace
+from traceforge.model import Trace, distinct_args, factorize_args
 
 #: Itanium symbols start with ``_Z``; Mach-O adds one more underscore.
 _PREFIXES = ("_Z", "__Z")
@@ -113,3 +114,10 @@ class _MangledArgs:
             # A new dict: a provider may hand out the dicts it stores.
             out.append(a if sym is None else {**a, "mangled": sym})
         return out
+
+    def distinct(self, rows: np.ndarray, keys: Sequence[str]
+                 ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """The parent's answer where ``mangled`` is not asked for."""
+        if "mangled" in keys:
+            return factorize_args(self, rows, keys)
+        return distinct_args(self.parent, rows, keys)
