@@ -44,7 +44,7 @@ from __future__ import annotations
 import pickle
 import re
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -302,8 +302,20 @@ def _step_ranges(trace: Trace) -> np.ndarray:
 AUTOGRAD = "autograd::engine::evaluate_function"
 
 
+def _sorted_categories(col: pd.Series) -> pd.Categorical:
+    """A categorical column's values with only the categories in use, sorted."""
+    c = pd.Categorical(col).remove_unused_categories()
+    return c.reorder_categories(sorted(c.categories, key=str))
+
+
+def _in(values: pd.Categorical, among: Iterable[str]) -> np.ndarray:
+    """Rows whose category is one of ``among``."""
+    hit = np.append(np.asarray(values.categories.isin(list(among)), dtype=bool), False)
+    return np.asarray(hit[values.codes])  # code -1 (missing) -> the appended False
+
+
 def _merge_backward(code: np.ndarray, pid: np.ndarray, tid: np.ndarray,
-                    autograd: np.ndarray, kind: np.ndarray, notes: list[str]) -> np.ndarray:
+                    autograd: np.ndarray, is_op: np.ndarray, notes: list[str]) -> np.ndarray:
     """Serialize the autograd device threads with their process's main thread.
 
     ``loss.backward()`` hands the backward pass to an autograd thread and blocks until it
@@ -319,7 +331,7 @@ def _merge_backward(code: np.ndarray, pid: np.ndarray, tid: np.ndarray,
         if np.any(in_p & (tid == p)):
             main_tid = int(p)
         else:
-            ops = in_p & (kind == "cpu_op") & ~np.isin(code, code[in_p & autograd])
+            ops = in_p & is_op & ~np.isin(code, code[in_p & autograd])
             if not ops.any():
                 continue
             main_tid = int(pd.Series(tid[ops]).value_counts().index[0])
@@ -339,13 +351,15 @@ def _host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFr
     sel = ev["kind"].isin(HOST_KINDS).to_numpy() & (ev["dur"].to_numpy() > 0)
     sel &= ~_step_ranges(trace)
     h = ev[sel]
-    name = h["name"].astype(str).to_numpy()
-    kind = h["kind"].astype(str).to_numpy()
-    api = np.isin(kind, ("runtime", "driver"))
+    # Names and kinds stay categorical (sorted categories, as the labels want them): tests
+    # run on the few categories, not on ~1M strings per trace.
+    name = _sorted_categories(h["name"])
+    kind = _sorted_categories(h["kind"])
+    api = _in(kind, ("runtime", "driver"))
     sync = np.full(len(h), "", dtype=object)
-    sync[api & np.isin(name, list(DEVICE_SYNC))] = "device"
-    sync[api & np.isin(name, list(STREAM_SYNC))] = "stream"
-    sync[api & np.isin(name, list(EVENT_SYNC))] = "event"
+    sync[api & _in(name, DEVICE_SYNC)] = "device"
+    sync[api & _in(name, STREAM_SYNC)] = "stream"
+    sync[api & _in(name, EVENT_SYNC)] = "event"
     # A copy call blocks when it is a synchronous API, or when it returned only after its
     # copy ended (cudaMemcpyAsync to pageable memory).
     copies = acts[acts["kind"].isin(("memcpy", "memset")) & (acts["launch_row"] >= 0)]
@@ -358,7 +372,7 @@ def _host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFr
     code = (pd.DataFrame({"p": pid, "t": tid}).groupby(["p", "t"], sort=False, dropna=False)
             .ngroup().to_numpy().astype(np.int64))
     autograd = name_mask(h["name"], "^" + re.escape(AUTOGRAD))
-    code = _merge_backward(code, pid, tid, autograd, kind, notes)
+    code = _merge_backward(code, pid, tid, autograd, _in(kind, ("cpu_op",)), notes)
     out = pd.DataFrame({"row": h.index.to_numpy(), "name": name, "kind": kind, "pid": pid,
                         "tid": tid, "ts": h["ts"].to_numpy(),
                         "end": (h["ts"] + h["dur"]).to_numpy(), "code": code, "sync": sync,
