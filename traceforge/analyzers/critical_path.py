@@ -305,7 +305,8 @@ AUTOGRAD = "autograd::engine::evaluate_function"
 def _sorted_categories(col: pd.Series) -> pd.Categorical:
     """A categorical column's values with only the categories in use, sorted."""
     c = pd.Categorical(col).remove_unused_categories()
-    return c.reorder_categories(sorted(c.categories, key=str))
+    out: pd.Categorical = c.reorder_categories(sorted(c.categories, key=str))
+    return out
 
 
 def _in(values: pd.Categorical, among: Iterable[str]) -> np.ndarray:
