@@ -180,9 +180,18 @@ def strings(col: pd.Series) -> np.ndarray:
     pandas 3 with pyarrow, an Arrow string array); this takes the few distinct ones.
     """
     if isinstance(col.dtype, pd.CategoricalDtype):
-        cats = np.array([str(c) for c in col.cat.categories] + [""], dtype=object)
-        return np.asarray(cats[col.cat.codes.to_numpy()])  # code -1 (missing) -> ""
+        codes, labels = coded(col)
+        return np.asarray(labels[codes])
     return np.asarray(col.astype(object).to_numpy(), dtype=object)
+
+
+def coded(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, labels)`` of a name-like column, ``labels[codes]`` being its values as
+    str (a missing value -> ""): select rows on the small codes, map to strings last."""
+    cat = col.cat if isinstance(col.dtype, pd.CategoricalDtype) else pd.Series(
+        pd.Categorical(col.astype(object))).cat
+    labels = np.array([str(c) for c in cat.categories] + [""], dtype=object)
+    return np.asarray(cat.codes.to_numpy(), dtype=np.int64), labels  # -1 indexes the ""
 
 
 def object_frame(columns: dict[str, Any]) -> pd.DataFrame:

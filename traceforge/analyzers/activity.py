@@ -31,7 +31,7 @@ import pandas as pd
 
 from traceforge.analyzers.kernel_names import classify
 from traceforge.analyzers.stacks import innermost
-from traceforge.model import GPU_KINDS, Trace, name_mask, object_frame, strings
+from traceforge.model import GPU_KINDS, Trace, coded, name_mask, object_frame, strings
 
 GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
 LAUNCH_APIS = GRAPH_LAUNCH_APIS | {
@@ -216,20 +216,23 @@ def _with_host_ranges(ev: pd.DataFrame, out: pd.DataFrame) -> None:
     qpid, qtid = out["launch_pid"].to_numpy(), out["launch_tid"].to_numpy()
     qts = out["launch_ts"].to_numpy()
     marker = name_mask(ev["name"], "^" + re.escape(STEP_MARKER_PREFIX))
+    # Column arrays, not frame selections: the ops are most of a trace's rows.
+    name_code, labels = coded(ev["name"])
+    pid, tid, ts = ev["pid"].to_numpy(), ev["tid"].to_numpy(), ev["ts"].to_numpy()
+    end = ts + ev["dur"].to_numpy()
     for col, kind in (("op", "cpu_op"), ("annotation", "user_annotation")):
-        r = ev[(ev["kind"] == kind).to_numpy() & ~marker]
+        r = np.flatnonzero((ev["kind"] == kind).to_numpy() & ~marker)
         hit = np.full(len(out), -1, dtype=np.int64)
         if len(r) and has.any():
-            codes, qcodes = _thread_codes(r["pid"].to_numpy(), r["tid"].to_numpy(), qpid, qtid)
-            found = innermost(codes, r["ts"].to_numpy(), (r["ts"] + r["dur"]).to_numpy(),
-                              qcodes, qts)
+            codes, qcodes = _thread_codes(pid[r], tid[r], qpid, qtid)
+            found = innermost(codes, ts[r], end[r], qcodes, qts)
             hit = np.where(has & (qcodes >= 0), found, -1)
-        rnames = strings(r["name"])
-        label = np.where(hit >= 0, rnames[np.clip(hit, 0, None)] if len(r) else "", "")
-        label = pd.Series(label, dtype=object)
+        pos = np.where(hit >= 0, r[np.clip(hit, 0, None)] if len(r) else -1, -1)
+        ok, at = pos >= 0, np.clip(pos, 0, None)
+        label = pd.Series(labels[np.where(ok, name_code[at] if len(ev) else -1, -1)],
+                          dtype=object)
         if col == "op":
-            rows = r.index.to_numpy()
-            out["op_row"] = np.where(hit >= 0, rows[np.clip(hit, 0, None)] if len(r) else -1, -1)
+            out["op_row"] = np.where(ok, ev.index.to_numpy()[at] if len(ev) else -1, -1)
             out["op_name"] = label
         else:
             out["annotation"] = label

@@ -33,7 +33,7 @@ from traceforge.analyzers.launch import next_activity
 from traceforge.analyzers.stacks import innermost
 from traceforge.analyzers.steps import window_index
 from traceforge.analyzers.timeline import Timeline, timeline
-from traceforge.model import Tables, Trace, name_mask, object_frame, strings
+from traceforge.model import Tables, Trace, coded, name_mask, object_frame
 
 CAUSES: tuple[str, ...] = ("graph_internal", "host_bound", "launch_latency", "sync", "other")
 
@@ -118,19 +118,22 @@ def idle_gaps(
 
 @dataclass(frozen=True)
 class _Ranges:
-    """Host ranges of one kind as plain arrays: thread, start, end, name."""
+    """Host ranges of one kind as plain arrays: thread, start, end, and the name as a
+    code into ``labels`` (names are made strings only for the gaps that get one)."""
 
     tid: np.ndarray
     ts: np.ndarray
     end: np.ndarray
-    name: np.ndarray
+    code: np.ndarray
+    labels: np.ndarray
 
     def name_at(self, tids: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Name of the innermost range on thread ``tids[i]`` covering ``t[i]`` ("" if none)."""
         if len(self.ts) == 0 or len(t) == 0:
             return np.full(len(t), "", dtype=object)
         hit = innermost(self.tid, self.ts, self.end, tids, t)
-        return np.where(hit >= 0, self.name[np.clip(hit, 0, None)], "")
+        return np.asarray(self.labels[np.where(hit >= 0, self.code[np.clip(hit, 0, None)],
+                                               -1)])
 
 
 class _HostView:
@@ -139,22 +142,24 @@ class _HostView:
 
     def __init__(self, trace: Trace) -> None:
         ev = trace.events
-        kind = strings(ev["kind"])
+        kind = ev["kind"]
         ts = ev["ts"].to_numpy()
         end = ts + ev["dur"].to_numpy()
         tid = ev["tid"].to_numpy()
         is_step = name_mask(ev["name"], "^" + STEP_MARKER_PREFIX)
-        host = np.isin(kind, ("runtime", "driver"))
-        sync = (host & ev["name"].isin(BLOCKING_SYNC_APIS).to_numpy()) | (kind == "sync")
+        host = kind.isin(("runtime", "driver")).to_numpy()
+        sync = (host & ev["name"].isin(BLOCKING_SYNC_APIS).to_numpy()) | \
+            (kind == "sync").to_numpy()
         self.sync = iv.merge(ts[sync], end[sync])
-        work = np.isin(kind, ("cpu_op", "runtime", "driver", "python")) & ~is_step
+        work = kind.isin(("cpu_op", "runtime", "driver", "python")).to_numpy() & ~is_step
         self.work = iv.merge(ts[work], end[work])
+        code, labels = coded(ev["name"])
 
         def ranges(sel: np.ndarray) -> _Ranges:
-            return _Ranges(tid[sel], ts[sel], end[sel], strings(ev["name"][sel]))
+            return _Ranges(tid[sel], ts[sel], end[sel], code[sel], labels)
 
-        self.ops = ranges((kind == "cpu_op") & ~is_step)
-        self.ann = ranges((kind == "user_annotation") & ~is_step)
+        self.ops = ranges((kind == "cpu_op").to_numpy() & ~is_step)
+        self.ann = ranges((kind == "user_annotation").to_numpy() & ~is_step)
         tids, counts = np.unique(self.ops.tid, return_counts=True)
         self.main_tid = int(tids[np.argmax(counts)]) if len(tids) else -1
 
