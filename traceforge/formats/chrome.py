@@ -304,12 +304,12 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
     except OverflowError:
         raise TraceFormatError(p, "a pid or tid does not fit in 64 bits") from None
     pid, tid = pidtid[0::2], pidtid[1::2]
-    args = _take(attrgetter("args"), evs)
-    # One pass over the args structs: five ints per event, reshaped into columns.
-    five = attrgetter("ext", "correlation", "stream", "device", "graph")
+    # One pass over the events: five ints of each one's args, reshaped into columns.
+    five = attrgetter("args.ext", "args.correlation", "args.stream", "args.device",
+                      "args.graph")
     try:
         ints = np.fromiter(
-            chain.from_iterable(map(five, args)),
+            chain.from_iterable(map(five, evs)),
             dtype=np.int64,
             count=5 * n,
         ).reshape(n, 5)
@@ -317,7 +317,6 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
         raise TraceFormatError(p, "an id (External id, correlation, stream, device or "
                                "graph id) does not fit in 64 bits") from None
     ext, corr, stream, device, graph = (ints[:, k] for k in range(5))
-    del args
 
     gpu_codes = [KINDS.index(k) for k in ("kernel", "memcpy", "memset", "gpu_annotation", "sync")]
     is_gpu = np.isin(kind_codes, gpu_codes)
