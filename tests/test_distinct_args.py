@@ -69,13 +69,18 @@ def test_hand_built_values_and_generic_path(tmp_path: Path) -> None:
         ])
     ] + [{"ph": "X", "cat": "cpu_op", "name": "noargs", "pid": 1, "tid": 1, "ts": 9, "dur": 1}]
     p = tmp_path / "t.json"
-    p.write_text(json.dumps({"traceEvents": events}))
+    text = json.dumps({"traceEvents": events})
+    # The same value written without spaces: one unique, not two.
+    compact = ('{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":10,"dur":1,'
+               '"args":{"Input Dims":[[2,3],[3,4]],"Input type":["float","float"]}}')
+    p.write_text(text[:-2] + ", " + compact + "]}")
     t = load(p)
     rows = np.arange(len(t.events))
     assert _check(t, rows, ARG_KEYS) >= 5
     codes, uniq = t.distinct_args(rows, ARG_KEYS)
     assert uniq[codes[0]] == uniq[codes[1]] == {"Input Dims": [[2, 3], [3, 4]],
                                                 "Input type": ["float", "float"]}
+    assert codes[0] == codes[1] == codes[-1]
     assert uniq[codes[2]] == {"Input Dims": None} and uniq[codes[4]] == {}
     # The generic path (any provider without ``distinct``) gives the same rows.
     g_codes, g_uniq = factorize_args(t.args_provider, rows, ARG_KEYS)

@@ -499,8 +499,8 @@ class _LazyArgs:
                                        type=list[struct])
         except msgspec.ValidationError:  # an args value that is not an object
             return factorize_args(self, rows, keys)
-        # One bytes key per row: the keys' raw JSON joined by a byte JSON text never holds
-        # unescaped (a control character), so equal keys mean equal values.
+        # One bytes key per row: the keys' raw JSON joined by 0x1f, a control character
+        # that JSON text never holds unescaped, so equal keys mean equal values.
         get = attrgetter(*fields) if len(fields) > 1 else (lambda v: (getattr(v, fields[0]),))
         first: dict[bytes, int] = {}
         codes = np.fromiter(map(first.setdefault, map(b"\x1f".join, map(get, vals)), count()),
@@ -509,12 +509,17 @@ class _LazyArgs:
         pos = np.fromiter(first.values(), dtype=np.int64, count=len(first))
         dense = np.empty(len(vals), dtype=np.int64)
         dense[pos] = np.arange(len(pos))
-        uniques = []
-        for p in pos.tolist():
-            v = vals[p]
-            uniques.append({k: msgspec.json.decode(r) for k, r in
-                            zip(keys, get(v), strict=True) if len(r)})
-        return dense[codes], uniques
+        # Equal values written differently (spacing) are merged after decoding.
+        canon: dict[bytes, int] = {}
+        merged = np.empty(len(pos), dtype=np.int64)
+        uniques: list[dict[str, Any]] = []
+        for j, p in enumerate(pos.tolist()):
+            d = {k: msgspec.json.decode(r) for k, r in zip(keys, get(vals[p]), strict=True)
+                 if len(r)}
+            merged[j] = canon.setdefault(msgspec.json.encode(d), len(uniques))
+            if merged[j] == len(uniques):
+                uniques.append(d)
+        return merged[dense[codes]], uniques
 
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
         raws = self._load()
