@@ -10,11 +10,12 @@ time (epoch ns where the source gives one) of ``ts == 0``.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -107,6 +108,18 @@ class TraceMeta:
 
 
 ArgsProvider = Callable[[np.ndarray], list[dict[str, Any]]]
+T = TypeVar("T")
+
+
+class Store(Protocol):
+    """Where a trace's derived tables outlive the process (the columnar cache gives a
+    trace it loaded one: :mod:`traceforge.formats.derived`). ``key`` names the table and
+    everything it depends on besides the trace's rows and the code; ``get`` answers None
+    for anything it does not hold, and neither raises."""
+
+    def get(self, key: str) -> Any | None: ...
+
+    def put(self, key: str, value: Any) -> None: ...
 
 
 def _no_args(rows: np.ndarray) -> list[dict[str, Any]]:
@@ -262,6 +275,10 @@ class Trace:
     #: Derived tables computed once per trace (the analysis timeline); never copied by
     #: ``dataclasses.replace``, so a changed trace starts with an empty memo.
     memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    #: Where :meth:`derived` keeps its tables across processes (None: in memory only). Not
+    #: copied by ``dataclasses.replace`` either: a trace with other rows must not read the
+    #: tables of these.
+    store: Store | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         missing = [c for c in EVENT_COLUMNS if c not in self.events.columns]
@@ -332,7 +349,31 @@ class Trace:
 
     def with_steps(self, steps_from: str | None) -> Trace:
         """This trace with its steps taken from ``steps_from`` (see the field's comment)."""
-        return replace(self, steps_from=steps_from)
+        out = replace(self, steps_from=steps_from)
+        return out.with_store(self.store)  # same rows; derived keys name the step rule
+
+    def with_store(self, store: Store | None) -> Trace:
+        """This trace, keeping its derived tables in ``store`` (set by the cache reader)."""
+        object.__setattr__(self, "store", store)
+        return self
+
+    def derived(self, key: str, make: Callable[[], T]) -> T:
+        """A table derived from this trace (the timeline, a rank's graph, ...): made once,
+        kept in :attr:`memo`, and in :attr:`store` when the trace has one, so that a later
+        process analysing the same cached trace with the same code reads it back."""
+        if key in self.memo:
+            got: T = self.memo[key]
+            return got
+        # The rows are the store's; what else a table may read is the step rule and meta.
+        meta = hashlib.sha1(repr(self.meta).encode()).hexdigest()
+        full = f"{key}|steps_from={self.steps_from!r}|meta={meta}"
+        value = self.store.get(full) if self.store is not None else None
+        if value is None:
+            value = make()
+            if self.store is not None:
+                self.store.put(full, value)
+        self.memo[key] = value
+        return cast(T, value)
 
     def window(self, start_ns: int, end_ns: int) -> Trace:
         """Events that overlap ``[start_ns, end_ns)``, with row labels kept for ``args``."""

@@ -45,7 +45,7 @@ import pickle
 import re
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import networkx as nx
@@ -532,13 +532,23 @@ def rank_graph(trace: Trace, *, index: int = 0, steps: Sequence[int] | None = No
                ) -> RankGraph:
     """One rank's :class:`RankGraph` (``index``: its place in the run, the rank when the
     trace does not say; ``steps``: the step numbers to analyse, all when None). The
-    summary of a many-rank run; reduce with :func:`critical_path_of`."""
+    summary of a many-rank run; reduce with :func:`critical_path_of`.
+
+    The graph covers the whole trace whatever the steps (a derived table of the trace:
+    built once, and read back by later runs on a cached trace); the steps only choose
+    the windows."""
     tl = timeline(trace)
-    rank = rank_of(trace, index)
     try:
         windows: pd.DataFrame | AnalysisError = tl.select(steps)
     except AnalysisError as e:
         windows = e
+    whole = trace.derived("critical_path.rank_graph", lambda: _whole_graph(trace))
+    return replace(whole, rank=rank_of(trace, index), windows=windows)
+
+
+def _whole_graph(trace: Trace) -> RankGraph:
+    tl = timeline(trace)
+    rank, windows = -1, tl.windows
     acts = tl.activity
     notes: list[str] = []
     h = _host_table(trace, acts, notes)

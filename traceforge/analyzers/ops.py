@@ -77,16 +77,27 @@ def _flops_by_op(
     sel = cpu[cpu_names.isin(names)]
     if sel.empty:
         return pd.Series(dtype=float)
-    # A model repeats a few shapes thousands of times: work out each distinct call
-    # (name, args) once and weigh it by its number of calls.
-    codes, uniq = trace.distinct_args(sel.index.to_numpy(), ARG_KEYS)
-    name_codes = sel["name"].cat.codes.to_numpy().astype(np.int64)
-    calls = pd.DataFrame({"n": name_codes, "a": codes}).value_counts(sort=False)
-    cats = sel["name"].cat.categories
-    totals: dict[str, float] = {}
-    for (n, a), count in calls.items():
-        name = str(cats[n])
-        f = op_flops(name, uniq[a])
-        if f is not None:
-            totals[name] = totals.get(name, 0.0) + float(f) * int(count)
-    return pd.Series(totals, dtype=float)
+    rows, flops = trace.derived("ops.call_flops", lambda: _call_flops(trace))
+    f = flops[pd.Index(rows).get_indexer(sel.index.to_numpy())]
+    known = ~np.isnan(f)
+    by = pd.Series(f[known]).groupby(cpu_names[sel.index].to_numpy()[known], sort=False).sum()
+    return pd.Series({str(k): float(v) for k, v in by.items()}, dtype=float)
+
+
+def _call_flops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Row labels of every call of an op in :data:`FLOP_OPS` and its FLOPs (NaN: unknown).
+
+    A model repeats a few shapes thousands of times: each distinct call (name, args) is
+    worked out once."""
+    ev = trace.events
+    pos = np.flatnonzero((ev["kind"] == "cpu_op").to_numpy()
+                         & ev["name"].isin(list(FLOP_OPS)).to_numpy())
+    rows = ev.index.to_numpy()[pos]
+    codes, uniq = trace.distinct_args(rows, ARG_KEYS)
+    name_codes = ev["name"].cat.codes.to_numpy()[pos].astype(np.int64)
+    cats = ev["name"].cat.categories
+    key = name_codes * max(len(uniq), 1) + codes
+    calls, first = np.unique(key, return_index=True)
+    found = [op_flops(str(cats[name_codes[i]]), uniq[int(codes[i])]) for i in first.tolist()]
+    per_call = np.array([np.nan if x is None else float(x) for x in found], dtype=float)
+    return rows, per_call[np.searchsorted(calls, key)] if len(key) else np.zeros(0)

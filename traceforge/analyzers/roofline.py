@@ -245,10 +245,8 @@ def activity_work(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[
     The work of every activity of the trace is worked out once and memoized on the trace
     (roofline, MFU and the report each ask for it; decoding the ops' args is most of the
     cost), and ``acts`` takes its rows from it."""
-    key = "roofline.activity_work"
-    if key not in trace.memo:
-        trace.memo[key] = _work_of(trace, timeline(trace)[0])
-    full, notes = trace.memo[key]
+    full, notes = trace.derived("roofline.activity_work",
+                                lambda: _work_of(trace, timeline(trace)[0]))
     pos = pd.Index(full["row"].to_numpy()).get_indexer(acts["row"].to_numpy())
     if (pos < 0).any():  # not the timeline's rows: work them out on their own
         return _work_of(trace, acts)

@@ -190,13 +190,9 @@ class Timeline:
 
 
 def timeline(trace: Trace) -> Timeline:
-    """The trace's :class:`Timeline`, built on first use and kept on the trace."""
-    got = trace.memo.get("timeline")
-    if isinstance(got, Timeline):
-        return got
-    tl = _build(trace)
-    trace.memo["timeline"] = tl
-    return tl
+    """The trace's :class:`Timeline`, built on first use and kept on the trace (and with a
+    cached trace's derived tables, for the next process: ``Trace.derived``)."""
+    return trace.derived("timeline", lambda: _build(trace))
 
 
 def _build(trace: Trace) -> Timeline:

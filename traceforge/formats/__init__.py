@@ -87,12 +87,14 @@ def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> 
     k = cache.key(p)  # taken before parsing: a file changed meanwhile is never stored as current
     full: Trace = mod.read(p)
     name = mod.__name__.rsplit(".", 1)[-1]
-    if cache.write(p, full, name, k) and kinds is not None:
+    stored = cache.write(p, full, name, k)
+    if stored and kinds is not None:
         hit = cache.read(p, kinds, _accepts_kinds)
         if hit is not None:
             return hit
     if kinds is None:
-        return full
+        # The rows a cache hit gives, so derived tables are shared with later runs.
+        return full.with_store(cache.store_for(k)) if stored and k is not None else full
     if getattr(mod, "ACCEPTS_KINDS", False):
         return cache.select(full, kinds)
     return replace(full, events=full.events[full.events["kind"].isin(list(kinds))])

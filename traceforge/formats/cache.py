@@ -22,6 +22,11 @@ Lazy ``args`` keep working: a reader's args provider may offer ``cache_columns()
 per-row arrays, e.g. the Kineto source row of each event) and a module function
 ``args_from_cache(path, columns)`` rebuilding it; any other provider's args are stored as
 one JSON document per row. Both live in columns that are only read when args are asked for.
+
+A trace read from (or just written to) the cache carries a
+:class:`~traceforge.formats.derived.DiskStore`: analyses keep their derived tables (the
+timeline, the critical-path graph) beside the entry, and housekeeping here treats those
+files as part of it.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ import numpy as np
 import pandas as pd
 
 from traceforge import model
+from traceforge.formats.derived import SUFFIX as DERIVED_SUFFIX
+from traceforge.formats.derived import DiskStore
 from traceforge.model import EVENT_COLUMNS, FLOW_COLUMNS, KINDS, Trace, TraceMeta, empty_frame
 
 if TYPE_CHECKING:
@@ -490,7 +497,7 @@ def read(path: Path, kinds: Collection[str] | None, accepts_kinds: Callable[[str
         return None
     with contextlib.suppress(OSError):
         os.utime(entry)  # the entry's mtime is its last use, for LRU eviction
-    return trace
+    return trace.with_store(DiskStore(entry, key, kinds))
 
 
 def _trace(t: pa.Table, head: dict[str, Any], path: Path, kinds: Collection[str] | None,
@@ -541,6 +548,11 @@ def key(path: Path) -> tuple[Path, str] | None:
     """The entry file and key of ``path`` now: take it *before* parsing and pass it to
     :func:`write`, so that a file changed during the parse is never stored as current."""
     return _key(path)
+
+
+def store_for(k: tuple[Path, str]) -> DiskStore:
+    """The derived-table store of the whole table stored under ``k`` (:func:`key`)."""
+    return DiskStore(k[0], k[1], None)
 
 
 def write(path: Path, trace: Trace, reader: str, k: tuple[Path, str] | None = None) -> bool:
@@ -627,8 +639,9 @@ def _publish(d: Path, entry: Path, table: pa.Table, md: dict[bytes, bytes]) -> N
 
 # -- housekeeping --------------------------------------------------------------------------
 def _files(d: Path) -> Iterator[Path]:
+    """Entries, their derived tables and stray temporary files of both."""
     try:
-        yield from (p for p in d.iterdir() if p.name.endswith(SUFFIX))
+        yield from (p for p in d.iterdir() if p.name.endswith((SUFFIX, DERIVED_SUFFIX)))
     except OSError:
         return
 
@@ -667,8 +680,16 @@ def evict(limit: int, keep: Path | None = None) -> list[Path]:
 def entries() -> list[Entry]:
     """Every entry in the cache directory, most recently used first."""
     out: list[Entry] = []
-    for p in _files(cache_dir()):
-        if p.name.startswith(".tmp-"):
+    files = [p for p in _files(cache_dir()) if not p.name.startswith(".tmp-")]
+    # An entry's size includes its derived tables (named after it).
+    extra: dict[str, int] = {}
+    for p in files:
+        if p.name.endswith(DERIVED_SUFFIX):
+            with contextlib.suppress(OSError):
+                stem = p.name.split(".", 1)[0]
+                extra[stem] = extra.get(stem, 0) + p.stat().st_size
+    for p in files:
+        if not p.name.endswith(SUFFIX):
             continue
         try:
             st = p.stat()
@@ -676,18 +697,20 @@ def entries() -> list[Entry]:
             continue
         opened = _open(p)
         head = opened[1] if opened else {}
-        out.append(Entry(p, st.st_size, st.st_mtime_ns, str(head.get("source", "")),
-                         int(head.get("rows", 0)), opened is not None))
+        out.append(Entry(p, st.st_size + extra.get(p.stem, 0), st.st_mtime_ns,
+                         str(head.get("source", "")), int(head.get("rows", 0)),
+                         opened is not None))
     return sorted(out, key=lambda e: -e.used_ns)
 
 
 def clear() -> tuple[int, int]:
-    """Remove every entry (and stray temporary file); returns (files, bytes) removed."""
+    """Remove every entry, its derived tables and stray temporary files; returns (entries,
+    bytes) removed."""
     n = b = 0
     for p in _files(cache_dir()):
         with contextlib.suppress(OSError):
             size = p.stat().st_size
             p.unlink()
-            n += 1
+            n += p.name.endswith(SUFFIX) and not p.name.startswith(".tmp-")
             b += size
     return n, b

@@ -1,0 +1,176 @@
+"""Derived tables kept beside a cached trace (formats/derived.py, Trace.derived).
+
+A later process must get exactly what computing gives, and never a table made from other
+rows, another step rule, other meta or other code. A hit is proved by making the builder
+fail; every verb's output is compared with and without the stored tables.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import FIXTURES
+from traceforge import load
+from traceforge.analyzers import critical_path as cp_mod
+from traceforge.analyzers import timeline as tl_mod
+from traceforge.cli import cli
+from traceforge.formats import cache, derived
+from traceforge.formats.run import load_run
+
+SRC = FIXTURES / "compiled.pt.trace.json.gz"
+
+
+@pytest.fixture
+def cdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("TRACEFORGE_CACHE", str(d))
+    monkeypatch.setattr(cache, "_noted", set())
+    return d
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    p = tmp_path / "src" / SRC.name
+    p.parent.mkdir()
+    shutil.copy(SRC, p)
+    return p
+
+
+def _derived(d: Path) -> list[Path]:
+    return sorted(d.glob(f"*{derived.SUFFIX}"))
+
+
+def _no_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*a: Any) -> Any:
+        raise AssertionError("computed again: the stored table was not used")
+    monkeypatch.setattr(tl_mod, "_build", fail)
+
+
+def test_a_later_load_reads_the_timeline_back(cdir: Path, src: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    first = tl_mod.timeline(load(src))  # parse + cache write: the whole table has a store
+    assert len(_derived(cdir)) == 1
+    _no_build(monkeypatch)
+    again = tl_mod.timeline(load(src))
+    pd.testing.assert_frame_equal(again.activity, first.activity)
+    pd.testing.assert_frame_equal(again.windows, first.windows)
+    assert again.notes == first.notes and again.step_source == first.step_source
+    # A rank set by load_run (meta and rank column change) is a different table.
+    monkeypatch.undo()
+    monkeypatch.setenv("TRACEFORGE_CACHE", str(cdir))
+    (t,) = load_run([src])
+    assert t.store is not None
+    tl_mod.timeline(t)
+    assert len(_derived(cdir)) == 2
+
+
+@pytest.mark.parametrize("change", ["steps", "kinds", "code", "source", "rows"])
+def test_anything_else_is_a_miss(change: str, cdir: Path, src: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    tl_mod.timeline(load(src))
+    calls: list[int] = []
+    build = tl_mod._build
+
+    def counted(t: Any) -> Any:
+        calls.append(1)
+        return build(t)
+    monkeypatch.setattr(tl_mod, "_build", counted)
+    t = load(src)
+    if change == "steps":
+        t = t.with_steps("none")
+        assert t.store is not None
+    elif change == "kinds":
+        t = load(src, kinds=("kernel", "memcpy", "memset", "runtime"))
+    elif change == "code":
+        monkeypatch.setattr(derived, "_package_print", "another version of the code")
+        t = load(src)
+    elif change == "source":
+        os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**9))
+        t = load(src)
+    else:
+        t = replace(t, events=t.events.iloc[: len(t.events) // 2])
+        assert t.store is None
+    tl_mod.timeline(t)
+    assert calls == [1]
+
+
+def test_damaged_or_foreign_files_are_misses(cdir: Path, src: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    want = tl_mod.timeline(load(src)).activity
+    (f,) = _derived(cdir)
+    f.write_bytes(f.read_bytes()[:100])
+    pd.testing.assert_frame_equal(tl_mod.timeline(load(src)).activity, want)
+    assert f.stat().st_size > 100  # rewritten whole
+    if hasattr(os, "getuid"):
+        monkeypatch.setattr(os, "getuid", lambda: os.stat(f).st_uid + 1)
+        calls: list[int] = []
+        build = tl_mod._build
+        monkeypatch.setattr(tl_mod, "_build", lambda t: calls.append(1) or build(t))
+        tl_mod.timeline(load(src))
+        assert calls == [1]
+
+
+def test_unwritable_directory_is_no_store(cdir: Path, src: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    t = load(src)
+    assert t.store is not None
+
+    def no_temp(*a: Any, **k: Any) -> Any:
+        raise PermissionError("read-only")
+    monkeypatch.setattr(derived.tempfile, "mkstemp", no_temp)
+    tl_mod.timeline(t)  # no error
+    assert _derived(cdir) == []
+
+
+def test_rank_graph_keeps_steps_and_rank_per_call(cdir: Path, src: Path) -> None:
+    load(src)
+    t = load(src)
+    steps = tl_mod.timeline(t).windows["step"].tolist()
+    a = cp_mod.rank_graph(t, index=3, steps=steps[-1:])
+    b = cp_mod.rank_graph(load(src), index=0)
+    assert a.rank == 3 and b.rank == 0
+    assert a.windows["step"].tolist() == steps[-1:] and b.windows["step"].tolist() == steps
+    assert (a.u == b.u).all() and a.notes == b.notes
+
+
+@pytest.mark.parametrize("args", [
+    ["report", "@SRC", "-o", "@OUT.md"],
+    ["critical-path", "@SRC", "--format", "json"],
+    ["roofline", "@SRC", "--format", "json"],
+    ["mfu", "@SRC", "--format", "json"],
+    ["ops", "@SRC", "--format", "json"],
+    ["idle", "@SRC", "--format", "json"],
+    ["overlap", "@SRC", "--format", "json"],
+])
+def test_verbs_say_the_same_with_stored_tables(args: list[str], cdir: Path, src: Path,
+                                               tmp_path: Path) -> None:
+    def run(tag: str, *pre: str) -> str:
+        out = tmp_path / tag
+        argv = [*pre, *(a.replace("@SRC", str(src)).replace("@OUT", str(out)) for a in args)]
+        r = CliRunner().invoke(cli, argv)
+        assert r.exit_code == 0, r.output
+        return Path(f"{out}.md").read_text() if "report" in args else r.output
+
+    fresh = run("fresh", "--no-cache")
+    first = run("first")  # computes and stores
+    stored = len(_derived(cdir))
+    assert stored > 0
+    assert run("warm") == first == fresh
+    assert len(_derived(cdir)) == stored
+
+
+def test_cache_info_counts_and_clear_removes_them(cdir: Path, src: Path) -> None:
+    tl_mod.timeline(load(src))
+    (entry,) = cache.entries()
+    files = sorted(cdir.iterdir())
+    assert entry.size == sum(f.stat().st_size for f in files)
+    n, b = cache.clear()
+    assert (n, b) == (1, entry.size) and list(cdir.iterdir()) == []
