@@ -39,14 +39,15 @@ _package_print: str | None = None
 
 
 def package_fingerprint() -> str:
-    """Size and mtime of every module of the package, hashed (computed once per process)."""
+    """Size and mtime of every module and data file of the package (device ceilings,
+    kernel families), hashed; computed once per process."""
     global _package_print
     if _package_print is None:
         from traceforge.version import __version__
 
         root = Path(__file__).resolve().parent.parent
         h = hashlib.sha1(__version__.encode())
-        for f in sorted(root.rglob("*.py")):
+        for f in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".json")):
             with contextlib.suppress(OSError):
                 st = f.stat()
                 h.update(f"{f.relative_to(root)}|{st.st_size}|{st.st_mtime_ns}\n".encode())
