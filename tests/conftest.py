@@ -37,6 +37,17 @@ def _isolated_cache(_session_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
     return _session_cache
 
 
+@pytest.fixture
+def cdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache directory of the test's own (cache tests count and damage its files)."""
+    from traceforge.formats import cache
+
+    d = tmp_path / "cache"
+    monkeypatch.setenv("TRACEFORGE_CACHE", str(d))
+    monkeypatch.setattr(cache, "_noted", set())
+    return d
+
+
 def shared(rel: str) -> Path:
     """A file under shared/fixtures, or skip the test when it is not there."""
     p = SHARED / rel

@@ -44,14 +44,6 @@ FORMATS = {
 
 
 @pytest.fixture
-def cdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "cache"
-    monkeypatch.setenv("TRACEFORGE_CACHE", str(d))
-    monkeypatch.setattr(cache, "_noted", set())
-    return d
-
-
-@pytest.fixture
 def trace_copy(tmp_path: Path) -> Path:
     p = tmp_path / "src" / "compiled.pt.trace.json.gz"
     p.parent.mkdir()

@@ -29,14 +29,6 @@ SRC = FIXTURES / "compiled.pt.trace.json.gz"
 
 
 @pytest.fixture
-def cdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "cache"
-    monkeypatch.setenv("TRACEFORGE_CACHE", str(d))
-    monkeypatch.setattr(cache, "_noted", set())
-    return d
-
-
-@pytest.fixture
 def src(tmp_path: Path) -> Path:
     p = tmp_path / "src" / SRC.name
     p.parent.mkdir()
