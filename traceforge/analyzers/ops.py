@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.flops import ARG_KEYS, FLOP_OPS, op_flops
+from traceforge.analyzers.flops import FLOP_OPS, op_flops
+from traceforge.analyzers.op_calls import op_calls
 from traceforge.analyzers.timeline import host_in_steps, timeline
 from traceforge.model import Trace
 
@@ -85,19 +86,13 @@ def _flops_by_op(
 
 
 def _call_flops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Row labels of every call of an op in :data:`FLOP_OPS` and its FLOPs (NaN: unknown).
-
-    A model repeats a few shapes thousands of times: each distinct call (name, args) is
-    worked out once."""
+    """Row labels of every call of an op in :data:`FLOP_OPS` and its FLOPs (NaN: unknown),
+    worked out once per distinct call."""
     ev = trace.events
     pos = np.flatnonzero((ev["kind"] == "cpu_op").to_numpy()
                          & ev["name"].isin(list(FLOP_OPS)).to_numpy())
     rows = ev.index.to_numpy()[pos]
-    codes, uniq = trace.distinct_args(rows, ARG_KEYS)
-    name_codes = ev["name"].cat.codes.to_numpy()[pos].astype(np.int64)
-    cats = ev["name"].cat.categories
-    key = name_codes * max(len(uniq), 1) + codes
-    calls, first = np.unique(key, return_index=True)
-    found = [op_flops(str(cats[name_codes[i]]), uniq[int(codes[i])]) for i in first.tolist()]
+    calls = op_calls(trace, rows)
+    found = [op_flops(nm, a) for nm, a in zip(calls.names, calls.args, strict=True)]
     per_call = np.array([np.nan if x is None else float(x) for x in found], dtype=float)
-    return rows, per_call[np.searchsorted(calls, key)] if len(key) else np.zeros(0)
+    return rows, per_call[calls.codes]

@@ -37,15 +37,9 @@ from traceforge.analyzers.devices import (
     device_peaks,
     match_device,
 )
-from traceforge.analyzers.flops import (
-    ARG_KEYS,
-    DTYPES,
-    TENSOR_FAMILIES,
-    Work,
-    op_work,
-    unknown,
-)
+from traceforge.analyzers.flops import DTYPES, TENSOR_FAMILIES, Work, op_work, unknown
 from traceforge.analyzers.kernel_names import short_name
+from traceforge.analyzers.op_calls import op_calls
 from traceforge.analyzers.timeline import timeline as shared_timeline
 from traceforge.errors import AnalysisError, UsageError
 from traceforge.model import Tables, Trace
@@ -205,7 +199,7 @@ def _ideal(flops: np.ndarray, nbytes: np.ndarray, peak: np.ndarray,
 # -- work per activity -------------------------------------------------------------------
 def _list_dtype(args: list[dict[str, Any]], calls: np.ndarray) -> str | None:
     """The most common floating tensor type among the ops' inputs (for TensorList args):
-    ``args`` are distinct argument sets, ``calls`` how many op calls had each."""
+    ``args`` are the distinct calls' arguments, ``calls`` how many op calls made each."""
     seen: Counter[str] = Counter()
     for a, n in zip(args, calls.tolist(), strict=True):
         for t in a.get("Input type") or []:
@@ -267,18 +261,12 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
     dur = acts["dur"].to_numpy().astype(float)
     if is_k.any():
         rows = np.unique(op_row[is_k & (op_row >= 0)])
-        codes, uniq = trace.distinct_args(rows, ARG_KEYS)
-        name_codes = trace.events["name"].cat.codes.to_numpy()[rows]
-        cats = trace.events["name"].cat.categories
-        names = cats.to_numpy()[name_codes] if len(rows) else np.array([], dtype=object)
-        ld = _list_dtype(uniq, np.bincount(codes, minlength=len(uniq)))
-        # A model repeats a few shapes thousands of times: work out each distinct call
-        # (name, args) once.
-        keys = name_codes.astype(np.int64) * max(len(uniq), 1) + codes
-        call, first = np.unique(keys, return_index=True)
-        seen = {c: op_work(str(names[i]), uniq[int(codes[i])], list_dtype=ld)
-                for c, i in zip(call.tolist(), first.tolist(), strict=True)}
-        works = dict(zip(rows.tolist(), map(seen.__getitem__, keys.tolist()), strict=True))
+        calls = op_calls(trace, rows)
+        ld = _list_dtype(calls.args, calls.counts)
+        per_call = [op_work(nm, a, list_dtype=ld)
+                    for nm, a in zip(calls.names, calls.args, strict=True)]
+        works = dict(zip(rows.tolist(), map(per_call.__getitem__, calls.codes.tolist()),
+                         strict=True))
         kk = pd.DataFrame({"op_row": op_row[is_k], "dur": dur[is_k]})
         g = kk.groupby("op_row")["dur"]
         tot = g.transform("sum").to_numpy()
@@ -300,7 +288,7 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
             flops[i], nbytes[i] = w.flops * sh[j], w.bytes * sh[j]
             dtype[i], family[i] = w.dtype, w.family
         if any(w.known and w.family == "copy" for w in works.values()) and ld:
-            lists = [nm for nm in set(map(str, names)) if nm in ("aten::cat", "aten::stack")]
+            lists = [nm for nm in set(calls.names) if nm in ("aten::cat", "aten::stack")]
             if lists:
                 notes.append(f"{', '.join(sorted(lists))}: tensor-list dtypes are not "
                              f"recorded; assumed {ld!r}, the trace's most common.")
