@@ -349,13 +349,25 @@ class Trace:
 
     def with_steps(self, steps_from: str | None) -> Trace:
         """This trace with its steps taken from ``steps_from`` (see the field's comment)."""
-        out = replace(self, steps_from=steps_from)
-        return out.with_store(self.store)  # same rows; derived keys name the step rule
+        return self._same_rows(steps_from=steps_from)
+
+    def with_meta(self, meta: TraceMeta) -> Trace:
+        """This trace with other meta (a rank, a note): the same rows."""
+        return self._same_rows(meta=meta)
 
     def with_store(self, store: Store | None) -> Trace:
-        """This trace, keeping its derived tables in ``store`` (set by the cache reader)."""
-        object.__setattr__(self, "store", store)
-        return self
+        """A copy of this trace that keeps its derived tables in ``store`` (the cache reader
+        gives one to the traces it reads and writes)."""
+        out = replace(self)
+        object.__setattr__(out, "store", store)
+        return out
+
+    def _same_rows(self, **changes: Any) -> Trace:
+        """``replace`` for changes that keep the rows, so the store stays (the derived
+        tables' keys name the step rule and the meta)."""
+        out = replace(self, **changes)
+        object.__setattr__(out, "store", self.store)
+        return out
 
     def derived(self, key: str, make: Callable[[], T]) -> T:
         """A table derived from this trace (the timeline, a rank's graph, ...): made once,

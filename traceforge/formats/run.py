@@ -73,8 +73,7 @@ def rank_traces(path: Path, trace: Trace, *, only_file: bool) -> list[Trace]:
     if r is None:
         raise AnalysisError(f"{path}: no rank in distributedInfo or in the file name")
     if trace.meta.rank is None:
-        # Same rows, so the same derived tables (their keys name the meta).
-        trace = replace(trace, meta=replace(trace.meta, rank=r)).with_store(trace.store)
+        trace = trace.with_meta(replace(trace.meta, rank=r))
         trace.events["rank"] = r
     return [trace]
 
@@ -131,8 +130,7 @@ def load_run(paths: Sequence[str | Path] | str | Path, *, workers: int | None = 
     check_one_run([(int(t.meta.rank or 0), t.meta.path, run_facts(t)) for t in traces])
     out = sorted(traces, key=lambda t: int(t.meta.rank or 0))
     if note:
-        out[0] = replace(out[0], meta=replace(out[0].meta, notes=(*out[0].meta.notes, note))
-                         ).with_store(out[0].store)
+        out[0] = out[0].with_meta(replace(out[0].meta, notes=(*out[0].meta.notes, note)))
     return out
 
 
