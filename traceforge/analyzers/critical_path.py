@@ -44,7 +44,7 @@ from __future__ import annotations
 import pickle
 import re
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -309,12 +309,6 @@ def _sorted_categories(col: pd.Series) -> pd.Categorical:
     return out
 
 
-def _in(values: pd.Categorical, among: Iterable[str]) -> np.ndarray:
-    """Rows whose category is one of ``among``."""
-    hit = np.append(np.asarray(values.categories.isin(list(among)), dtype=bool), False)
-    return np.asarray(hit[values.codes])  # code -1 (missing) -> the appended False
-
-
 def _merge_backward(code: np.ndarray, pid: np.ndarray, tid: np.ndarray,
                     autograd: np.ndarray, is_op: np.ndarray, notes: list[str]) -> np.ndarray:
     """Serialize the autograd device threads with their process's main thread.
@@ -356,11 +350,11 @@ def _host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFr
     # run on the few categories, not on ~1M strings per trace.
     name = _sorted_categories(h["name"])
     kind = _sorted_categories(h["kind"])
-    api = _in(kind, ("runtime", "driver"))
+    api = kind.isin(["runtime", "driver"])
     sync = np.full(len(h), "", dtype=object)
-    sync[api & _in(name, DEVICE_SYNC)] = "device"
-    sync[api & _in(name, STREAM_SYNC)] = "stream"
-    sync[api & _in(name, EVENT_SYNC)] = "event"
+    sync[api & name.isin(list(DEVICE_SYNC))] = "device"
+    sync[api & name.isin(list(STREAM_SYNC))] = "stream"
+    sync[api & name.isin(list(EVENT_SYNC))] = "event"
     # A copy call blocks when it is a synchronous API, or when it returned only after its
     # copy ended (cudaMemcpyAsync to pageable memory).
     copies = acts[acts["kind"].isin(("memcpy", "memset")) & (acts["launch_row"] >= 0)]
@@ -373,7 +367,7 @@ def _host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFr
     code = (pd.DataFrame({"p": pid, "t": tid}).groupby(["p", "t"], sort=False, dropna=False)
             .ngroup().to_numpy().astype(np.int64))
     autograd = name_mask(h["name"], "^" + re.escape(AUTOGRAD))
-    code = _merge_backward(code, pid, tid, autograd, _in(kind, ("cpu_op",)), notes)
+    code = _merge_backward(code, pid, tid, autograd, kind.isin(["cpu_op"]), notes)
     out = pd.DataFrame({"row": h.index.to_numpy(), "name": name, "kind": kind, "pid": pid,
                         "tid": tid, "ts": h["ts"].to_numpy(),
                         "end": (h["ts"] + h["dur"]).to_numpy(), "code": code, "sync": sync,
