@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
+from traceforge.formats.kineto_args import LazyArgs
 from traceforge.formats.kineto_meta import FORMAT, build_meta, content_notes, metadata_event
 from traceforge.formats.kineto_schema import (
     EVENT_PHASES,
@@ -29,19 +30,16 @@ from traceforge.formats.kineto_schema import (
     PH_CODE,
     PH_LETTERS,
     SCHEMAS,
-    ArgsDoc,
-    ArgsOnly,
     Doc,
     loose,
 )
-from traceforge.formats.source import content, first_byte, view
+from traceforge.formats.source import content, first_byte
 from traceforge.formats.symbols import demangle_names
 from traceforge.model import (
     FLOW_COLUMNS,
     KINDS,
     Trace,
     empty_frame,
-    factorize_args,
     normalize_events,
 )
 
@@ -367,7 +365,7 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
         for col in ("name", "cat"):
             frame[col] = frame[col].cat.remove_unused_categories()
     # Columns are built in their final dtypes; normalize_events only checks and orders.
-    return demangle_names(Trace(normalize_events(frame), meta, flows, _LazyArgs(p, src_index)))
+    return demangle_names(Trace(normalize_events(frame), meta, flows, LazyArgs(p, src_index)))
 
 
 def _pair_begin_end(
@@ -426,106 +424,3 @@ def _flows(events: list[Any], idx: np.ndarray, ph_code: np.ndarray, ids: _Ids, p
         }
     )
     return result4
-
-
-def args_from_cache(path: Path, columns: dict[str, np.ndarray]) -> _LazyArgs:
-    """The args provider of a cached trace of ``path`` (the columns ``cache_columns`` gave).
-
-    Kineto args stay in the source file: storing them would more than double the cache
-    (they are most of a trace's bytes) and slow the first load; they are re-read when
-    asked for, exactly as a fresh parse does.
-    """
-    return _LazyArgs(path, np.asarray(columns["src"], dtype=np.int64))
-
-
-class _LazyArgs:
-    """Decode ``args`` of chosen rows on demand by re-reading the (unchanged) file.
-
-    The first call decodes every event's args as raw JSON slices (one fast pass); each
-    requested row's slice is then decoded into a dict. Nothing is kept until asked for.
-    """
-
-    def __init__(self, path: Path, src_index: np.ndarray) -> None:
-        self.path = path
-        self.src_index = src_index
-        self._raws: list[msgspec.Raw] | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        # The raw slices reference a map of the file: another process re-reads it.
-        return {**self.__dict__, "_raws": None}
-
-    def _load(self) -> list[msgspec.Raw]:
-        if self._raws is None:
-            # A map, not a copy: the Raw slices keep referencing it (closed when freed).
-            raw = view(self.path)
-            try:
-                if first_byte(raw) == b"[":
-                    items = msgspec.json.decode(raw, type=list[ArgsOnly])
-                else:
-                    items = msgspec.json.decode(raw, type=ArgsDoc).traceEvents
-                self._raws = [it.args for it in items]
-            except msgspec.ValidationError:
-                # Files that needed the lenient reader: re-encode each event's args.
-                obj = msgspec.json.decode(raw)
-                evs = obj if isinstance(obj, list) else obj.get("traceEvents", [])
-                enc = msgspec.json.encode
-                self._raws = [
-                    msgspec.Raw(enc(e.get("args") or {})) if isinstance(e, dict) else msgspec.Raw()
-                    for e in evs
-                ]
-        return self._raws
-
-    def cache_columns(self) -> dict[str, np.ndarray]:
-        """What the columnar cache stores to rebuild this provider: each row's source event."""
-        return {"src": self.src_index}
-
-    def distinct(self, rows: np.ndarray, keys: Sequence[str]
-                 ) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """:func:`traceforge.model.distinct_args` without decoding every row: the rows'
-        slices are decoded once into a struct holding each key as raw JSON, rows are
-        grouped by those bytes, and one row per group is decoded (~10x faster than
-        :meth:`__call__` on a model's op calls)."""
-        raws = self._load()
-        src = self.src_index[np.asarray(rows, dtype=np.int64)]
-        if not len(src):
-            return np.empty(0, dtype=np.int64), []
-        fields = [f"k{i}" for i in range(len(keys))]
-        struct: Any = msgspec.defstruct(
-            "Keys", [(f, msgspec.Raw, msgspec.field(name=k, default=msgspec.Raw()))
-                     for f, k in zip(fields, keys, strict=True)], gc=False)
-        parts = list(map(raws.__getitem__, src.tolist()))
-        try:
-            vals = msgspec.json.decode(b"[" + b",".join(p or b"{}" for p in parts) + b"]",
-                                       type=list[struct])
-        except msgspec.ValidationError:  # an args value that is not an object
-            return factorize_args(self, rows, keys)
-        # One bytes key per row: the keys' raw JSON joined by 0x1f, a control character
-        # that JSON text never holds unescaped, so equal keys mean equal values.
-        get = attrgetter(*fields) if len(fields) > 1 else (lambda v: (getattr(v, fields[0]),))
-        first: dict[bytes, int] = {}
-        codes = np.fromiter(map(first.setdefault, map(b"\x1f".join, map(get, vals)), count()),
-                            dtype=np.int64, count=len(vals))
-        # setdefault files each key under its first row: renumber densely, in that order.
-        pos = np.fromiter(first.values(), dtype=np.int64, count=len(first))
-        dense = np.empty(len(vals), dtype=np.int64)
-        dense[pos] = np.arange(len(pos))
-        # Equal values written differently (spacing) are merged after decoding.
-        canon: dict[bytes, int] = {}
-        merged = np.empty(len(pos), dtype=np.int64)
-        uniques: list[dict[str, Any]] = []
-        for j, p in enumerate(pos.tolist()):
-            d = {k: msgspec.json.decode(r) for k, r in zip(keys, get(vals[p]), strict=True)
-                 if len(r)}
-            merged[j] = canon.setdefault(msgspec.json.encode(d), len(uniques))
-            if merged[j] == len(uniques):
-                uniques.append(d)
-        return merged[dense[codes]], uniques
-
-    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
-        raws = self._load()
-        src = self.src_index[np.asarray(rows, dtype=np.int64)]
-        # One decode of all requested slices as a JSON array: per-row decode calls cost
-        # more than the decoding itself when an analysis asks for ~100k rows.
-        parts = [bytes(rw) or b"{}" for rw in map(raws.__getitem__, src.tolist())]
-        vals = msgspec.json.decode(b"[" + b",".join(parts) + b"]") if parts else []
-        return [v if isinstance(v, dict) else {} for v in vals]
