@@ -122,7 +122,8 @@ class Store(Protocol):
     def put(self, key: str, value: Any) -> None: ...
 
 
-def _no_args(rows: np.ndarray) -> list[dict[str, Any]]:
+def no_args(rows: np.ndarray) -> list[dict[str, Any]]:
+    """The args provider of a trace whose source records none: an empty dict per row."""
     return [{} for _ in range(len(rows))]
 
 
@@ -266,7 +267,7 @@ class Trace:
     events: pd.DataFrame
     meta: TraceMeta = field(default_factory=TraceMeta)
     flows: pd.DataFrame = field(default_factory=lambda: empty_frame(FLOW_COLUMNS))
-    args_provider: ArgsProvider = field(default=_no_args, repr=False)
+    args_provider: ArgsProvider = field(default=no_args, repr=False)
     #: Where the analysis takes its steps from: None = the trace's own markers
     #: (``ProfilerStep#N``, then traceforge capture's ``step N`` ranges), ``"none"`` = no
     #: steps (the whole GPU span), anything else = a regex over range names.
@@ -301,7 +302,7 @@ class Trace:
         if "cat" not in df.columns and "kind" in df.columns:
             df = df.assign(cat=df["kind"].astype(str))
         ev = normalize_events(df.reset_index(drop=True))
-        provider: ArgsProvider = _no_args
+        provider: ArgsProvider = no_args
         if args is not None:
             stored = list(args)
 

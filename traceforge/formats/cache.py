@@ -18,10 +18,8 @@ so concurrent runs never see a partial entry; a damaged entry (truncated, not Ar
 unexpected columns) reads as a miss and is rebuilt. Nothing here raises for cache trouble:
 an unwritable directory means no cache, noted once on the ``traceforge`` logger.
 
-Lazy ``args`` keep working: a reader's args provider may offer ``cache_columns()`` (a few
-per-row arrays, e.g. the Kineto source row of each event) and a module function
-``args_from_cache(path, columns)`` rebuilding it; any other provider's args are stored as
-one JSON document per row. Both live in columns that are only read when args are asked for.
+Lazy ``args`` keep working: :mod:`traceforge.formats.cache_args` stores what rebuilds a
+trace's args provider, in columns that are only read when args are asked for.
 
 A trace read from (or just written to) the cache carries a
 :class:`~traceforge.formats.derived.DiskStore`: analyses keep their derived tables (the
@@ -35,13 +33,12 @@ import base64
 import contextlib
 import dataclasses
 import hashlib
-import importlib
 import logging
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,9 +48,24 @@ import numpy as np
 import pandas as pd
 
 from traceforge import model
+from traceforge.formats.cache_args import (
+    ARGS_PREFIX,
+    CachedArgs,
+    Provider,
+    Rebuild,
+    args_columns,
+)
 from traceforge.formats.derived import SUFFIX as DERIVED_SUFFIX
 from traceforge.formats.derived import DiskStore
-from traceforge.model import EVENT_COLUMNS, FLOW_COLUMNS, KINDS, Trace, TraceMeta, empty_frame
+from traceforge.model import (
+    EVENT_COLUMNS,
+    FLOW_COLUMNS,
+    KINDS,
+    Trace,
+    TraceMeta,
+    empty_frame,
+    no_args,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -67,8 +79,6 @@ SUFFIX = ".arrow"
 
 _META_KEY = b"traceforge.meta"
 _FLOWS_KEY = b"traceforge.flows"
-_ARGS_PREFIX = "args:"
-_JSON_ARGS = "args:json"
 
 log = logging.getLogger("traceforge")
 _noted: set[str] = set()
@@ -334,119 +344,6 @@ def _read_ipc(b: bytes) -> pa.Table:
         return r.read_all()
 
 
-# -- args ----------------------------------------------------------------------------------
-def _no_args(rows: np.ndarray) -> list[dict[str, Any]]:
-    return [{} for _ in range(len(rows))]
-
-
-def _json_hook(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    raise TypeError(f"cannot store a {type(v).__name__} in args")
-
-
-def _args_columns(trace: Trace) -> tuple[str | None, dict[str, pa.Array]]:
-    """(module that rebuilds the provider or None, columns to store) for a trace's args."""
-    import pyarrow as pa
-
-    prov = trace.args_provider
-    n = len(trace.events)
-    if prov is getattr(model, "_no_args", None):
-        return None, {}
-    cols = getattr(prov, "cache_columns", None)
-    mod = type(prov).__module__
-    if callable(cols) and mod.startswith("traceforge.formats."):
-        try:
-            out = {f"{_ARGS_PREFIX}{k}": pa.array(v, from_pandas=True)
-                   for k, v in cols().items()}
-        except (TypeError, ValueError):
-            out = {}  # e.g. a column mixing numbers and strings: JSON below
-        if out and all(len(a) == n for a in out.values()):
-            return mod, out
-    # Any other provider: one JSON document per row, decoded on demand.
-    enc = msgspec.json.Encoder(enc_hook=_json_hook)
-    docs = [enc.encode(d) for d in prov(np.arange(n, dtype=np.int64))]
-    return None, {_JSON_ARGS: pa.array(docs, type=pa.binary())}
-
-
-class _JsonArgs:
-    def __init__(self, col: pa.ChunkedArray) -> None:
-        self.col = col
-
-    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
-        import pyarrow as pa
-
-        dec = msgspec.json.decode
-        vals = self.col.take(pa.array(np.asarray(rows, dtype=np.int64))).to_pylist()
-        out: list[dict[str, Any]] = []
-        for v in vals:
-            d = dec(v) if v else {}
-            out.append(d if isinstance(d, dict) else {})
-        return out
-
-
-class _Rebuild:
-    """How to rebuild a cached trace's args provider (picklable: traces cross processes)."""
-
-    def __init__(self, module: str | None, source: Path,
-                 columns: dict[str, pa.ChunkedArray]) -> None:
-        self.module, self.source, self.columns = module, source, columns
-
-    def __call__(self) -> Callable[[np.ndarray], list[dict[str, Any]]]:
-        if _JSON_ARGS in self.columns:
-            return _JsonArgs(self.columns[_JSON_ARGS])
-        mod = str(self.module)
-        if not mod.startswith("traceforge.formats."):
-            raise ImportError(f"no args provider module {mod!r}")
-        # (ChunkedArray.to_numpy copies; args are read only when asked for.)
-        got = {c.removeprefix(_ARGS_PREFIX): a.to_numpy() for c, a in self.columns.items()}
-        fn = importlib.import_module(mod).args_from_cache
-        result: Callable[[np.ndarray], list[dict[str, Any]]] = fn(self.source, got)
-        return result
-
-
-class _CachedArgs:
-    """Args of a cached trace: the provider is rebuilt from its columns on first use.
-
-    ``rows`` maps this trace's row labels to rows of the cached table (a kinds selection).
-    """
-
-    def __init__(self, rebuild: Callable[[], Callable[[np.ndarray], list[dict[str, Any]]]],
-                 rows: np.ndarray | None) -> None:
-        self._rebuild = rebuild
-        self._inner: Callable[[np.ndarray], list[dict[str, Any]]] | None = None
-        self.rows = rows
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_inner": None}
-
-    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
-        if self._inner is None:
-            self._inner = self._rebuild()
-        r = np.asarray(rows, dtype=np.int64)
-        return self._inner(r if self.rows is None else self.rows[r])
-
-    def distinct(self, rows: np.ndarray, keys: Sequence[str]
-                 ) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """:func:`traceforge.model.distinct_args` of the rebuilt provider."""
-        if self._inner is None:
-            self._inner = self._rebuild()
-        r = np.asarray(rows, dtype=np.int64)
-        return model.distinct_args(self._inner, r if self.rows is None else self.rows[r], keys)
-
-
-class _Provider:
-    """A provider that is already built (a full trace in memory), as a rebuild step."""
-
-    def __init__(self, provider: Callable[[np.ndarray], list[dict[str, Any]]]) -> None:
-        self.provider = provider
-
-    def __call__(self) -> Callable[[np.ndarray], list[dict[str, Any]]]:
-        return self.provider
-
-
 # -- read ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Entry:
@@ -534,12 +431,12 @@ def _trace(t: pa.Table, head: dict[str, Any], path: Path, kinds: Collection[str]
     for c, dt in FLOW_COLUMNS.items():
         if c in flows and dt == "category" and not isinstance(flows[c].dtype, pd.CategoricalDtype):
             flows[c] = flows[c].astype("category")
-    arg_cols = {c: t.column(c) for c in t.column_names if c.startswith(_ARGS_PREFIX)}
-    provider: Callable[[np.ndarray], list[dict[str, Any]]] = _no_args
+    arg_cols = {c: t.column(c) for c in t.column_names if c.startswith(ARGS_PREFIX)}
+    provider: Callable[[np.ndarray], list[dict[str, Any]]] = no_args
     if arg_cols:
         source = Path(str(head.get("source", path)))
-        rebuild = _Rebuild(head.get("args"), source, arg_cols)
-        provider = _CachedArgs(rebuild, rows if reindex else None)
+        rebuild = Rebuild(head.get("args"), source, arg_cols)
+        provider = CachedArgs(rebuild, rows if reindex else None)
     return Trace(ev, meta, flows, provider)
 
 
@@ -596,7 +493,7 @@ def select(trace: Trace, kinds: Collection[str]) -> Trace:
     sel = ev.iloc[rows].reset_index(drop=True)
     sel["name"] = first_seen_categorical(np.asarray(sel["name"].cat.codes),
                                          sel["name"].cat.categories)
-    return Trace(sel, trace.meta, trace.flows, _CachedArgs(_Provider(trace.args_provider), rows))
+    return Trace(sel, trace.meta, trace.flows, CachedArgs(Provider(trace.args_provider), rows))
 
 
 def _entry_table(trace: Trace, key: str, reader: str, path: Path
@@ -608,7 +505,7 @@ def _entry_table(trace: Trace, key: str, reader: str, path: Path
     if not _same(_dec(meta_enc), trace.meta):
         raise TypeError("meta does not round-trip")
     arrays = {str(c): _column_array(ev[c]) for c in ev.columns}
-    args_mod, arg_arrays = _args_columns(trace)
+    args_mod, arg_arrays = args_columns(trace)
     arrays.update(arg_arrays)
     head = {
         "key": key, "rows": len(ev), "columns": [str(c) for c in ev.columns],
