@@ -1,0 +1,248 @@
+"""The result (:class:`CriticalPath`) and the functions that compute it: from traces
+(:func:`critical_path`) or from the ranks' graphs (:func:`critical_path_of`), with the
+tables derived from the paths (by category, top ops and kernels, the critical rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from traceforge.analyzers.critical_path.edges import EDGE_TYPES
+from traceforge.analyzers.critical_path.rank import RankGraph, rank_graph
+from traceforge.analyzers.critical_path.run import _Run, _run
+from traceforge.analyzers.critical_path.segments import SEGMENT_COLUMNS, _segments
+from traceforge.analyzers.critical_path.step import (
+    S_NODE,
+    _longest_into,
+    _Step,
+    _step_graph,
+    _t_node,
+)
+from traceforge.analyzers.critical_path.what_if import (
+    _check_keys,
+    _factor,
+    _what_if_length,
+    parse_what_if,
+)
+from traceforge.errors import AnalysisError
+from traceforge.model import Tables, Trace
+
+STEP_COLUMNS = ("step", "rank", "critical", "length_ns", "ts", "end", "ranks_crossed", "nodes",
+                "edges")
+WHAT_IF_COLUMNS = ("step", "rank", "critical", "scenario", "length_ns", "new_length_ns",
+                   "saved_ns", "saved_pct")
+
+
+@dataclass(frozen=True, eq=False)
+class CriticalPath(Tables):
+    """The critical paths of the steps (see the package docstring).
+
+    Every rank's step has a path into its own window end (which may cross into other
+    ranks at collectives); ``critical`` marks, per step, the rank whose window ends last:
+    its path is the step's. Frames with ``for_rank`` hold every rank's path;
+    :func:`critical_only` keeps the steps' critical ones.
+
+    ``steps``: one row per step and rank (STEP_COLUMNS): ``length_ns`` of the path (= the
+    rank's window), the window ``ts``/``end`` in that rank's clock, how many ranks the path
+    runs on, the step graph's size. ``segments``: each path in order (SEGMENT_COLUMNS):
+    pieces on one ``rank`` with kind, name and category; ``ts``/``dur`` in ns since that
+    rank's trace start, as in ``Trace.events``; ``row`` the event's row label (-1 for
+    gaps); ``pid``/``tid`` its track (host thread, or the GPU row and stream).
+    ``by_category``: step, for_rank, category, ns, pct. ``top``: the ops and kernels on
+    the path with their share. ``what_if``: one row per step, rank and scenario.
+    ``graphs``: step -> the step's DiGraph (int nodes; S = -1 the earliest window start,
+    -2 - i rank i's window end; ``weight`` in ns); ``nodes``/``edges``: step -> its nodes
+    (node, rank, ts, row, what) and edges (u, v, weight, type, rank, ref) as DataFrames
+    (``ref``: the activity's position in ``timeline(trace).activity`` for GPU edges, the
+    host range's for sync edges, the first chain piece for host edges).
+    ``notes``: what could not be built, in plain words.
+    """
+
+    steps: pd.DataFrame
+    segments: pd.DataFrame
+    by_category: pd.DataFrame
+    top: pd.DataFrame
+    what_if: pd.DataFrame
+    graphs: dict[int, nx.DiGraph] = field(default_factory=dict, repr=False)
+    nodes: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
+    edges: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
+    notes: tuple[str, ...] = ()
+    step_source: str = ""
+
+
+def _windows(run: _Run) -> tuple[list[int], list[list[pd.DataFrame]], list[str]]:
+    notes: list[str] = []
+    sel = []
+    for r in run.ranks:
+        if isinstance(r.windows, AnalysisError):
+            raise r.windows
+        sel.append(r.windows)
+    common = set(sel[0]["step"].tolist())
+    for s_ in sel[1:]:
+        common &= set(s_["step"].tolist())
+    every: set[int] = set().union(*(set(s_["step"].tolist()) for s_ in sel))
+    if every - common:
+        notes.append(f"steps {sorted(every - common)} are not on every rank: left out")
+    numbers = sorted(common)
+    return numbers, [[s_[s_["step"] == n] for s_ in sel] for n in numbers], notes
+
+
+def critical_path(traces: Trace | Sequence[Trace], *, steps: Sequence[int] | None = None,
+                  what_if: Sequence[str] | Mapping[str, float] | None = None,
+                  top_n: int = 10) -> CriticalPath:
+    """The critical path of each step of one trace, or of the rank traces of one run.
+
+    Each rank's step gets the path into its own window end, which may cross into other
+    ranks at collectives; the step's path (``critical``) is that of the rank whose window
+    ends last. ``steps``: step numbers (all when None). ``what_if``: speedups by kernel
+    class or family (``{"gemm": 2}`` or ``["gemm=2", "nccl=1.5"]``), each tried alone and,
+    when there are several, all together.
+    """
+    ts_ = [traces] if isinstance(traces, Trace) else list(traces)
+    if not ts_:
+        raise AnalysisError("critical path: no traces")
+    factors = parse_what_if(what_if)
+    return critical_path_of([rank_graph(t, index=i, steps=steps) for i, t in enumerate(ts_)],
+                            what_if=factors, top_n=top_n)
+
+
+def critical_path_of(ranks: Sequence[RankGraph], *,
+                     what_if: Sequence[str] | Mapping[str, float] | None = None,
+                     top_n: int = 10) -> CriticalPath:
+    """:func:`critical_path` from the ranks' graphs (:func:`rank_graph`, in rank order),
+    as the engine computes them where the files are."""
+    if not ranks:
+        raise AnalysisError("critical path: no traces")
+    factors = parse_what_if(what_if)
+    run = _run(list(ranks))
+    if all(r.acts.empty for r in run.ranks):
+        raise AnalysisError(f"{ranks[0].path or 'trace'}: no GPU activity, so no GPU "
+                            "window to find a critical path in")
+    if factors:
+        _check_keys(run, factors)
+    numbers, wins, notes = _windows(run)
+    notes = run.notes + notes
+    scenarios = [(f"{k}={v:g}", {k: v}) for k, v in factors.items()]
+    if len(factors) > 1:
+        scenarios.append((" ".join(f"{k}={v:g}" for k, v in factors.items()), dict(factors)))
+    rows: list[dict[str, Any]] = []
+    wi_rows: list[dict[str, Any]] = []
+    segs: list[pd.DataFrame] = []
+    graphs: dict[int, nx.DiGraph] = {}
+    node_tabs: dict[int, pd.DataFrame] = {}
+    edge_tabs: dict[int, pd.DataFrame] = {}
+    rank_ids = np.array([r.rank for r in run.ranks], dtype=np.int64)
+    for n, w in zip(numbers, wins, strict=True):
+        sp = _step_graph(run, n, w)
+        notes += sp.notes
+        last = int(np.argmax(sp.w1))
+        for ri, r in enumerate(run.ranks):
+            if r.acts.empty:
+                continue
+            seg = _segments(run, sp, _longest_into(sp, ri), ri)
+            length = int(seg["dur"].sum())
+            window = int(sp.w1[ri] - sp.w0[ri])
+            if length != window:
+                notes.append(f"step {n}, rank {r.rank}: path {length} ns != window {window} "
+                             "ns (timestamps that contradict the dependencies)")
+            segs.append(seg)
+            rows.append({"step": n, "rank": r.rank, "critical": ri == last,
+                         "length_ns": length, "ts": int(sp.w0[ri] - run.offset[ri]),
+                         "end": int(sp.w1[ri] - run.offset[ri]),
+                         "ranks_crossed": int(seg["rank"].nunique()),
+                         "nodes": sp.graph.number_of_nodes(),
+                         "edges": sp.graph.number_of_edges()})
+            for label, fac in scenarios:
+                new = _what_if_length(sp, ri, _factor(run, sp, fac))
+                wi_rows.append({"step": n, "rank": r.rank, "critical": ri == last,
+                                "scenario": label, "length_ns": length, "new_length_ns": new,
+                                "saved_ns": length - new,
+                                "saved_pct": 100.0 * (length - new) / length if length else 0.0})
+        graphs[n] = sp.graph
+        node_tabs[n] = _node_table(run, sp)
+        edge_tabs[n] = pd.DataFrame({"u": sp.u, "v": sp.v, "weight": sp.w,
+                                     "type": np.array(EDGE_TYPES, dtype=object)[sp.t],
+                                     "rank": rank_ids[sp.erank], "ref": sp.ref})
+    segments = (pd.concat(segs, ignore_index=True) if segs
+                else pd.DataFrame(columns=list(SEGMENT_COLUMNS)))
+    sources = sorted({r.step_source for r in run.ranks})
+    return CriticalPath(
+        steps=pd.DataFrame(rows, columns=list(STEP_COLUMNS)),
+        segments=segments,
+        by_category=_by_category(segments),
+        top=_top(segments, top_n),
+        what_if=pd.DataFrame(wi_rows, columns=list(WHAT_IF_COLUMNS)),
+        graphs=graphs, nodes=node_tabs, edges=edge_tabs,
+        notes=tuple(dict.fromkeys(notes)), step_source=", ".join(sources))
+
+
+def _node_table(run: _Run, sp: _Step) -> pd.DataFrame:
+    nd = sp.nodes
+    ri = run.node_rank[nd]
+    local = nd - run.base[ri]
+    what = np.empty(len(nd), dtype=object)
+    row = np.full(len(nd), -1, dtype=np.int64)
+    for i, r in enumerate(run.ranks):
+        m = ri == i
+        lv = local[m]
+        host = lv < 2 * r.n_host
+        hr = r.host["row"].to_numpy()
+        ar = r.acts["row"].to_numpy()
+        hrow = hr[np.clip(lv // 2, 0, len(hr) - 1)] if len(hr) else np.full(len(lv), -1)
+        arow = (ar[np.clip((lv - 2 * r.n_host) // 2, 0, len(ar) - 1)] if len(ar)
+                else np.full(len(lv), -1))
+        row[m] = np.where(host, hrow, arow)
+        what[m] = np.where(host, np.where(lv % 2 == 0, "host start", "host end"),
+                           np.where(lv % 2 == 0, "gpu start", "gpu end"))
+    ranks = np.array([r.rank for r in run.ranks], dtype=np.int64)
+    tab = pd.DataFrame({"node": nd, "rank": ranks[ri], "ts": run.node_ts[nd], "row": row,
+                        "what": what})
+    k = len(run.ranks)
+    ends = pd.DataFrame({"node": [S_NODE, *(_t_node(i) for i in range(k))],
+                         "rank": [-1, *ranks.tolist()], "ts": [sp.lo, *sp.w1.tolist()],
+                         "row": -1, "what": ["window start", *(["window end"] * k)]})
+    return cast("pd.DataFrame", pd.concat([ends, tab], ignore_index=True))
+
+
+def _by_category(seg: pd.DataFrame) -> pd.DataFrame:
+    cols = ["step", "for_rank", "category", "ns", "pct"]
+    if seg.empty:
+        return cast("pd.DataFrame", pd.DataFrame(columns=cols))
+    g = seg.groupby(["step", "for_rank", "category"], sort=False)["dur"].sum().reset_index(
+        name="ns")
+    tot = g.groupby(["step", "for_rank"])["ns"].transform("sum")
+    g["pct"] = np.where(tot > 0, 100.0 * g["ns"] / tot, 0.0)
+    g = g.sort_values(["step", "for_rank", "ns"], ascending=[True, True, False], kind="stable")
+    return cast("pd.DataFrame", g[cols].reset_index(drop=True))
+
+
+def _top(seg: pd.DataFrame, n: int) -> pd.DataFrame:
+    cols = ["step", "for_rank", "kind", "name", "category", "ns", "pct", "count"]
+    work = seg[seg["kind"].isin(("cpu_op", "kernel", "memcpy", "memset"))]
+    if work.empty:
+        return cast("pd.DataFrame", pd.DataFrame(columns=cols))
+    keys = ["step", "for_rank"]
+    tot = seg.groupby(keys)["dur"].sum()
+    # count: the events (an op interrupted by its children is one event, several pieces)
+    g = work.groupby([*keys, "kind", "name", "category"], sort=False).agg(
+        ns=("dur", "sum"), count=("row", "nunique")).reset_index()
+    g["pct"] = 100.0 * g["ns"] / tot.reindex(pd.MultiIndex.from_frame(g[keys])).to_numpy()
+    g = g.sort_values([*keys, "ns"], ascending=[True, True, False], kind="stable")
+    g = g.groupby(keys, sort=False).head(n)
+    return cast("pd.DataFrame", g[cols].reset_index(drop=True))
+
+
+def critical_only(result: CriticalPath, frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``frame`` (segments, by_category, top, what_if) that belong to each
+    step's critical path: that of the rank whose window ends last."""
+    crit = result.steps.loc[result.steps["critical"], ["step", "rank"]]
+    key = pd.MultiIndex.from_frame(crit.rename(columns={"rank": "for_rank"}))
+    col = "for_rank" if "for_rank" in frame.columns else "rank"
+    have = pd.MultiIndex.from_arrays([frame["step"], frame[col]])
+    return cast("pd.DataFrame", frame[have.isin(key)].reset_index(drop=True))

@@ -1,0 +1,78 @@
+"""What-ifs: speedups by kernel class or family (``gemm=2``), applied to the step graph's
+work edges, and the longest path taken again on the graph: nothing is extrapolated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceforge.analyzers.critical_path.edges import COLLECTIVE, WORK
+from traceforge.analyzers.critical_path.run import _Run
+from traceforge.analyzers.critical_path.step import _edge_index, _longest_into, _Step
+from traceforge.analyzers.kernel_names import CLASSES
+from traceforge.errors import UsageError
+
+
+def parse_what_if(specs: Sequence[str] | Mapping[str, float] | None) -> dict[str, float]:
+    """``["gemm=2", "nccl=1.5"]`` -> ``{"gemm": 2.0, "nccl": 1.5}`` (factor = speedup)."""
+    if specs is None:
+        return {}
+    if isinstance(specs, Mapping):
+        items: list[tuple[str, Any]] = [(str(k), v) for k, v in specs.items()]
+    else:
+        items = []
+        for s in specs:
+            for part in str(s).split():
+                key, sep, val = part.partition("=")
+                if not sep or not key:
+                    raise UsageError(f"--what-if {part!r}: want CLASS=FACTOR, e.g. gemm=2")
+                items.append((key, val))
+    out: dict[str, float] = {}
+    for key, val in items:
+        try:
+            f = float(val)
+        except (TypeError, ValueError):
+            raise UsageError(f"--what-if {key}={val}: the factor is not a number") from None
+        if not np.isfinite(f) or f <= 0:
+            raise UsageError(f"--what-if {key}={val}: the factor must be a positive speedup")
+        out[key] = f
+    return out
+
+
+def _check_keys(run: _Run, factors: Mapping[str, float]) -> None:
+    fams = sorted({str(f) for r in run.ranks for f in pd.unique(r.acts["family"])})
+    for k in factors:
+        if k not in CLASSES and k not in fams:
+            raise UsageError(f"--what-if {k}: not a kernel class ({', '.join(CLASSES)}) "
+                             f"or a kernel family of these traces ({', '.join(fams) or 'none'})")
+
+
+def _factor(run: _Run, sp: _Step, factors: Mapping[str, float]) -> np.ndarray:
+    """Per step edge: the speedup of its kernel (its family's if given, else its class's),
+    1 for every other edge."""
+    f = np.ones(len(sp.u))
+    work = np.flatnonzero(np.isin(sp.t, (WORK, COLLECTIVE)))
+    for ri, r in enumerate(run.ranks):
+        k = work[sp.erank[work] == ri]
+        if not len(k):
+            continue
+        a = np.clip(sp.ref[k], 0, None)
+        by_cls = np.array([factors.get(str(c), 1.0) for c in r.acts["cls"].to_numpy()[a]])
+        by_fam = np.array([factors.get(str(x), np.nan) for x in r.acts["family"].to_numpy()[a]])
+        f[k] = np.where(np.isnan(by_fam), by_cls, by_fam)
+    return f
+
+
+def _what_if_length(sp: _Step, ri: int, f: np.ndarray) -> int:
+    """Rank ``ri``'s step length with the work edges divided by ``f``: the longest path
+    into its window end, from its (unchanged) window start."""
+    w = np.where(f != 1, np.rint(sp.w / f), sp.w).astype(np.int64)
+    k = np.flatnonzero(w != sp.w)
+    changed = dict(zip(zip(sp.u[k].tolist(), sp.v[k].tolist(), strict=True), w[k].tolist(),
+                       strict=True))
+    e = _edge_index(sp, _longest_into(sp, ri, changed))
+    return int(w[e[e >= 0]].sum()) - int(sp.w0[ri] - sp.lo)
