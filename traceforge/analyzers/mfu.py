@@ -24,16 +24,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.devices import DevicePeaks, MeasuredPeaks
-from traceforge.analyzers.roofline import (
-    activity_work,
+from traceforge.analyzers.activity_work import activity_work, select, timeline
+from traceforge.analyzers.ceilings import (
     measured_key,
     measured_note,
     resolve_device,
-    select,
-    timeline,
     with_ceilings,
 )
+from traceforge.analyzers.devices import DevicePeaks, MeasuredPeaks
 from traceforge.errors import UsageError
 from traceforge.model import Tables, Trace
 
