@@ -10,8 +10,7 @@ correlation id, ...) go through a slower, lenient path that yields the same tabl
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Collection, Iterable, Sequence
-from itertools import chain, count, repeat
+from collections.abc import Callable, Collection, Sequence
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -21,12 +20,13 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
+from traceforge.formats import kineto_chunks as chunks
 from traceforge.formats.kineto_args import LazyArgs
+from traceforge.formats.kineto_columns import Codes, Columns, codes_of, columns, join, kind_codes
 from traceforge.formats.kineto_meta import FORMAT, build_meta, content_notes, metadata_event
 from traceforge.formats.kineto_schema import (
     EVENT_PHASES,
     FLOW_PHASES,
-    KIND_OF_CAT,
     PH_CODE,
     PH_LETTERS,
     SCHEMAS,
@@ -150,17 +150,14 @@ def _is_number(v: Any) -> bool:
 
 
 class _Ids:
-    """Map pid/tid values to int64; non-numeric strings get stable negative ids."""
+    """Map pid/tid values to int64; non-numeric strings get stable negative ids, numbered
+    in order of first appearance (metadata events first)."""
 
     def __init__(self) -> None:
         self.names: dict[str, int] = {}
 
     def column(self, values: list[Any]) -> np.ndarray:
-        # Nearly all ids are ints; Kineto's few string pids ("Spans", "Traces") and legacy
-        # string tids are fixed up one by one instead of sending every value through Python.
-        # The few distinct non-int values get an id each; ``dict.get(v, v)`` then maps
-        # every value at C speed (ints map to themselves).
-        fix = {v: self.one(v) for v in set(values) if type(v) is not int}
+        fix = {v: self.one(v) for v in dict.fromkeys(values) if type(v) is not int}
         if not fix:
             return np.array(values, dtype=np.int64)  # OverflowError past 64 bits
         return np.fromiter(map(fix.get, values, values), dtype=np.int64, count=len(values))
@@ -174,27 +171,18 @@ class _Ids:
         return self.names.setdefault(s, -2 - len(self.names))
 
 
-def _categorical(values: Iterable[str], n: int) -> pd.Categorical:
-    """Categories in order of first appearance, as ``pd.factorize`` would give them.
-
-    One pass at C speed: ``setdefault`` files each new value under its position, so the
-    codes come out as first-appearance positions, which numpy then renumbers densely.
-    A trace has few distinct names among ~1M events; this is ~3x faster than
-    factorizing an object array.
-    """
-    first: dict[str, int] = {}
-    pos = np.fromiter(map(first.setdefault, values, count()), dtype=np.int64, count=n)
-    if None in first:  # not produced by the typed schema: keep factorize's NaN handling
-        vals = np.array(list(first), dtype=object)[np.searchsorted(
-            np.fromiter(first.values(), dtype=np.int64, count=len(first)), pos)]
-        codes, uniques = pd.factorize(vals)
-        res: pd.Categorical = pd.Categorical.from_codes(codes, categories=pd.Index(uniques))
-        return res
-    dense = np.empty(max(n, 1), dtype=np.int32)
-    dense[np.fromiter(first.values(), dtype=np.int64, count=len(first))] = np.arange(
-        len(first), dtype=np.int32)
-    cats = pd.Index(np.array(list(first), dtype=object))
-    result: pd.Categorical = pd.Categorical.from_codes(dense[pos], categories=cats)
+def _categorical(c: Codes) -> pd.Categorical:
+    """A categorical from first-appearance codes; None (lenient decode only) is missing,
+    as ``pd.factorize`` would have it."""
+    values, codes = c.values, c.codes
+    if None in values:
+        k = values.index(None)
+        renumber = np.arange(len(values), dtype=np.int32)
+        renumber[k] = -1
+        renumber[k + 1:] -= 1
+        values, codes = values[:k] + values[k + 1:], renumber[codes]
+    cats = pd.Index(np.array(values, dtype=object))
+    result: pd.Categorical = pd.Categorical.from_codes(codes, categories=cats)
     return result
 
 
@@ -202,21 +190,53 @@ def _take(getter: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
     return list(map(getter, items))
 
 
+class _OnePiece(Exception):
+    """Chunked decoding cannot finish (or cannot name a bad event): read in one piece."""
+
+
 def read(path: str | Path, kinds: Collection[str] | None = None) -> Trace:
     """Read a Kineto / Chrome-trace JSON file into a Trace.
 
     ``kinds`` keeps only events of those kinds (e.g. the GPU kinds for a kernel table):
-    everything is still decoded, but the columns are built for the kept rows only.
+    everything is still decoded, but the columns are built for the kept rows only. Large
+    files are decoded in chunks on several cores (:mod:`traceforge.formats.kineto_chunks`).
     """
     # Millions of short-lived containers trigger the cyclic GC over and over while nothing
     # here can form a cycle; pausing it halves the load time of large traces.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _read(Path(path), None if kinds is None else frozenset(kinds))
+        p = Path(path)
+        wanted = None if kinds is None else frozenset(kinds)
+        try:
+            chunked = _read_chunks(p, wanted)
+        except _OnePiece:
+            chunked = None
+        return chunked if chunked is not None else _read(p, wanted)
     finally:
         if enabled:
             gc.enable()
+
+
+def _read_chunks(p: Path, kinds: frozenset[str] | None) -> Trace | None:
+    n = chunks.workers()
+    if n < 2:
+        return None
+    with content(p) as raw:
+        plan = chunks.plan(raw, n)
+        if plan is None:
+            return None
+
+        def work(i: int) -> tuple[Columns, Doc | None]:
+            events, tail = chunks.decode(raw, plan, i)
+            return columns(events, kinds), tail
+
+        try:
+            parts = chunks.forked_map(work, plan.chunks)
+        except (chunks.ChunkError, OverflowError):
+            raise _OnePiece from None
+    doc = chunks.document(plan, parts[-1][1])
+    return _table(p, join([c for c, _ in parts]), doc, True, kinds, None)
 
 
 def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
@@ -224,36 +244,32 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
         events, doc, typed = _decode(p, raw)
     if not isinstance(events, list):
         raise TraceFormatError(p, "JSON but not a trace (no traceEvents list)")
-    n_all = len(events)
-    if not any(e.ph for e in events):
+    try:
+        cols = columns(events, kinds)
+    except OverflowError as e:
+        raise TraceFormatError(p, str(e)) from None
+    return _table(p, cols, doc, typed, kinds, events)
+
+
+def _table(p: Path, cols: Columns, doc: Doc, typed: bool, kinds: frozenset[str] | None,
+           events: list[Any] | None) -> Trace:
+    """The Trace from the joined columns; ``events`` (None when decoded in chunks) is
+    needed only to parse odd ts/dur values and to name a bad event."""
+    if not cols.has_phase:
         what = "a JSON list without trace events" if doc.traceEvents is None else "no events"
         raise TraceFormatError(p, f"not a trace ({what})")
-    # Phase letters -> small codes through dict.get at C speed; unknown phases get -1.
-    ph_code = np.fromiter(
-        map(PH_CODE.get, map(attrgetter("ph"), events), repeat(-1)),
-        dtype=np.int8,
-        count=n_all,
-    )
-    # Phase tests on the int8 codes (string arrays cost ~40 ms per 1M events).
+    ph_code = cols.ph
     is_event = np.isin(ph_code, [PH_CODE[c] for c in EVENT_PHASES])
-    is_flow = np.isin(ph_code, [PH_CODE[c] for c in FLOW_PHASES])
     ids = _Ids()
-
     process_names: dict[int, str] = {}
     thread_names: dict[tuple[int, int], str] = {}
-    for i in np.flatnonzero(ph_code == PH_CODE["M"]):
-        metadata_event(events[i], ids.one, process_names, thread_names)
+    for e in cols.meta:
+        metadata_event(e, ids.one, process_names, thread_names)
 
-    # ts, dur and cat are taken for every event at once (one pass each over the structs);
-    # rows are selected afterwards, so the per-row work below touches kept rows only.
-    try:
-        # One pass for both: Kineto's ts and dur are numbers (NaN where absent).
-        tsdur = np.fromiter(
-            chain.from_iterable(map(attrgetter("ts", "dur"), events)), dtype=np.float64,
-            count=2 * n_all,
-        ).reshape(n_all, 2)
-        ts_us, dur_us = tsdur[:, 0], tsdur[:, 1]
-    except (TypeError, ValueError):
+    ts_us, dur_us = cols.ts_us, cols.dur_us
+    if ts_us is None or dur_us is None:
+        if events is None:
+            raise _OnePiece
         # None (missing) becomes NaN, numeric strings are parsed; checked just below.
         ts_us = _floats(p, _take(attrgetter("ts"), events), "ts")
         dur_us = _floats(p, _take(attrgetter("dur"), events), "dur")
@@ -268,68 +284,49 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
         ("has a ts or dur out of range", is_event & far),
     ):
         if bad_mask.any():
+            if events is None:
+                raise _OnePiece  # the message names the event: read it whole
             bad = int(np.flatnonzero(bad_mask)[0])
             raise TraceFormatError(p, f"event {bad} ({events[bad].name!r}) {what}")
-    cat_all = _categorical(map(attrgetter("cat"), events), n_all)
+    cat_all = _categorical(cols.cat)
     # kind is built from the category codes, never from per-row strings.
-    kind_of_code = np.array(
-        [KINDS.index(KIND_OF_CAT.get(str(c).lower(), "other")) for c in cat_all.categories]
-        + [KINDS.index("other")],
-        dtype=np.int8,
-    )
-    kind_all = kind_of_code[cat_all.codes]
+    kind_all = kind_codes(list(cat_all.categories))[cat_all.codes]
     notes = content_notes(cat_all[is_event], kind_all[is_event])
     # The trace start is the first event of any kind, also when only some kinds are kept,
     # so that times agree between loads with different ``kinds``.
     starts = is_event & (ph_code != PH_CODE["E"])
     has_events = bool(starts.any())
     t0 = int(us_to_ns(ts_us[starts]).min()) if has_events else 0
-    keep_rows = is_event
-    if kinds is not None:
-        keep_rows = is_event & np.isin(kind_all, [KINDS.index(k) for k in kinds])
-    idx_ev = np.flatnonzero(keep_rows)
-    evs = [events[i] for i in idx_ev] if len(idx_ev) != n_all else events
+    idx_ev = cols.kept
     ph_ev = ph_code[idx_ev]
     ts_ns = us_to_ns(ts_us[idx_ev])
     dur_ns = us_to_ns(np.nan_to_num(dur_us[idx_ev], nan=0.0))
-    kind_codes = kind_all[idx_ev]
+    kind_ev = kind_all[idx_ev]
     cat_cat = cat_all[idx_ev]
-    n = len(evs)
-    name_cat = _categorical(map(attrgetter("name"), evs), n)
-    try:
-        # pid and tid in one pass, as pairs, then split.
-        pidtid = ids.column(list(chain.from_iterable(map(attrgetter("pid", "tid"), evs))))
-    except OverflowError:
-        raise TraceFormatError(p, "a pid or tid does not fit in 64 bits") from None
+    n = len(idx_ev)
+    name_cat = _categorical(cols.name)
+    pidtid = cols.pidtid
+    if len(cols.odd):
+        numbered = np.array([ids.one(v) for v in cols.odd], dtype=np.int64)
+        pidtid[cols.odd_at] = numbered[cols.odd_code]
     pid, tid = pidtid[0::2], pidtid[1::2]
-    # One pass over the events: five ints of each one's args, reshaped into columns.
-    five = attrgetter("args.ext", "args.correlation", "args.stream", "args.device",
-                      "args.graph")
-    try:
-        ints = np.fromiter(
-            chain.from_iterable(map(five, evs)),
-            dtype=np.int64,
-            count=5 * n,
-        ).reshape(n, 5)
-    except OverflowError:
-        raise TraceFormatError(p, "an id (External id, correlation, stream, device or "
-                               "graph id) does not fit in 64 bits") from None
+    ints = cols.ints
     ext, corr, stream, device, graph = (ints[:, k] for k in range(5))
 
     gpu_codes = [KINDS.index(k) for k in ("kernel", "memcpy", "memset", "gpu_annotation", "sync")]
-    is_gpu = np.isin(kind_codes, gpu_codes)
+    is_gpu = np.isin(kind_ev, gpu_codes)
     # GPU rows: Kineto puts the device in pid and the stream in tid; args say it too when
     # present (legacy traces only in args). Host rows carry no device/stream.
     device = np.where(is_gpu, np.where(device >= 0, device, pid), -1)
     stream = np.where(is_gpu, np.where(stream >= 0, stream, tid), -1)
 
     # B/E pairs (rare in Kineto, used by other Chrome-trace writers) become complete events.
-    keep = np.ones(len(evs), dtype=bool)
+    keep = np.ones(n, dtype=bool)
     if np.isin(ph_ev, [PH_CODE["B"], PH_CODE["E"]]).any():
         keep = _pair_begin_end(PH_LETTERS[ph_ev], pid, tid, ts_ns, dur_ns)
 
     base = doc.baseTimeNanoseconds
-    flows = _flows(events, np.flatnonzero(is_flow), ph_code, ids, p)
+    flows = _flows(cols.flows, ph_code[cols.flow_at], ids, p)
     if not flows.empty:
         t0 = min(t0, int(flows["ts"].min())) if has_events else int(flows["ts"].min())
         flows["ts"] -= t0
@@ -343,7 +340,7 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
     frame = pd.DataFrame(
         {
             "name": name_cat,
-            "kind": pd.Categorical.from_codes(kind_codes, categories=pd.Index(list(KINDS))),
+            "kind": pd.Categorical.from_codes(kind_ev, categories=pd.Index(list(KINDS))),
             "cat": cat_cat,
             "ts": ts_ns - t0,
             "dur": dur_ns,
@@ -351,11 +348,14 @@ def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
             "tid": tid,
             "device": device,
             "stream": stream,
-            "corr": corr,
-            "ext": ext,
-            "graph": graph,
-            "rank": np.full(len(evs), rank, dtype=np.int64),
-        }
+            "corr": np.ascontiguousarray(corr),
+            "ext": np.ascontiguousarray(ext),
+            "graph": np.ascontiguousarray(graph),
+            "rank": np.full(n, rank, dtype=np.int64),
+        },
+        # Each column keeps its own array: stacking 13 columns into 2-D blocks costs
+        # ~0.1 s per 1M rows and buys nothing, as analyses read column by column.
+        copy=False,
     )
     src_index = idx_ev
     if not keep.all():
@@ -386,19 +386,8 @@ def _pair_begin_end(
     return np.asarray(keep, dtype=bool)
 
 
-def _flows(events: list[Any], idx: np.ndarray, ph_code: np.ndarray, ids: _Ids, p: Path
-           ) -> pd.DataFrame:
-    if len(idx) == 0:
-        return empty_frame(FLOW_COLUMNS)
-    fl = [events[i] for i in idx]
-    # ac2g flows (launch call -> GPU activity) repeat what the correlation ids on both
-    # events already say: the model keeps the link in ``corr`` and writers regenerate the
-    # arrows, so only other flows (fwdbwd, legacy async_cpu_to_gpu, ...) are tabled here.
-    cats = np.array(_take(attrgetter("cat"), fl), dtype=object)
-    other = np.flatnonzero(cats != "ac2g")
-    if len(other) != len(fl):
-        fl = [fl[i] for i in other]
-        idx = idx[other]
+def _flows(fl: list[Any], ph: np.ndarray, ids: _Ids, p: Path) -> pd.DataFrame:
+    """The table of flow events ``fl`` (ac2g ones already left out), phases ``ph``."""
     if not fl:
         return empty_frame(FLOW_COLUMNS)
     ts = _floats(p, _take(attrgetter("ts"), fl), "flow ts")
@@ -415,8 +404,8 @@ def _flows(events: list[Any], idx: np.ndarray, ph_code: np.ndarray, ids: _Ids, p
     result4: pd.DataFrame = pd.DataFrame(
         {
             "id": fid,
-            "cat": _categorical(map(attrgetter("cat"), fl), len(fl)),
-            "ph": pd.Categorical(PH_LETTERS[ph_code[idx]].astype(object),
+            "cat": _categorical(codes_of(map(attrgetter("cat"), fl), len(fl))),
+            "ph": pd.Categorical(PH_LETTERS[ph].astype(object),
                                  categories=list(FLOW_PHASES)),
             "ts": us_to_ns(np.where(np.isnan(ts), 0.0, ts)),
             "pid": fpid,

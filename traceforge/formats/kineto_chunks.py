@@ -1,0 +1,235 @@
+"""Decode a large Kineto file in chunks, one per CPU core, in forked worker processes.
+
+msgspec decodes on one core, and the reader's column passes hold the GIL, so a 300 MB
+trace takes about 1.5 s on one core whatever the machine has. The events of the
+``traceEvents`` array are independent, so the array is cut into runs of whole events and
+each run is decoded (and its columns built, :mod:`traceforge.formats.kineto_columns`) in
+a process of its own; the parent joins the runs' columns in file order.
+
+Where to cut needs no parser. A cut goes at a ``},`` followed (after whitespace) by
+``{``; every chunk is then decoded as a JSON text of its own (the last one with the
+document's tail), and a cut inside a string or a nested object leaves some chunk
+unbalanced, which msgspec rejects. Any such failure, a worker that dies, or a file that
+does not fit the typed schema makes the reader decode the file again in one piece, so
+the result never depends on whether chunks were used.
+
+Workers are forked, not spawned: they need the mapped file and the modules already
+imported, and a spawned interpreter would spend longer importing numpy than the chunk
+takes to decode. Forking happens only from the main thread of a process that is not
+itself a worker (a process pool's or Dask's), where extra processes would oversubscribe.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, TypeVar
+
+import msgspec
+
+from traceforge.formats.kineto_schema import SCHEMAS, Doc
+
+T = TypeVar("T")
+
+#: Fewer bytes per worker than this and a fork costs about what it saves.
+MIN_CHUNK_BYTES = 48 << 20
+#: Most workers one file is cut for; past this the parent's join dominates.
+MAX_WORKERS = 16
+_WS = b" \t\r\n"
+
+
+class ChunkError(Exception):
+    """A chunk could not be decoded as cut: decode the file in one piece instead."""
+
+
+def workers() -> int:
+    """How many processes may decode one file: ``TRACEFORGE_PARSE_WORKERS`` or the cores
+    this process may run on; 1 where forking is unavailable or unwise."""
+    if sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
+        return 1  # macOS and Windows: fork is unsafe there, spawn too slow to pay off
+    if multiprocessing.parent_process() is not None:
+        return 1  # already a worker of a pool: the pool uses the cores
+    if threading.current_thread() is not threading.main_thread():
+        return 1
+    env = os.environ.get("TRACEFORGE_PARSE_WORKERS", "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            return 1
+    return min(MAX_WORKERS, len(os.sched_getaffinity(0)))
+
+
+def _skip_ws(raw: Any, i: int) -> int:
+    while i < len(raw) and raw[i] in _WS:
+        i += 1
+    return i
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where a file's events array is cut: it starts at ``start``; ``cuts`` are the
+    commas between chunks; ``head`` holds the document fields before the array (None
+    for a bare list)."""
+
+    start: int
+    cuts: list[int]
+    head: Doc | None
+
+    @property
+    def chunks(self) -> int:
+        return len(self.cuts) + 1
+
+
+def _array_start(raw: Any) -> tuple[int, Doc | None] | None:
+    """Where the events array's content starts, and the document fields before it (None
+    for a bare list); None when the array cannot be found without a parser."""
+    i = _skip_ws(raw, 0)
+    if i >= len(raw):
+        return None
+    if raw[i] == ord("["):
+        return i + 1, None
+    if raw[i] != ord("{"):
+        return None
+    k = raw.find(b'"traceEvents"')
+    if k < 0 or k > len(raw) // 4:
+        return None  # no events key, or most of the file comes before it
+    j = _skip_ws(raw, k + len(b'"traceEvents"'))
+    if j >= len(raw) or raw[j] != ord(":"):
+        return None
+    j = _skip_ws(raw, j + 1)
+    if j >= len(raw) or raw[j] != ord("["):
+        return None
+    try:
+        # The head, closed right after the array opens, is a valid document only where
+        # the key sits at its top level, not inside a string or a nested value.
+        head = msgspec.json.decode(bytes(raw[:j + 1]) + b"]}", type=Doc)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return None
+    return j + 1, head
+
+
+def plan(raw: Any, n: int) -> Plan | None:
+    """How to cut ``raw`` into at most ``n`` chunks of at least MIN_CHUNK_BYTES; None:
+    decode it in one piece."""
+    n = min(n, len(raw) // max(MIN_CHUNK_BYTES, 1))
+    if n < 2:
+        return None
+    found = _array_start(raw)
+    if found is None:
+        return None
+    start, head = found
+    cuts: list[int] = []
+    step = (len(raw) - start) // n
+    at = start
+    for k in range(1, n):
+        at = max(at, start + k * step)
+        while (c := raw.find(b"},", at)) >= 0:
+            at = c + 2
+            j = _skip_ws(raw, at)
+            if j < len(raw) and raw[j] == ord("{"):
+                cuts.append(c + 1)
+                break
+        if c < 0:
+            break
+    return Plan(start, cuts, head) if cuts else None
+
+
+def decode(raw: Any, plan: Plan, i: int) -> tuple[list[Any], Doc | None]:
+    """Chunk ``i``'s events, and for the last chunk of a document the fields after the
+    events array.
+
+    Every chunk but the last is decoded as a list of its own: where the events array
+    ended inside it, the text after the list would make it invalid JSON, so a cut past
+    the end of the array (in a later list of objects) cannot pass unnoticed.
+    """
+    last = len(plan.cuts)
+    lo = plan.start if i == 0 else plan.cuts[i - 1] + 1
+    hi = len(raw) if i == last else plan.cuts[i]
+    body = memoryview(raw)[lo:hi]
+    try:
+        if i < last:
+            text = b"".join([b"[", body, b"]"])
+        else:
+            text = b"".join([b"[" if plan.head is None else b'{"traceEvents":[', body])
+    finally:
+        body.release()
+    for list_type, doc_type in SCHEMAS:
+        try:
+            if i == last and plan.head is not None:
+                doc = msgspec.json.decode(text, type=doc_type)
+                if doc.traceEvents is None:
+                    raise ChunkError("no events")
+                events = doc.traceEvents
+                doc.traceEvents = []  # the fields only: the events go their own way
+                return events, doc
+            return msgspec.json.decode(text, type=list_type), None
+        except msgspec.ValidationError:
+            continue
+        except (msgspec.DecodeError, UnicodeDecodeError) as e:
+            raise ChunkError(str(e)) from None
+    raise ChunkError("does not fit the typed schema")
+
+
+def document(plan: Plan, tail: Doc | None) -> Doc:
+    """The document fields of the file: those before its events array and after it."""
+    if plan.head is None or tail is None:
+        return Doc()  # a bare list
+    fields = {f: getattr(tail, f) for f in tail.__struct_fields__
+              if f != "traceEvents" and getattr(tail, f) is not None}
+    return msgspec.structs.replace(plan.head, traceEvents=[], **fields)
+
+
+def _child(work: Callable[[int], Any], i: int, conn: Connection) -> None:
+    try:
+        result = (True, work(i))
+    except BaseException as e:  # noqa: BLE001 -- any failure means: decode in one piece
+        result = (False, f"{type(e).__name__}: {e}")
+    try:
+        conn.send(result)
+    finally:
+        conn.close()
+
+
+def forked_map(work: Callable[[int], T], n: int) -> list[T]:
+    """``[work(0), ..., work(n - 1)]``: 0 in this process, the others in forked children.
+
+    Raises ChunkError when a child fails or dies; this process's own failure propagates.
+    """
+    ctx = multiprocessing.get_context("fork")
+    kids: list[tuple[Any, Connection]] = []
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns on fork() while other threads exist (numpy's BLAS pool,
+            # a notebook's). The child runs only msgspec and numpy passes on memory it
+            # inherited, takes no lock another thread could hold, and exits without
+            # cleanup (multiprocessing's os._exit), so the warned-of deadlock cannot occur.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            for i in range(1, n):
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_child, args=(work, i, send), daemon=True)
+                proc.start()
+                send.close()
+                kids.append((proc, recv))
+        out = [work(0)]
+        for _, recv in kids:
+            try:
+                ok, value = recv.recv()
+            except (EOFError, OSError) as e:
+                raise ChunkError(f"a worker died ({e})") from None
+            if not ok:
+                raise ChunkError(value)
+            out.append(value)
+        return out
+    finally:
+        for proc, recv in kids:
+            recv.close()
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()

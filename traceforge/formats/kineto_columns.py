@@ -1,0 +1,238 @@
+"""Per-event columns of a run of decoded Kineto events, and how runs join into one.
+
+The Kineto reader decodes a file into msgspec structs and then walks them a few times,
+building one numpy column per pass. This module holds those passes. They work on any run
+of consecutive events: the whole file, or one chunk of it decoded in a worker process
+(:mod:`traceforge.formats.kineto_chunks`). Joining the runs' columns in file order gives
+the same columns as one pass over the whole file, codes and id numbering included.
+Nothing here depends on pandas, so a worker pays only for numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain, count, repeat
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from traceforge.formats.kineto_schema import EVENT_PHASES, FLOW_PHASES, KIND_OF_CAT, PH_CODE
+from traceforge.model import KINDS
+
+_EVENT_CODES = [PH_CODE[c] for c in EVENT_PHASES]
+_FLOW_CODES = [PH_CODE[c] for c in FLOW_PHASES]
+_GPU_KINDS = [KINDS.index(k) for k in ("kernel", "memcpy", "memset", "gpu_annotation", "sync")]
+
+
+@dataclass
+class Codes:
+    """A string column as first-appearance codes (int32) and its distinct values.
+
+    ``None`` (only the lenient decode yields it) is kept as a value here; the reader turns
+    it into a missing value when it builds the categorical.
+    """
+
+    codes: np.ndarray
+    values: list[Any]
+
+
+@dataclass
+class Columns:
+    """The columns of ``n`` consecutive events; row-wise ones cover the kept rows only.
+
+    Kept rows are complete/begin/end/instant events of the kinds asked for. Times stay
+    float microseconds: the reader checks and converts them once all runs are joined.
+    """
+
+    n: int
+    has_phase: bool  # some event has a non-empty ph (else it is not a trace at all)
+    ph: np.ndarray  # int8 phase codes, every event (-1: unknown or none)
+    ts_us: np.ndarray | None  # float64 every event; None: a ts/dur is not a number
+    dur_us: np.ndarray | None
+    cat: Codes  # every event
+    kept: np.ndarray  # int64 indices of kept rows among the run's events
+    name: Codes  # kept rows
+    pidtid: np.ndarray  # int64 pid, tid pairs of kept rows; 0 where the id is not an int
+    odd_at: np.ndarray  # positions in pidtid of ids that are not ints
+    odd: list[Any]  # ... their distinct values, first appearance first
+    odd_code: np.ndarray  # ... and which of them each position holds
+    ints: np.ndarray  # int64 (kept, 5): External id, correlation, stream, device, graph id
+    meta: list[Any]  # metadata (ph M) events
+    flows: list[Any]  # flow events other than ac2g
+    flow_at: np.ndarray  # their indices among the run's events
+
+
+def codes_of(values: Iterable[Any], n: int) -> Codes:
+    """First-appearance codes of ``n`` values in one pass at C speed.
+
+    ``setdefault`` files each new value under its position, so the codes come out as
+    first-appearance positions, which numpy then renumbers densely. A trace has few
+    distinct names among ~1M events; this is ~3x faster than factorizing an object array.
+    """
+    first: dict[Any, int] = {}
+    pos = np.fromiter(map(first.setdefault, values, count()), dtype=np.int64, count=n)
+    dense = np.empty(max(n, 1), dtype=np.int32)
+    dense[np.fromiter(first.values(), dtype=np.int64, count=len(first))] = np.arange(
+        len(first), dtype=np.int32)
+    return Codes(dense[pos], list(first))
+
+
+def _floats(events: Sequence[Any], n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    try:
+        # One pass for both: Kineto's ts and dur are numbers (NaN where absent).
+        tsdur = np.fromiter(chain.from_iterable(map(attrgetter("ts", "dur"), events)),
+                            dtype=np.float64, count=2 * n).reshape(n, 2)
+    except (TypeError, ValueError):
+        return None, None  # a string or null: the reader parses them one by one
+    return np.ascontiguousarray(tsdur[:, 0]), np.ascontiguousarray(tsdur[:, 1])
+
+
+def _ids(events: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, list[Any], np.ndarray]:
+    """pid, tid pairs as int64; ids that are not ints are left for the reader to number.
+
+    Nearly all ids are ints; Kineto's few string pids ("Spans", "Traces") and legacy
+    string tids are found among the few distinct values instead of testing every one.
+    """
+    values = list(chain.from_iterable(map(attrgetter("pid", "tid"), events)))
+    try:
+        return np.array(values, dtype=np.int64), np.empty(0, np.int64), [], np.empty(0, np.int32)
+    except (TypeError, ValueError):
+        pass  # OverflowError (past 64 bits) goes up: the reader reports it
+    odd = [v for v in dict.fromkeys(values) if type(v) is not int]
+    which = dict(zip(odd, count(), strict=False))
+    code = np.fromiter(map(which.get, values, repeat(-1)), dtype=np.int32, count=len(values))
+    at = np.flatnonzero(code >= 0)
+    zero = dict.fromkeys(odd, 0)
+    ints = np.fromiter(map(zero.get, values, values), dtype=np.int64, count=len(values))
+    return ints, at, odd, code[at]
+
+
+def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
+    """The columns of ``events``; indices count from the first of them.
+
+    Raises OverflowError (with the message for the user) for an id past 64 bits.
+    """
+    n = len(events)
+    ph = np.fromiter(map(PH_CODE.get, map(attrgetter("ph"), events), repeat(-1)),
+                     dtype=np.int8, count=n)
+    # Phase tests on the int8 codes (string arrays cost ~40 ms per 1M events).
+    is_event = np.isin(ph, _EVENT_CODES)
+    ts_us, dur_us = _floats(events, n)
+    cat = codes_of(map(attrgetter("cat"), events), n)
+    keep = is_event
+    if kinds is not None:
+        kind = kind_codes(cat.values)[cat.codes]
+        keep = is_event & np.isin(kind, [KINDS.index(k) for k in kinds])
+    local = np.flatnonzero(keep)
+    evs = events if len(local) == n else [events[i] for i in local.tolist()]
+    m = len(evs)
+    try:
+        pidtid, odd_at, odd, odd_code = _ids(evs)
+    except OverflowError:
+        raise OverflowError("a pid or tid does not fit in 64 bits") from None
+    args = list(map(attrgetter("args"), evs))
+    # External id, correlation and graph id for every row. Device and stream only mean
+    # something on GPU rows (the reader sets -1 elsewhere), so only those are read.
+    ints = np.full((m, 5), -1, dtype=np.int64)
+    gpu = np.flatnonzero(np.isin(kind_codes(cat.values)[cat.codes[local]], _GPU_KINDS))
+    try:
+        ints[:, [0, 1, 4]] = np.fromiter(
+            chain.from_iterable(map(attrgetter("ext", "correlation", "graph"), args)),
+            dtype=np.int64, count=3 * m).reshape(m, 3)
+        if len(gpu):
+            ints[gpu[:, None], [2, 3]] = np.fromiter(
+                chain.from_iterable(map(attrgetter("stream", "device"),
+                                        (args[i] for i in gpu.tolist()))),
+                dtype=np.int64, count=2 * len(gpu)).reshape(len(gpu), 2)
+    except OverflowError:
+        raise OverflowError("an id (External id, correlation, stream, device or graph id) "
+                            "does not fit in 64 bits") from None
+    # ac2g flows (launch call -> GPU activity) repeat what the correlation ids on both
+    # events already say: the model keeps the link in ``corr`` and writers regenerate the
+    # arrows, so only other flows (fwdbwd, legacy async_cpu_to_gpu, ...) are kept.
+    flow = np.isin(ph, _FLOW_CODES)
+    if "ac2g" in cat.values:
+        flow &= cat.codes != cat.values.index("ac2g")
+    flow_at = np.flatnonzero(flow)
+    return Columns(
+        n=n,
+        has_phase=any(map(attrgetter("ph"), events)),
+        ph=ph,
+        ts_us=ts_us,
+        dur_us=dur_us,
+        cat=cat,
+        kept=local,
+        name=codes_of(map(attrgetter("name"), evs), m),
+        pidtid=pidtid,
+        odd_at=odd_at,
+        odd=odd,
+        odd_code=odd_code,
+        ints=ints,
+        meta=[events[i] for i in np.flatnonzero(ph == PH_CODE["M"]).tolist()],
+        flows=[events[i] for i in flow_at.tolist()],
+        flow_at=flow_at,
+    )
+
+
+def kind_codes(cats: Sequence[Any]) -> np.ndarray:
+    """Kind code per category value, and ``other`` at the end (for code -1)."""
+    return np.array([KINDS.index(KIND_OF_CAT.get(str(c).lower(), "other")) for c in cats]
+                    + [KINDS.index("other")], dtype=np.int8)
+
+
+def _join_codes(parts: Sequence[Codes]) -> Codes:
+    """Codes over the runs in order: first appearance across all of them, as one pass."""
+    if len(parts) == 1:
+        return parts[0]
+    index: dict[Any, int] = {}
+    recoded = []
+    for p in parts:
+        lookup = np.fromiter((index.setdefault(v, len(index)) for v in p.values),
+                             dtype=np.int32, count=len(p.values))
+        recoded.append(lookup[p.codes] if len(p.values) else p.codes)
+    return Codes(np.concatenate(recoded), list(index))
+
+
+def join(parts: Sequence[Columns]) -> Columns:
+    """One run's columns from consecutive runs' (in file order)."""
+    if len(parts) == 1:
+        return parts[0]
+    odd: dict[Any, int] = {}
+    odd_code, odd_at, kept, flow_at = [], [], [], []
+    rows = events = 0
+    for p in parts:
+        lookup = np.fromiter((odd.setdefault(v, len(odd)) for v in p.odd),
+                             dtype=np.int32, count=len(p.odd))
+        odd_code.append(lookup[p.odd_code] if len(p.odd) else p.odd_code)
+        odd_at.append(p.odd_at + rows)
+        kept.append(p.kept + events)
+        flow_at.append(p.flow_at + events)
+        rows += len(p.pidtid)
+        events += p.n
+    ts = [p.ts_us for p in parts]
+    dur = [p.dur_us for p in parts]
+    return Columns(
+        n=sum(p.n for p in parts),
+        has_phase=any(p.has_phase for p in parts),
+        ph=np.concatenate([p.ph for p in parts]),
+        ts_us=_joined(ts),
+        dur_us=_joined(dur),
+        cat=_join_codes([p.cat for p in parts]),
+        kept=np.concatenate(kept),
+        name=_join_codes([p.name for p in parts]),
+        pidtid=np.concatenate([p.pidtid for p in parts]),
+        odd_at=np.concatenate(odd_at),
+        odd=list(odd),
+        odd_code=np.concatenate(odd_code).astype(np.int32),
+        ints=np.concatenate([p.ints for p in parts]),
+        meta=[e for p in parts for e in p.meta],
+        flows=[e for p in parts for e in p.flows],
+        flow_at=np.concatenate(flow_at),
+    )
+
+
+def _joined(arrays: Sequence[np.ndarray | None]) -> np.ndarray | None:
+    present = [a for a in arrays if a is not None]
+    return np.concatenate(present) if len(present) == len(arrays) else None
