@@ -97,13 +97,13 @@ for MODE in ${MODES//,/ }; do
     DIR="$WORK/sweep"
     [ "${MODES}" != "${MODES/,/}" ] && DIR="$WORK/sweep/$MODE"
     python3 -m traceforge scaling "$DIR" --batch "$BATCH" --format md \
-        -o "$DIR/scaling.md" | tee "$OUT/scaling_$MODE.md"
+        --report "$DIR/scaling.md" | tee "$OUT/scaling_$MODE.md"
     python3 -m traceforge scaling "$DIR" --batch "$BATCH" --format json > "$DIR/scaling.json"
     python3 -m traceforge report "$DIR/n$MAX"/*.pt.trace.json.gz \
         -o "$DIR/report_n$MAX.html" --title "ddp_train $MODE, $MAX GPUs"
     if [ "$MAX" != 1 ]; then  # one count: nothing to compare
         python3 -m traceforge compare "$DIR/n1" "$DIR/n$MAX" --labels "1gpu,${MAX}gpu" \
-            -o "$DIR/compare.md" > /dev/null
+            --report "$DIR/compare.md" > /dev/null
     fi
     tar czf "$OUT/sweep_$MODE.tar.gz" -C "$DIR" .
 done

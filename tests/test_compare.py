@@ -143,7 +143,8 @@ def test_cli_compare_writes_table_chart_and_reports(tmp_path: Path) -> None:
     paths = pair(MODELS[2])
     report = tmp_path / "cmp.html"
     r = subprocess.run([sys.executable, "-m", "traceforge", "compare", *map(str, paths),
-                        "-o", str(report), "--chart", str(tmp_path / "chart"), "--format", "md"],
+                        "--report", str(report), "--chart", str(tmp_path / "chart"),
+                        "--format", "md"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     # Labels default to the parent folders, since the file names are the same.
@@ -154,7 +155,7 @@ def test_cli_compare_writes_table_chart_and_reports(tmp_path: Path) -> None:
     assert page.count("<svg") == 1 and "fused_attention" in page and "<script" not in page
     md = tmp_path / "cmp.md"
     r = subprocess.run([sys.executable, "-m", "traceforge", "compare", *map(str, paths),
-                        "--labels", "H100,MI300X", "--baseline", "MI300X", "-o", str(md),
+                        "--labels", "H100,MI300X", "--baseline", "MI300X", "--report", str(md),
                         "--format", "csv", "--table", "classes"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

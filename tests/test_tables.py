@@ -24,6 +24,8 @@ SDPA = str(FIXTURES / "sdpa.pt.trace.json.gz")
     (["diff", EAGER, SDPA], ["summary", "by_class", "by_neutral", "by_family", "replacements",
                              "only_a",
                              "only_b", "ops"]),
+    (["scaling", EAGER], ["runs", "losses", "ranks", "fit"]),
+    (["compare", EAGER, SDPA], ["runs", "classes", "families", "counts"]),
 ])
 def test_each_table_by_name_and_all_to_a_folder(verb: list[str], names: list[str],
                                                tmp_path: Path) -> None:
@@ -45,6 +47,50 @@ def test_each_table_by_name_and_all_to_a_folder(verb: list[str], names: list[str
     assert isinstance(json.loads(out), list)
     code, _, err = cli_main(*verb, "--table", "nope")
     assert code == 2 and "no such table" in err and names[0] in err
+
+
+@pytest.mark.parametrize("verb,names", [
+    (["scaling", EAGER], ["runs", "losses", "ranks", "fit"]),
+    (["compare", EAGER, SDPA], ["runs", "classes", "families", "counts"]),
+])
+def test_scaling_and_compare_list_their_tables_and_refuse_bad_input(
+        verb: list[str], names: list[str], tmp_path: Path) -> None:
+    code, out, _ = cli_main(verb[0], "--help")
+    assert code == 0 and "Tables: " + ", ".join(names) in " ".join(out.split())
+    assert "--report FILE" in out and "--out-dir DIR" in out
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for bad, says in ((["--table", "nosuch"], "--table nosuch: no such table (have: "
+                                              + ", ".join(names) + ")"),
+                      (["--report", str(tmp_path / "x.txt")], "the report is .md or .html"),
+                      (["-o", str(afile / "sub")], "cannot write"),
+                      (["-o", str(tmp_path / "r.md")], "write the report with --report"),
+                      (["-o", str(afile)], "is a file")):
+        code, out, err = cli_main(*verb, *bad)
+        assert code == 2 and err.count("\n") == 1 and says in err, (bad, err)
+        assert out == ""
+    assert not (tmp_path / "r.md").exists() and not (tmp_path / "x.txt").exists()
+
+
+def test_compare_and_scaling_keep_their_json_and_wide_tables(tmp_path: Path) -> None:
+    # JSON stays the verbs' own object (not the tables keyed by name).
+    code, out, err = cli_main("compare", EAGER, SDPA, "--format", "json")
+    assert code == 0, err
+    assert list(json.loads(out)) == ["baseline", "runs", "by_class", "by_family",
+                                     "steps_from", "notes"]
+    code, out, err = cli_main("scaling", EAGER, "--format", "json")
+    assert code == 0, err
+    assert list(json.loads(out)) == ["weak", "formula", "steps_from", "runs", "losses",
+                                     "ranks", "fit", "chart", "notes"]
+    # Markdown (and -o DIR in md) lines the runs up in columns; CSV has one row per run.
+    code, _, err = cli_main("compare", EAGER, SDPA, "--format", "md", "-o", str(tmp_path))
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "classes.md", "counts.md", "families.md", "runs.md"]
+    assert "| class | eager ms | sdpa ms | sdpa vs eager |" in (tmp_path / "classes.md").read_text()
+    assert "_baseline: eager_" in (tmp_path / "runs.md").read_text()
+    code, out, _ = cli_main("compare", EAGER, SDPA, "--format", "csv", "--table", "classes")
+    assert out.splitlines()[0] == "class,run,ms,calls,share_pct,speedup"
 
 
 def test_idle_gaps_table_keeps_exact_ns() -> None:

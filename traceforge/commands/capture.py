@@ -146,15 +146,17 @@ def _scaling_table(root: Path, fmt: str) -> None:
     """The sweep's scaling table; a sweep whose runs left nothing to scale says why."""
     from traceforge.analyzers.scaling import scaling
     from traceforge.commands.runs import load_runs
+    from traceforge.commands.tables import emit_tables
     from traceforge.errors import TraceforgeError
-    from traceforge.render.scaling import render_scaling
+    from traceforge.render.scaling import scaling_document, scaling_tables
 
     try:
         report = scaling(load_runs([str(root)]))
     except TraceforgeError as e:
         click.echo(f"traceforge: no scaling table for {root}: {e}", err=True)
         return
-    emit(render_scaling(report, fmt, None if fmt == "json" else "runs"))
+    emit_tables(scaling_tables(report), fmt, table=None if fmt == "json" else "runs",
+                doc=scaling_document(report))
     click.echo(f"traceforge: sweep in {root}; `traceforge scaling {root}` for the loss "
                "breakdown", err=True)
 

@@ -6,8 +6,14 @@ from pathlib import Path
 
 import click
 
-from traceforge.commands.options import emit, format_option, resolve_steps, steps_from_option
-from traceforge.render.compare import TABLES
+from traceforge.commands.options import (
+    check_report,
+    format_option,
+    report_option,
+    resolve_steps,
+    steps_from_option,
+)
+from traceforge.commands.tables import check_table, emit_tables, table_options
 
 
 @click.command("compare")
@@ -17,41 +23,48 @@ from traceforge.render.compare import TABLES
 @click.option("--labels", default=None, metavar="A,B,...",
               help="Labels for the runs, comma-separated [default: their names, else "
                    "their folders' names].")
-@click.option("--table", type=click.Choice([k for k, _ in TABLES]), default=None,
-              help="Show one table only.")
-@click.option("-o", "--out", "report", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Also write a report with a chart: REPORT.md or REPORT.html.")
+@table_options
+@report_option("a chart")
 @click.option("--chart", type=click.Path(dir_okay=False, path_type=Path), default=None,
               metavar="STEM", help="Also write the chart as STEM.png and STEM.svg.")
 @steps_from_option
 @format_option
 def command(runs: tuple[str, ...], baseline: str | None, labels: str | None,
-            table: str | None, report: Path | None, chart: Path | None,
+            table: str | None, out_dir: str | None, report: Path | None, chart: Path | None,
             steps_from: str | None, fmt: str) -> None:
     """Line runs up row by row -- an NVIDIA and an AMD run of the same model, several
     machines' captures, eager vs compiled -- by vendor-neutral kernel class and family
     (cuBLAS vs hipBLASLt GEMMs, FlashAttention vs AOTriton/CK attention, NCCL vs RCCL),
     with kernel counts, launch overhead, idle time and capture summaries.
 
-    RUN: a trace file, a folder of rank traces, or a capture output folder.
+    RUN: a trace file, a folder of rank traces, or a capture output folder. Tables: runs,
+    classes, families, counts (table and md line the runs up in columns; JSON and CSV
+    have one row per run; CSV: --table NAME, or -o DIR for all).
 
     \b
-      traceforge compare h100/model.json.gz mi300/model.json.gz -o compare.html
+      traceforge compare h100/model.json.gz mi300/model.json.gz --report compare.html
       traceforge compare runs/h200 runs/mi350 --baseline h200
     """
     from traceforge.analyzers.compare import compare
     from traceforge.commands.runs import load_runs
     from traceforge.errors import UsageError
-    from traceforge.render.compare import compare_chart, compare_report, render_compare
+    from traceforge.render.compare import (
+        TABLE_NAMES,
+        compare_chart,
+        compare_document,
+        compare_report,
+        compare_tables,
+    )
 
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")
-    if report is not None and report.suffix not in (".md", ".html"):
-        raise UsageError(f"-o {report}: the report is .md or .html")
+    check_report(report, out_dir)
+    check_table(table, TABLE_NAMES)
     names = [x.strip() for x in labels.split(",")] if labels is not None else None
     rule, _ = resolve_steps(steps_from, None)
     c = compare(load_runs(runs, steps_from=rule, labels=names), baseline=baseline)
-    emit(render_compare(c, fmt, table))
+    emit_tables(compare_tables(c, wide=fmt in ("table", "md")), fmt, table=table,
+                out_dir=out_dir, doc=compare_document(c))
     written = []
     if chart is not None:
         written += compare_chart(c, chart)

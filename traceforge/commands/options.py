@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -40,6 +41,31 @@ def traces_argument(f: F) -> F:
 def emit(text: str) -> None:
     """Write command output to stdout."""
     click.echo(text, nl=not text.endswith("\n"))
+
+
+def report_option(holds: str) -> Callable[[F], F]:
+    """``--report FILE``: also write a Markdown or HTML report (``holds``: what besides the
+    tables, e.g. "charts"), beside ``-o DIR``'s table files."""
+    return click.option(
+        "--report",
+        "report",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        metavar="FILE",
+        help=f"Also write a report with the tables and {holds}: FILE.md or FILE.html.",
+    )
+
+
+def check_report(report: Path | None, out_dir: str | None) -> None:
+    """Before the work: ``--report`` is .md or .html, and ``-o DIR`` named like a report
+    (the report's option before --report) is refused rather than made a folder."""
+    from traceforge.errors import UsageError
+
+    if report is not None and report.suffix not in (".md", ".html"):
+        raise UsageError(f"--report {report}: the report is .md or .html")
+    if out_dir is not None and Path(out_dir).suffix in (".md", ".html"):
+        raise UsageError(f"-o {out_dir}: -o is a folder for the table files; write the "
+                         f"report with --report {out_dir}")
 
 
 def steps_from_option(f: F) -> F:

@@ -9,32 +9,22 @@ to ``DIR/NAME.csv`` (``.json``, ``.md``, ``.txt``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import pandas as pd
 
 from traceforge.commands import output
 from traceforge.commands.options import emit
 from traceforge.errors import UsageError
-from traceforge.render import render_frame
 from traceforge.render.frame import to_json_bytes
+from traceforge.render.tables import Table, render_table
+
+__all__ = ["Table", "check_table", "emit_tables", "table_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _EXT = {"csv": "csv", "json": "json", "md": "md", "table": "txt"}
-
-
-@dataclass(frozen=True)
-class Table:
-    """One named table of a verb's output, with its title and notes for people."""
-
-    name: str
-    frame: pd.DataFrame
-    title: str = ""
-    notes: tuple[str, ...] = field(default=())
 
 
 def table_options(f: F) -> F:
@@ -53,10 +43,8 @@ def emit_tables(tables: Sequence[Table], fmt: str, *, table: str | None = None,
     (default: tables keyed by name), ``head`` lines printed before table/md output."""
     names = [t.name for t in tables]
     if table is not None:
-        chosen = [t for t in tables if t.name == table]
-        if not chosen:
-            raise UsageError(f"--table {table}: no such table (have: {', '.join(names)})")
-        tables = chosen
+        check_table(table, names)
+        tables = [t for t in tables if t.name == table]
     if out_dir is not None:
         folder = Path(out_dir)
         try:
@@ -64,27 +52,27 @@ def emit_tables(tables: Sequence[Table], fmt: str, *, table: str | None = None,
         except OSError as e:
             raise UsageError(f"{out_dir}: cannot write ({e.strerror})") from None
         for t in tables:
-            output.write(folder / f"{t.name}.{_EXT[fmt]}", _one(t, fmt))
+            output.write(folder / f"{t.name}.{_EXT[fmt]}", render_table(t, fmt))
         click.echo(f"wrote {len(tables)} table(s) to {folder}: "
                    + ", ".join(f"{t.name}.{_EXT[fmt]}" for t in tables), err=True)
         return
     if fmt == "json":
         if table is not None:
-            emit(_one(tables[0], fmt))
+            emit(render_table(tables[0], fmt))
         else:
             emit(to_json_bytes(doc or {t.name: t.frame for t in tables}).decode())
         return
     if fmt == "csv":
-        emit(_one(tables[0], fmt))
+        emit(render_table(tables[0], fmt))
         if len(tables) > 1:
             click.echo(f"traceforge: CSV holds one table ({tables[0].name}); the others: "
                        + ", ".join(names[1:]) + " (use --table NAME or -o DIR)", err=True)
         return
-    emit(head + "\n".join(_one(t, fmt) for t in tables))
+    emit(head + "\n".join(render_table(t, fmt) for t in tables))
 
 
-def _one(t: Table, fmt: str) -> str:
-    if fmt == "json":
-        return to_json_bytes(t.frame).decode() + "\n"
-    return render_frame(t.frame, fmt, title=t.title if fmt != "csv" else "",
-                        notes=t.notes if fmt != "csv" else ())
+def check_table(table: str | None, names: Sequence[str]) -> None:
+    """A UsageError when ``--table`` names none of ``names``; a verb that knows its table
+    names before the work calls it first, so a typo fails before a long analysis."""
+    if table is not None and table not in names:
+        raise UsageError(f"--table {table}: no such table (have: {', '.join(names)})")

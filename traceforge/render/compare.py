@@ -1,11 +1,12 @@
 """How a :class:`~traceforge.analyzers.compare.Comparison` is shown: the runs table, the
-class and family tables lined up run by run, a comparison chart and a Markdown/HTML
-report."""
+class and family tables lined up run by run (printed by the command), its JSON object, a
+comparison chart and a Markdown/HTML report."""
 
 from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,56 +22,48 @@ from traceforge.render.figures import (
     svg_inline,
     write_text,
 )
-from traceforge.render.frame import render_frame, to_json_bytes
+from traceforge.render.tables import Table
 
-#: Table names (``--table``) and titles, in the order they are shown.
-TABLES: tuple[tuple[str, str], ...] = (
-    ("runs", "Runs (per step, per GPU; speedup = baseline / run)"),
-    ("classes", "GPU time per step by vendor-neutral class (ms)"),
-    ("families", "GPU time per step by vendor-neutral family (ms) and the library per run"),
-    ("counts", "GPU activities (kernels, copies, memsets) per step by class"),
-)
+#: The table names (``--table``), in the order they are shown.
+TABLE_NAMES: tuple[str, ...] = ("runs", "classes", "families", "counts")
 
 _NOTE = ("times: GPU activity launched in the steps, durations summed, per step and per GPU "
          "(mean over ranks); step_ms: slowest rank's mean host step; latency/hz/peak from "
          "capture summaries (unprofiled steps)")
 
 
-def tables(c: Comparison) -> dict[str, pd.DataFrame]:
-    """The display tables by name. JSON and CSV use the long tables instead."""
-    fam = c.wide("by_family")
-    libs = c.by_family.pivot_table(index=["class", "family"], columns="run", values="library",
-                                   aggfunc="first", sort=False)
-    for lab in c.labels:
-        col = libs[lab] if lab in libs else pd.Series(dtype=object)
-        pos = list(fam.columns).index(f"{lab} ms")
-        fam.insert(pos, f"{lab} library", col.reindex(
-            pd.MultiIndex.from_frame(fam[["class", "family"]])).fillna("").to_numpy())
-    return {"runs": drop_empty(c.runs), "classes": c.wide("by_class"), "families": fam,
-            "counts": c.wide("by_class", "calls")}
+def compare_tables(c: Comparison, *, wide: bool = True) -> list[Table]:
+    """The comparison's tables: ``wide``, runs lined up column by column (table and md
+    output, the report); else the long tables, one row per run (JSON and CSV)."""
+    if wide:
+        fam = c.wide("by_family")
+        libs = c.by_family.pivot_table(index=["class", "family"], columns="run",
+                                       values="library", aggfunc="first", sort=False)
+        for lab in c.labels:
+            col = libs[lab] if lab in libs else pd.Series(dtype=object)
+            pos = list(fam.columns).index(f"{lab} ms")
+            fam.insert(pos, f"{lab} library", col.reindex(
+                pd.MultiIndex.from_frame(fam[["class", "family"]])).fillna("").to_numpy())
+        frames = (drop_empty(c.runs), c.wide("by_class"), fam, c.wide("by_class", "calls"))
+    else:
+        frames = (c.runs, c.by_class, c.by_family, c.by_class[["class", "run", "calls"]])
+    runs, classes, families, counts = frames
+    return [
+        Table("runs", runs, "Runs (per step, per GPU; speedup = baseline / run)",
+              (f"baseline: {c.baseline}", _NOTE, *c.notes), digits=3),
+        Table("classes", classes, "GPU time per step by vendor-neutral class (ms)", digits=3),
+        Table("families", families, "GPU time per step by vendor-neutral family (ms) and the "
+                                    "library per run", digits=3),
+        Table("counts", counts, "GPU activities (kernels, copies, memsets) per step by class",
+              digits=3),
+    ]
 
 
-def render_compare(c: Comparison, fmt: str, table: str | None = None) -> str:
-    """The comparison in ``fmt``: JSON one object of long tables; CSV the long tables
-    (``table`` picks one); table and md the wide, lined-up tables."""
-    if fmt == "json" and table is None:
-        return to_json_bytes({"baseline": c.baseline, "runs": c.runs, "by_class": c.by_class,
-                              "by_family": c.by_family, "steps_from": c.step_sources,
-                              "notes": list(c.notes)}).decode() + "\n"
-    shown = tables(c) if fmt in ("table", "md") else {
-        "runs": c.runs, "classes": c.by_class, "families": c.by_family,
-        "counts": c.by_class[["class", "run", "calls"]]}
-    parts = []
-    for key, title in TABLES:
-        if table is not None and key != table:
-            continue
-        if fmt in ("csv", "json") and table is None and key == "counts":
-            continue  # the long class table already holds the counts
-        notes: tuple[str, ...] = ()
-        if fmt in ("table", "md") and key == "runs":
-            notes = (f"baseline: {c.baseline}", _NOTE, *c.notes)
-        parts.append(render_frame(shown[key], fmt, title=title, digits=3, notes=notes))
-    return "\n".join(parts)
+def compare_document(c: Comparison) -> dict[str, Any]:
+    """The JSON object of ``traceforge compare``: the long tables and the runs' step
+    sources."""
+    return {"baseline": c.baseline, "runs": c.runs, "by_class": c.by_class,
+            "by_family": c.by_family, "steps_from": c.step_sources, "notes": list(c.notes)}
 
 
 def compare_chart(c: Comparison, stem: Path) -> list[Path]:
@@ -105,15 +98,14 @@ def compare_report(c: Comparison, path: Path) -> list[Path]:
     """A Markdown (``.md``) or HTML (``.html``) comparison report with the chart (written
     beside it as PATH-STEM.compare.png/.svg); returns every file written."""
     charts = compare_chart(c, path.with_name(f"{path.stem}.compare"))
-    shown = tables(c)
+    shown = compare_tables(c)
     title = f"traceforge compare: {' vs '.join(c.labels)}"
-    notes = {"runs": (f"baseline: {c.baseline}", _NOTE, *c.notes)}
     if path.suffix == ".html":
         body = svg_inline(charts[1]) + "".join(
-            html_section(t, shown[k], digits=3, notes=notes.get(k, ())) for k, t in TABLES)
+            html_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
         text = html_page(title, body)
     else:
         text = f"# {title}\n\n![comparison]({html.escape(charts[0].name)})\n\n" + "\n".join(
-            md_section(t, shown[k], digits=3, notes=notes.get(k, ())) for k, t in TABLES)
+            md_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
     write_text(path, text)
     return [path, *charts]

@@ -313,13 +313,11 @@ def _critical_path(r: RunAnalysis) -> str:
 
 
 def _scaling_section(sc: ScalingReport) -> str:
-    from traceforge.render.scaling import TABLES, scaling_svg, table_notes, tables
+    from traceforge.render.scaling import scaling_svg, scaling_tables
 
     out = ["<h2>Scaling</h2>", _chart(scaling_svg, sc)]
-    shown = tables(sc)
-    for key, title in TABLES:
-        out.append(f"<h3>{_e(title)}</h3>" + _notes(table_notes(sc, key))
-                   + table(shown[key], digits=4 if key == "fit" else 2))
+    for t in scaling_tables(sc, mark_empty=False):
+        out.append(f"<h3>{_e(t.title)}</h3>" + _notes(t.notes) + table(t.frame, digits=t.digits))
     return "\n".join(out)
 
 

@@ -101,9 +101,11 @@ def render_markdown(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
     if comparison is not None and len(comparison):
         out.append(_t(comparison, "Comparison"))
     if scaling is not None:
-        from traceforge.render.scaling import render_scaling
+        from traceforge.render.scaling import scaling_tables
+        from traceforge.render.tables import render_table
 
-        out += ["## Scaling", "", render_scaling(scaling, "md")]
+        out += ["## Scaling", "", "\n".join(render_table(t, "md")
+                                             for t in scaling_tables(scaling))]
     out += ["## Findings", ""]
     if not found:
         out.append("No rule fired: nothing stands out.\n")

@@ -1,14 +1,15 @@
-"""How a :class:`~traceforge.analyzers.scaling.ScalingReport` is shown: its tables in every
-format, the two charts (efficiency vs GPUs, stacked loss bars) and a Markdown/HTML report."""
+"""How a :class:`~traceforge.analyzers.scaling.ScalingReport` is shown: its tables (for
+every format, printed by the command), its JSON object, the two charts (efficiency vs
+GPUs, stacked loss bars) and a Markdown/HTML report."""
 
 from __future__ import annotations
 
 import html
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from traceforge.analyzers.scaling import TERMS, ScalingReport
 from traceforge.render.figures import (
@@ -22,15 +23,10 @@ from traceforge.render.figures import (
     svg_string,
     write_text,
 )
-from traceforge.render.frame import render_frame, to_json_bytes
+from traceforge.render.tables import Table
 
-#: Table names (``--table``) and titles, in the order they are shown.
-TABLES: tuple[tuple[str, str], ...] = (
-    ("runs", "Scaling per GPU count"),
-    ("losses", "Where the efficiency went (mean over ranks; efficiency points lost)"),
-    ("ranks", "Loss terms per rank (ms per step over ideal)"),
-    ("fit", "Serial fraction fit and projection"),
-)
+#: The table names (``--table``), in the order they are shown.
+TABLE_NAMES: tuple[str, ...] = ("runs", "losses", "ranks", "fit")
 
 _TERM_NOTE = ("terms (each rank's step minus s x the reference run's rank mean, s = 1 weak, "
               "N0/N strong): compute; exposed_comm = exposed communication outside straggler "
@@ -40,9 +36,15 @@ _TERM_NOTE = ("terms (each rank's step minus s x the reference run's rank mean, 
               "unrecorded. They add up to growth = T(N) - T_ideal(N); points = ms / T(N) x 100 "
               "add up to 100 - efficiency")
 
+_FIT_NOTE = ("amdahl: S(n) = 1/(f + (1-f)/n); gustafson (weak only): S(n) = n - f(n-1); "
+             "n = N/N0; least squares over the runs with n > 1; projected at 2x the largest "
+             "count")
 
-def tables(r: ScalingReport) -> dict[str, pd.DataFrame]:
-    """The report's display tables by name (NaN-only columns dropped)."""
+
+def scaling_tables(r: ScalingReport, *, mark_empty: bool = True) -> list[Table]:
+    """The report's display tables (NaN-only columns dropped), titled, with notes on what
+    each holds and how it is computed; ``mark_empty`` adds "(none)" to an empty one's
+    notes (as the CLI and the Markdown report show it)."""
     ml = r.mean_losses()
     eff = r.runs.set_index("gpus")["efficiency_pct"]
     losses = ml[["gpus", "step_ms", "growth_ms"]].assign(
@@ -51,46 +53,26 @@ def tables(r: ScalingReport) -> dict[str, pd.DataFrame]:
         losses[f"{t}_pts"] = ml[f"{t}_pts"].to_numpy()
     per_rank = r.losses[r.losses["rank"] >= 0]
     ranks = per_rank[["gpus", "rank", "step_ms", "growth_ms", *(f"{t}_ms" for t in TERMS)]]
-    return {"runs": drop_empty(r.runs), "losses": losses.reset_index(drop=True),
-            "ranks": ranks.reset_index(drop=True), "fit": r.fit}
+    out = [
+        Table("runs", drop_empty(r.runs), "Scaling per GPU count",
+              (r.formula, f"steps from {r.step_source}", *r.notes)),
+        Table("losses", losses.reset_index(drop=True),
+              "Where the efficiency went (mean over ranks; efficiency points lost)",
+              (_TERM_NOTE,)),
+        Table("ranks", ranks.reset_index(drop=True),
+              "Loss terms per rank (ms per step over ideal)"),
+        Table("fit", r.fit, "Serial fraction fit and projection", (_FIT_NOTE,), digits=4),
+    ]
+    if mark_empty:
+        out = [replace(t, notes=(*t.notes, "(none)")) if t.frame.empty else t for t in out]
+    return out
 
 
-def table_notes(r: ScalingReport, key: str) -> tuple[str, ...]:
-    """What the table ``key`` holds and how it is computed, in words."""
-    if key == "runs":
-        return (r.formula, f"steps from {r.step_source}", *r.notes)
-    if key == "losses":
-        return (_TERM_NOTE,)
-    if key == "fit":
-        return ("amdahl: S(n) = 1/(f + (1-f)/n); gustafson (weak only): S(n) = n - f(n-1); "
-                "n = N/N0; least squares over the runs with n > 1; projected at 2x the "
-                "largest count",)
-    return ()
-
-
-def _digits(key: str) -> int:
-    return 4 if key == "fit" else 2
-
-
-def render_scaling(r: ScalingReport, fmt: str, table: str | None = None) -> str:
-    """Every table of ``r`` in ``fmt`` (JSON: one object with the full frames and the chart
-    data); ``table`` renders that one alone."""
-    if fmt == "json" and table is None:
-        return to_json_bytes({"weak": r.weak, "formula": r.formula, "steps_from": r.step_source,
-                              "runs": r.runs, "losses": r.losses, "ranks": r.ranks,
-                              "fit": r.fit, "chart": r.chart_data(),
-                              "notes": list(r.notes)}).decode() + "\n"
-    shown = tables(r)
-    parts = []
-    for key, title in TABLES:
-        if table is not None and key != table:
-            continue
-        df = shown[key]
-        notes = table_notes(r, key) if fmt in ("table", "md") else ()
-        if df.empty:
-            notes = (*notes, "(none)")
-        parts.append(render_frame(df, fmt, title=title, digits=_digits(key), notes=notes))
-    return "\n".join(parts)
+def scaling_document(r: ScalingReport) -> dict[str, Any]:
+    """The JSON object of ``traceforge scaling``: the full frames and the chart data."""
+    return {"weak": r.weak, "formula": r.formula, "steps_from": r.step_source,
+            "runs": r.runs, "losses": r.losses, "ranks": r.ranks, "fit": r.fit,
+            "chart": r.chart_data(), "notes": list(r.notes)}
 
 
 def scaling_chart(r: ScalingReport, stem: Path) -> list[Path]:
@@ -150,16 +132,14 @@ def scaling_report(r: ScalingReport, path: Path) -> list[Path]:
     """A Markdown (``.md``) or HTML (``.html``) report with the tables and the chart
     (written beside it as PATH-STEM.scaling.png/.svg); returns every file written."""
     charts = scaling_chart(r, path.with_name(f"{path.stem}.scaling"))
-    shown = tables(r)
+    shown = scaling_tables(r, mark_empty=False)
     title = "traceforge scaling"
     if path.suffix == ".html":
         body = svg_inline(charts[1]) + "".join(
-            html_section(t, shown[k], digits=_digits(k), notes=table_notes(r, k))
-            for k, t in TABLES)
+            html_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
         text = html_page(title, body)
     else:
         text = f"# {title}\n\n![scaling]({html.escape(charts[0].name)})\n\n" + "\n".join(
-            md_section(t, shown[k], digits=_digits(k), notes=table_notes(r, k))
-            for k, t in TABLES)
+            md_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
     write_text(path, text)
     return [path, *charts]
