@@ -225,3 +225,16 @@ def test_workers_only_from_the_main_thread_and_as_configured(
 
 def test_small_files_are_not_cut() -> None:
     assert chunks.plan(b'{"traceEvents": [{"ph": "X"}, {"ph": "X"}]}', 8) is None
+
+
+def test_the_file_is_not_changed_by_the_brackets_written_in_place(
+        tmp_path: Path, forced: dict[str, int]) -> None:
+    # Chunks get their brackets in a copy-on-write map of the file: the file stays as is.
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events(300), "traceName": "x"}, indent=1))
+    before, mtime = p.read_bytes(), p.stat().st_mtime_ns
+    chrome.read(p)
+    chrome.read(p)
+    assert forced["chunks"] == 2
+    assert p.read_bytes() == before
+    assert p.stat().st_mtime_ns == mtime

@@ -222,7 +222,7 @@ def _read_chunks(p: Path, kinds: frozenset[str] | None) -> Trace | None:
     n = chunks.workers()
     if n < 2:
         return None
-    with content(p) as raw:
+    with content(p, private=True) as raw:
         plan = chunks.plan(raw, n)
         if plan is None:
             return None

@@ -40,11 +40,13 @@ def read_head(path: Path, n: int = 4096) -> bytes:
 
 
 @contextmanager
-def content(path: Path) -> Iterator[bytes | mmap.mmap]:
+def content(path: Path, private: bool = False) -> Iterator[bytes | mmap.mmap]:
     """The content of ``path`` for one decode: a read-only map of a plain file, else bytes.
 
     Mapping saves copying a large file into a buffer first (~0.15 s per 300 MB); the map
-    is closed on exit, so nothing decoded from it may keep referencing it.
+    is closed on exit, so nothing decoded from it may keep referencing it. ``private``
+    maps a plain file copy-on-write instead: bytes written to the map stay in this
+    process (and are not seen by processes forked earlier); the file never changes.
     """
     try:
         f = path.open("rb")
@@ -58,7 +60,8 @@ def content(path: Path) -> Iterator[bytes | mmap.mmap]:
             yield raw
             return
         try:
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            mm = mmap.mmap(f.fileno(), 0,
+                           access=mmap.ACCESS_COPY if private else mmap.ACCESS_READ)
         except (OSError, ValueError):
             yield read_bytes(path)
             return
