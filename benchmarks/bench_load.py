@@ -9,12 +9,14 @@ are comparable. Two times per case:
   pyarrow and the verb's module are imported (what the library spends on the trace).
 
 Cases: the typed msgspec decode (the floor: decoding only the fields an analysis needs,
-args left raw), cold ``top-kernels`` with an empty cache (parse + cache write), cold with
-``--no-cache``, warm (cached) ``top-kernels``, ``idle``, ``overlap`` and ``report`` (each
-of the last three twice in a row: first computing and storing its derived tables, then
-reading them back; the cache is emptied at the start of every round), and HTA 0.5.0
-parse + kernel breakdown when it is installed. Ratios are printed against the
-decode floor and HTA, measured in the same invocation.
+args left raw, in one process), cold ``top-kernels`` with an empty cache (parse + cache
+write; the reader decodes a large file in chunks on every core), the same in one process
+(``TRACEFORGE_PARSE_WORKERS=1``), cold with ``--no-cache``, warm (cached) ``top-kernels``,
+``idle``, ``overlap`` and ``report`` (each of the last three twice in a row: first
+computing and storing its derived tables, then reading them back; the cache is emptied
+at the start of every round), and HTA 0.5.0 parse + kernel breakdown when it is
+installed. Ratios are printed against the decode floor and HTA, measured in the same
+invocation.
 
     python benchmarks/bench_load.py [--trace big.json] [--repeat 3] [--no-hta]
 
@@ -88,21 +90,29 @@ INPROC = time.perf_counter() - t0
 
 
 def run_case(code: str, trace: Path, env: dict[str, str], out: Path) -> tuple[float, float, float]:
-    """(wall s, in-process s, peak RSS GiB) of one fresh interpreter running ``code``."""
+    """(wall s, in-process s, peak RSS GiB) of one fresh interpreter running ``code``.
+
+    Peak RSS is the interpreter's own peak plus the largest peak of the processes it
+    started (the reader's chunk workers): an upper bound on what they held at once.
+    """
     with tempfile.NamedTemporaryFile("r", suffix=".json") as res:
         prog = (f"P = {str(trace)!r}\nOUT = {str(out)!r}\n{code}\n"
-                f"import json; json.dump(INPROC, open({res.name!r}, 'w'))")
+                "import json, resource\n"
+                "RSS = sum(resource.getrusage(w).ru_maxrss for w in "
+                "(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
+                f"json.dump([INPROC, RSS], open({res.name!r}, 'w'))")
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-c", prog], cwd=REPO, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         assert proc.stderr is not None
-        _, status, usage = os.wait4(proc.pid, 0)
+        _, status, _ = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         err = proc.stderr.read().decode(errors="replace")
         rc = os.waitstatus_to_exitcode(status)
         if rc != 0:
             raise RuntimeError(f"exit {rc}: {err.strip().splitlines()[-1:] or ''}")
-        return wall, float(json.load(open(res.name))), usage.ru_maxrss / 2**20
+        inproc, rss_kib = json.load(res)
+        return wall, float(inproc), rss_kib / 2**20
 
 
 def main() -> None:
@@ -129,6 +139,9 @@ def main() -> None:
     cases: list[tuple[str, str, str]] = [
         ("typed msgspec decode (floor)", DECODE, "any"),
         ("cold top-kernels (parse + cache write)", verb("top_kernels", *tk), "empty"),
+        # The same with the file decoded in one process (no chunk workers).
+        ("cold top-kernels, one process", "import os\nos.environ['TRACEFORGE_PARSE_WORKERS']"
+         " = '1'\n" + verb("top_kernels", *tk), "empty"),
         # --no-cache is a group option: it goes before the verb.
         ("cold top-kernels --no-cache", verb("top_kernels", "--no-cache", *tk), "any"),
         ("warm top-kernels", verb("top_kernels", *tk), "warm"),

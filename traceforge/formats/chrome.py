@@ -296,7 +296,8 @@ def _table(p: Path, cols: Columns, doc: Doc, typed: bool, kinds: frozenset[str] 
     # so that times agree between loads with different ``kinds``.
     starts = is_event & (ph_code != PH_CODE["E"])
     has_events = bool(starts.any())
-    t0 = int(us_to_ns(ts_us[starts]).min()) if has_events else 0
+    # us_to_ns is monotonic: the first start converted is the converted first start.
+    t0 = int(us_to_ns(ts_us[starts].min(keepdims=True))[0]) if has_events else 0
     idx_ev = cols.kept
     ph_ev = ph_code[idx_ev]
     ts_ns = us_to_ns(ts_us[idx_ev])
@@ -308,10 +309,9 @@ def _table(p: Path, cols: Columns, doc: Doc, typed: bool, kinds: frozenset[str] 
     pidtid = cols.pidtid
     if len(cols.odd):
         numbered = np.array([ids.one(v) for v in cols.odd], dtype=np.int64)
-        pidtid[cols.odd_at] = numbered[cols.odd_code]
-    pid, tid = pidtid[0::2], pidtid[1::2]
-    ints = cols.ints
-    ext, corr, stream, device, graph = (ints[:, k] for k in range(5))
+        pidtid[cols.odd_col, cols.odd_row] = numbered[cols.odd_code]
+    pid, tid = pidtid
+    ext, corr, stream, device, graph = cols.ints
 
     gpu_codes = [KINDS.index(k) for k in ("kernel", "memcpy", "memset", "gpu_annotation", "sync")]
     is_gpu = np.isin(kind_ev, gpu_codes)
@@ -348,9 +348,9 @@ def _table(p: Path, cols: Columns, doc: Doc, typed: bool, kinds: frozenset[str] 
             "tid": tid,
             "device": device,
             "stream": stream,
-            "corr": np.ascontiguousarray(corr),
-            "ext": np.ascontiguousarray(ext),
-            "graph": np.ascontiguousarray(graph),
+            "corr": corr,
+            "ext": ext,
+            "graph": graph,
             "rank": np.full(n, rank, dtype=np.int64),
         },
         # Each column keeps its own array: stacking 13 columns into 2-D blocks costs

@@ -54,11 +54,12 @@ class Columns:
     cat: Codes  # every event
     kept: np.ndarray  # int64 indices of kept rows among the run's events
     name: Codes  # kept rows
-    pidtid: np.ndarray  # int64 pid, tid pairs of kept rows; 0 where the id is not an int
-    odd_at: np.ndarray  # positions in pidtid of ids that are not ints
+    pidtid: np.ndarray  # int64 (2, kept): pid, tid of kept rows; 0 where not an int
+    odd_row: np.ndarray  # rows with an id that is not an int,
+    odd_col: np.ndarray  # ... 0 where it is the pid, 1 the tid
     odd: list[Any]  # ... their distinct values, first appearance first
     odd_code: np.ndarray  # ... and which of them each position holds
-    ints: np.ndarray  # int64 (kept, 5): External id, correlation, stream, device, graph id
+    ints: np.ndarray  # int64 (5, kept): External id, correlation, stream, device, graph id
     meta: list[Any]  # metadata (ph M) events
     flows: list[Any]  # flow events other than ac2g
     flow_at: np.ndarray  # their indices among the run's events
@@ -129,23 +130,25 @@ def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
     evs = events if len(local) == n else [events[i] for i in local.tolist()]
     m = len(evs)
     try:
-        pidtid, odd_at, odd, odd_code = _ids(evs)
+        pairs, odd_at, odd, odd_code = _ids(evs)
     except OverflowError:
         raise OverflowError("a pid or tid does not fit in 64 bits") from None
     args = list(map(attrgetter("args"), evs))
     # External id, correlation and graph id for every row. Device and stream only mean
     # something on GPU rows (the reader sets -1 elsewhere), so only those are read.
-    ints = np.full((m, 5), -1, dtype=np.int64)
+    # One row per id (each contiguous, as the table's columns will be), filled here in the
+    # workers rather than transposed by the reader after the join.
+    ints = np.full((5, m), -1, dtype=np.int64)
     gpu = np.flatnonzero(np.isin(kind_codes(cat.values)[cat.codes[local]], _GPU_KINDS))
     try:
-        ints[:, [0, 1, 4]] = np.fromiter(
+        ints[[0, 1, 4]] = np.fromiter(
             chain.from_iterable(map(attrgetter("ext", "correlation", "graph"), args)),
-            dtype=np.int64, count=3 * m).reshape(m, 3)
+            dtype=np.int64, count=3 * m).reshape(m, 3).T
         if len(gpu):
-            ints[gpu[:, None], [2, 3]] = np.fromiter(
+            ints[2:4, gpu] = np.fromiter(
                 chain.from_iterable(map(attrgetter("stream", "device"),
                                         (args[i] for i in gpu.tolist()))),
-                dtype=np.int64, count=2 * len(gpu)).reshape(len(gpu), 2)
+                dtype=np.int64, count=2 * len(gpu)).reshape(len(gpu), 2).T
     except OverflowError:
         raise OverflowError("an id (External id, correlation, stream, device or graph id) "
                             "does not fit in 64 bits") from None
@@ -165,8 +168,9 @@ def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
         cat=cat,
         kept=local,
         name=codes_of(map(attrgetter("name"), evs), m),
-        pidtid=pidtid,
-        odd_at=odd_at,
+        pidtid=pairs.reshape(m, 2).T.copy(),  # pid and tid each contiguous
+        odd_row=odd_at // 2,
+        odd_col=odd_at % 2,
         odd=odd,
         odd_code=odd_code,
         ints=ints,
@@ -200,16 +204,16 @@ def join(parts: Sequence[Columns]) -> Columns:
     if len(parts) == 1:
         return parts[0]
     odd: dict[Any, int] = {}
-    odd_code, odd_at, kept, flow_at = [], [], [], []
+    odd_code, odd_row, kept, flow_at = [], [], [], []
     rows = events = 0
     for p in parts:
         lookup = np.fromiter((odd.setdefault(v, len(odd)) for v in p.odd),
                              dtype=np.int32, count=len(p.odd))
         odd_code.append(lookup[p.odd_code] if len(p.odd) else p.odd_code)
-        odd_at.append(p.odd_at + rows)
+        odd_row.append(p.odd_row + rows)
         kept.append(p.kept + events)
         flow_at.append(p.flow_at + events)
-        rows += len(p.pidtid)
+        rows += p.pidtid.shape[1]
         events += p.n
     ts = [p.ts_us for p in parts]
     dur = [p.dur_us for p in parts]
@@ -222,11 +226,12 @@ def join(parts: Sequence[Columns]) -> Columns:
         cat=_join_codes([p.cat for p in parts]),
         kept=np.concatenate(kept),
         name=_join_codes([p.name for p in parts]),
-        pidtid=np.concatenate([p.pidtid for p in parts]),
-        odd_at=np.concatenate(odd_at),
+        pidtid=np.concatenate([p.pidtid for p in parts], axis=1),
+        odd_row=np.concatenate(odd_row),
+        odd_col=np.concatenate([p.odd_col for p in parts]),
         odd=list(odd),
         odd_code=np.concatenate(odd_code).astype(np.int32),
-        ints=np.concatenate([p.ints for p in parts]),
+        ints=np.concatenate([p.ints for p in parts], axis=1),
         meta=[e for p in parts for e in p.meta],
         flows=[e for p in parts for e in p.flows],
         flow_at=np.concatenate(flow_at),
