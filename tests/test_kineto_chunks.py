@@ -238,3 +238,15 @@ def test_the_file_is_not_changed_by_the_brackets_written_in_place(
     assert forced["chunks"] == 2
     assert p.read_bytes() == before
     assert p.stat().st_mtime_ns == mtime
+
+
+def test_no_fork_or_memory_file_falls_back_to_one_piece(
+        tmp_path: Path, forced: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse() -> int:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(chunks, "_memory_file", refuse)
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events(300)}))
+    assert_same(chrome.read(p), one_piece(p))
+    assert forced == {"chunks": 0, "one piece": 1}

@@ -22,7 +22,15 @@ import pandas as pd
 from traceforge.errors import TraceFormatError
 from traceforge.formats import kineto_chunks as chunks
 from traceforge.formats.kineto_args import LazyArgs
-from traceforge.formats.kineto_columns import Codes, Columns, codes_of, columns, join, kind_codes
+from traceforge.formats.kineto_columns import (
+    ON_DEVICE,
+    Codes,
+    Columns,
+    codes_of,
+    columns,
+    join,
+    kind_codes,
+)
 from traceforge.formats.kineto_meta import FORMAT, build_meta, content_notes, metadata_event
 from traceforge.formats.kineto_schema import (
     EVENT_PHASES,
@@ -233,7 +241,8 @@ def _read_chunks(p: Path, kinds: frozenset[str] | None) -> Trace | None:
 
         try:
             parts = chunks.forked_map(work, plan.chunks)
-        except (chunks.ChunkError, OverflowError):
+        except (chunks.ChunkError, OverflowError, OSError):
+            # OSError: no fork or in-memory file here (process limit, sandbox, memory).
             raise _OnePiece from None
     doc = chunks.document(plan, parts[-1][1])
     return _table(p, join([c for c, _ in parts]), doc, True, kinds, None)
@@ -313,8 +322,7 @@ def _table(p: Path, cols: Columns, doc: Doc, typed: bool, kinds: frozenset[str] 
     pid, tid = pidtid
     ext, corr, stream, device, graph = cols.ints
 
-    gpu_codes = [KINDS.index(k) for k in ("kernel", "memcpy", "memset", "gpu_annotation", "sync")]
-    is_gpu = np.isin(kind_ev, gpu_codes)
+    is_gpu = np.isin(kind_ev, ON_DEVICE)
     # GPU rows: Kineto puts the device in pid and the stream in tid; args say it too when
     # present (legacy traces only in args). Host rows carry no device/stream.
     device = np.where(is_gpu, np.where(device >= 0, device, pid), -1)

@@ -5,7 +5,6 @@ building one numpy column per pass. This module holds those passes. They work on
 of consecutive events: the whole file, or one chunk of it decoded in a worker process
 (:mod:`traceforge.formats.kineto_chunks`). Joining the runs' columns in file order gives
 the same columns as one pass over the whole file, codes and id numbering included.
-Nothing here depends on pandas, so a worker pays only for numpy.
 """
 
 from __future__ import annotations
@@ -19,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from traceforge.formats.kineto_schema import EVENT_PHASES, FLOW_PHASES, KIND_OF_CAT, PH_CODE
-from traceforge.model import KINDS
+from traceforge.model import GPU_KINDS, KINDS
 
 _EVENT_CODES = [PH_CODE[c] for c in EVENT_PHASES]
 _FLOW_CODES = [PH_CODE[c] for c in FLOW_PHASES]
-_GPU_KINDS = [KINDS.index(k) for k in ("kernel", "memcpy", "memset", "gpu_annotation", "sync")]
+#: Kind codes of rows on a GPU (they carry a device and a stream).
+ON_DEVICE = [KINDS.index(k) for k in (*GPU_KINDS, "gpu_annotation", "sync")]
 
 
 @dataclass
@@ -139,7 +139,7 @@ def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
     # One row per id (each contiguous, as the table's columns will be), filled here in the
     # workers rather than transposed by the reader after the join.
     ints = np.full((5, m), -1, dtype=np.int64)
-    gpu = np.flatnonzero(np.isin(kind_codes(cat.values)[cat.codes[local]], _GPU_KINDS))
+    gpu = np.flatnonzero(np.isin(kind_codes(cat.values)[cat.codes[local]], ON_DEVICE))
     try:
         ints[[0, 1, 4]] = np.fromiter(
             chain.from_iterable(map(attrgetter("ext", "correlation", "graph"), args)),
