@@ -75,7 +75,8 @@ def cli(ctx: click.Context, no_cache: bool, cache_size: str | None) -> None:
 
     Parsed traces are cached as Arrow files in $TRACEFORGE_CACHE (default
     ~/.cache/traceforge), so later commands on the same file skip parsing; see
-    `traceforge cache info`.
+    `traceforge cache info`. Large Kineto files are parsed on every core
+    (TRACEFORGE_PARSE_WORKERS=N caps the processes; 1: one).
     """
     # Environment variables, not globals: worker processes of multi-rank verbs inherit them.
     # They are restored when the command ends (the CLI also runs in-process, in tests).
