@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import FIXTURES, SHARED
 from traceforge.errors import TraceFormatError
@@ -250,3 +252,63 @@ def test_no_fork_or_memory_file_falls_back_to_one_piece(
     p.write_text(json.dumps({"traceEvents": events(300)}))
     assert_same(chrome.read(p), one_piece(p))
     assert forced == {"chunks": 0, "one piece": 1}
+
+
+NAMES = ["aten::mm", "}, {", "},{", '"traceEvents": [', "]}", "a\nb", "ü}, {\"x\"", "k"]
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> tuple[str, bool]:
+    """A Kineto-like file whose bytes hold cut candidates everywhere they can be: names
+    made of ``}, {``, args with lists of objects, a list of objects after the events."""
+    evs: list[Any] = []
+    for i in range(draw(st.integers(20, 250))):
+        args: dict[str, Any] = {"External id": i}
+        if draw(st.booleans()):
+            args["nested"] = [{"a": j, "s": draw(st.sampled_from(NAMES))}
+                              for j in range(draw(st.integers(0, 3)))]
+        kind = draw(st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "fwdbwd"]))
+        if kind == "fwdbwd":
+            evs.append({"ph": "s", "cat": kind, "name": "fwdbwd", "id": i, "pid": 1,
+                        "tid": 1, "ts": 10.0 + i})
+            continue
+        if kind == "kernel":
+            args.update({"correlation": i, "stream": 7, "device": 0})
+        evs.append({"ph": "X", "cat": kind, "name": draw(st.sampled_from(NAMES)),
+                    "pid": draw(st.sampled_from([0, 1, "Spans"])), "tid": 7,
+                    "ts": 10.0 + i * 0.5, "dur": draw(st.sampled_from([0.25, 1.0, 3.5])),
+                    "args": args})
+    bare = draw(st.booleans())
+    if bare:
+        doc: Any = evs
+    else:
+        keys = [("traceEvents", evs), ("schemaVersion", 1),
+                ("deviceProperties", [{"id": d, "name": "}, {"} for d in range(40)]),
+                ("baseTimeNanoseconds", 10**18)]
+        doc = dict(draw(st.permutations(keys)))
+    indent = draw(st.sampled_from([None, 0, 1, 2]))
+    seps = draw(st.sampled_from([None, (",", ":")]))
+    return json.dumps(doc, indent=indent, separators=seps, ensure_ascii=False), bare
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=documents(), n=st.integers(2, 5))
+def test_any_layout_reads_as_in_one_piece(tmp_path_factory: pytest.TempPathFactory,
+                                          doc: tuple[str, bool], n: int) -> None:
+    p = tmp_path_factory.mktemp("layout") / "t.json"
+    p.write_text(doc[0], encoding="utf-8")
+    try:
+        whole: Trace | str = one_piece(p)
+    except TraceFormatError as e:
+        whole = str(e)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(chunks, "MIN_CHUNK_BYTES", 1)
+        mp.setenv("TRACEFORGE_PARSE_WORKERS", str(n))
+        try:
+            chunked: Trace | str = chrome.read(p)
+        except TraceFormatError as e:
+            chunked = str(e)
+    if isinstance(whole, str) or isinstance(chunked, str):
+        assert chunked == whole
+    else:
+        assert_same(chunked, whole)
