@@ -6,6 +6,7 @@ a read went through chunks or fell back to one piece, so each test knows which i
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -312,3 +313,32 @@ def test_any_layout_reads_as_in_one_piece(tmp_path_factory: pytest.TempPathFacto
         assert chunked == whole
     else:
         assert_same(chunked, whole)
+
+
+@pytest.mark.parametrize("shape", ["one member", "two members", "truncated", "garbage after"])
+def test_gzip_files_read_in_chunks_as_in_one_piece(
+        tmp_path: Path, forced: dict[str, int], shape: str) -> None:
+    text = json.dumps({"traceEvents": events(400), "traceName": "t"}, indent=1).encode()
+    body = gzip.compress(text)
+    if shape == "two members":
+        body = gzip.compress(text[:len(text) // 2]) + gzip.compress(text[len(text) // 2:])
+    elif shape == "truncated":
+        body = body[:len(body) // 2]
+    elif shape == "garbage after":
+        body += b"not gzip"
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(body)
+    try:
+        whole: Trace | str = one_piece(p)
+    except TraceFormatError as e:
+        whole = str(e)
+    try:
+        chunked: Trace | str = chrome.read(p)
+    except TraceFormatError as e:
+        chunked = str(e)
+    if isinstance(whole, str) or isinstance(chunked, str):
+        assert chunked == whole
+        assert forced["chunks"] == 0
+    else:
+        assert_same(chunked, whole)
+        assert forced == {"chunks": 1, "one piece": 0}
