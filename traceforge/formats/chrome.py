@@ -316,9 +316,9 @@ def _table(p: Path, cols: Columns, doc: Doc, typed: bool, kinds: frozenset[str] 
     n = len(idx_ev)
     name_cat = _categorical(cols.name)
     pidtid = cols.pidtid
-    if len(cols.odd):
-        numbered = np.array([ids.one(v) for v in cols.odd], dtype=np.int64)
-        pidtid[cols.odd_col, cols.odd_row] = numbered[cols.odd_code]
+    if cols.odd.values:
+        numbered = np.array([ids.one(v) for v in cols.odd.values], dtype=np.int64)
+        pidtid[cols.odd_col, cols.odd_row] = numbered[cols.odd.codes]
     pid, tid = pidtid
     ext, corr, stream, device, graph = cols.ints
 

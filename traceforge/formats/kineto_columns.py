@@ -28,7 +28,8 @@ ON_DEVICE = [KINDS.index(k) for k in (*GPU_KINDS, "gpu_annotation", "sync")]
 
 @dataclass
 class Codes:
-    """A string column as first-appearance codes (int32) and its distinct values.
+    """A column of strings (names, categories, string ids) as first-appearance codes
+    (int32) and its distinct values.
 
     ``None`` (only the lenient decode yields it) is kept as a value here; the reader turns
     it into a missing value when it builds the categorical.
@@ -57,8 +58,7 @@ class Columns:
     pidtid: np.ndarray  # int64 (2, kept): pid, tid of kept rows; 0 where not an int
     odd_row: np.ndarray  # rows with an id that is not an int,
     odd_col: np.ndarray  # ... 0 where it is the pid, 1 the tid
-    odd: list[Any]  # ... their distinct values, first appearance first
-    odd_code: np.ndarray  # ... and which of them each position holds
+    odd: Codes  # ... and the id each of them holds
     ints: np.ndarray  # int64 (5, kept): External id, correlation, stream, device, graph id
     meta: list[Any]  # metadata (ph M) events
     flows: list[Any]  # flow events other than ac2g
@@ -90,7 +90,7 @@ def _floats(events: Sequence[Any], n: int) -> tuple[np.ndarray | None, np.ndarra
     return np.ascontiguousarray(tsdur[:, 0]), np.ascontiguousarray(tsdur[:, 1])
 
 
-def _ids(events: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, list[Any], np.ndarray]:
+def _ids(events: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, Codes]:
     """pid, tid pairs as int64; ids that are not ints are left for the reader to number.
 
     Nearly all ids are ints; Kineto's few string pids ("Spans", "Traces") and legacy
@@ -98,7 +98,8 @@ def _ids(events: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, list[Any], np.n
     """
     values = list(chain.from_iterable(map(attrgetter("pid", "tid"), events)))
     try:
-        return np.array(values, dtype=np.int64), np.empty(0, np.int64), [], np.empty(0, np.int32)
+        return (np.array(values, dtype=np.int64), np.empty(0, np.int64),
+                Codes(np.empty(0, np.int32), []))
     except (TypeError, ValueError):
         pass  # OverflowError (past 64 bits) goes up: the reader reports it
     odd = [v for v in dict.fromkeys(values) if type(v) is not int]
@@ -107,7 +108,7 @@ def _ids(events: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, list[Any], np.n
     at = np.flatnonzero(code >= 0)
     zero = dict.fromkeys(odd, 0)
     ints = np.fromiter(map(zero.get, values, values), dtype=np.int64, count=len(values))
-    return ints, at, odd, code[at]
+    return ints, at, Codes(code[at], odd)
 
 
 def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
@@ -130,7 +131,7 @@ def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
     evs = events if len(local) == n else [events[i] for i in local.tolist()]
     m = len(evs)
     try:
-        pairs, odd_at, odd, odd_code = _ids(evs)
+        pairs, odd_at, odd = _ids(evs)
     except OverflowError:
         raise OverflowError("a pid or tid does not fit in 64 bits") from None
     args = list(map(attrgetter("args"), evs))
@@ -172,7 +173,6 @@ def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
         odd_row=odd_at // 2,
         odd_col=odd_at % 2,
         odd=odd,
-        odd_code=odd_code,
         ints=ints,
         meta=[events[i] for i in np.flatnonzero(ph == PH_CODE["M"]).tolist()],
         flows=[events[i] for i in flow_at.tolist()],
@@ -203,13 +203,9 @@ def join(parts: Sequence[Columns]) -> Columns:
     """One run's columns from consecutive runs' (in file order)."""
     if len(parts) == 1:
         return parts[0]
-    odd: dict[Any, int] = {}
-    odd_code, odd_row, kept, flow_at = [], [], [], []
+    odd_row, kept, flow_at = [], [], []
     rows = events = 0
     for p in parts:
-        lookup = np.fromiter((odd.setdefault(v, len(odd)) for v in p.odd),
-                             dtype=np.int32, count=len(p.odd))
-        odd_code.append(lookup[p.odd_code] if len(p.odd) else p.odd_code)
         odd_row.append(p.odd_row + rows)
         kept.append(p.kept + events)
         flow_at.append(p.flow_at + events)
@@ -229,8 +225,7 @@ def join(parts: Sequence[Columns]) -> Columns:
         pidtid=np.concatenate([p.pidtid for p in parts], axis=1),
         odd_row=np.concatenate(odd_row),
         odd_col=np.concatenate([p.odd_col for p in parts]),
-        odd=list(odd),
-        odd_code=np.concatenate(odd_code).astype(np.int32),
+        odd=_join_codes([p.odd for p in parts]),
         ints=np.concatenate([p.ints for p in parts], axis=1),
         meta=[e for p in parts for e in p.meta],
         flows=[e for p in parts for e in p.flows],
