@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_load import DECODE  # noqa: E402  (the same floor, one definition)
+from bench_load import DECODE, big_trace  # noqa: E402  (the same floor and trace)
 
 READ = """
 import os, time
@@ -59,14 +59,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--gz", action="store_true")
     a = ap.parse_args()
-    trace = a.trace
-    if trace is None:
-        trace = HERE / "out" / "big.json"
-        if not trace.exists():
-            trace.parent.mkdir(exist_ok=True)
-            subprocess.run([sys.executable, str(HERE / "make_big_trace.py"),
-                            str(REPO / "fixtures" / "eager.pt.trace.json.gz"), str(trace)],
-                           check=True)
+    trace = a.trace or big_trace()
     workers = [int(w) for w in a.workers.split(",")]
     cases: list[tuple[str, str, dict[str, object], Path]] = [
         ("typed msgspec decode (floor)", DECODE, {}, trace)]

@@ -115,20 +115,24 @@ def run_case(code: str, trace: Path, env: dict[str, str], out: Path) -> tuple[fl
         return wall, float(inproc), rss_kib / 2**20
 
 
+def big_trace() -> Path:
+    """benchmarks/out/big.json (~288 MB), built from fixtures/eager.pt.trace.json.gz once."""
+    trace = HERE / "out" / "big.json"
+    if not trace.exists():
+        trace.parent.mkdir(exist_ok=True)
+        subprocess.run([sys.executable, str(HERE / "make_big_trace.py"),
+                        str(REPO / "fixtures" / "eager.pt.trace.json.gz"), str(trace)],
+                       check=True)
+    return trace
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--trace", type=Path)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-hta", action="store_true")
     a = ap.parse_args()
-    trace = a.trace
-    if trace is None:
-        trace = HERE / "out" / "big.json"
-        if not trace.exists():
-            trace.parent.mkdir(exist_ok=True)
-            subprocess.run([sys.executable, str(HERE / "make_big_trace.py"),
-                            str(REPO / "fixtures" / "eager.pt.trace.json.gz"), str(trace)],
-                           check=True)
+    trace = a.trace or big_trace()
     work = Path(tempfile.mkdtemp(prefix="tf-bench-"))
     cache = work / "cache"
     out = work / "report.md"

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,14 @@ def assert_same(a: Trace, b: Trace) -> None:
     assert a.meta == b.meta
     rows = np.arange(0, len(a.events), max(1, len(a.events) // 40))
     assert a.args(rows) == b.args(rows)
+
+
+def table_or_error(read: Callable[[Path], Trace], p: Path) -> Trace | str:
+    """What ``read(p)`` gives: the trace, or the message of the TraceFormatError."""
+    try:
+        return read(p)
+    except TraceFormatError as e:
+        return str(e)
 
 
 def traces() -> list[Path]:
@@ -298,17 +307,11 @@ def test_any_layout_reads_as_in_one_piece(tmp_path_factory: pytest.TempPathFacto
                                           doc: tuple[str, bool], n: int) -> None:
     p = tmp_path_factory.mktemp("layout") / "t.json"
     p.write_text(doc[0], encoding="utf-8")
-    try:
-        whole: Trace | str = one_piece(p)
-    except TraceFormatError as e:
-        whole = str(e)
+    whole = table_or_error(one_piece, p)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(chunks, "MIN_CHUNK_BYTES", 1)
         mp.setenv("TRACEFORGE_PARSE_WORKERS", str(n))
-        try:
-            chunked: Trace | str = chrome.read(p)
-        except TraceFormatError as e:
-            chunked = str(e)
+        chunked = table_or_error(chrome.read, p)
     if isinstance(whole, str) or isinstance(chunked, str):
         assert chunked == whole
     else:
@@ -328,14 +331,8 @@ def test_gzip_files_read_in_chunks_as_in_one_piece(
         body += b"not gzip"
     p = tmp_path / "t.json.gz"
     p.write_bytes(body)
-    try:
-        whole: Trace | str = one_piece(p)
-    except TraceFormatError as e:
-        whole = str(e)
-    try:
-        chunked: Trace | str = chrome.read(p)
-    except TraceFormatError as e:
-        chunked = str(e)
+    whole = table_or_error(one_piece, p)
+    chunked = table_or_error(chrome.read, p)
     if isinstance(whole, str) or isinstance(chunked, str):
         assert chunked == whole
         assert forced["chunks"] == 0
