@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.ipc
 import pyarrow.parquet as pq
 
-from traceforge.formats import cache, load
+from traceforge.formats import arrow_frames, load
 from traceforge.model import GPU_KINDS, KINDS
 
 HERE = Path(__file__).resolve().parent
@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     trace = load(a.trace, cache=False)
-    table = pa.table({c: cache._column_array(trace.events[c]) for c in trace.events.columns})
+    table = pa.table({c: arrow_frames.column_array(trace.events[c]) for c in trace.events.columns})
     gpu_codes = [KINDS.index(k) for k in GPU_KINDS]
     d = Path(tempfile.mkdtemp(prefix="tf-cache-bench-"))
     print(f"{a.trace}: {len(trace.events):,} events; times best of {a.repeat}")
@@ -51,7 +51,7 @@ def main() -> None:
 
     def frame(t: pa.Table, rows: np.ndarray | None) -> None:
         for c in t.column_names:
-            cache._column(t.column(c), rows)
+            arrow_frames.column(t.column(c), rows)
 
     def ipc(compression: str | None) -> None:
         p = d / f"ipc-{compression}.arrow"

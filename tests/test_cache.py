@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from tests.conftest import FIXTURES, shared
 from traceforge import load
 from traceforge.cli import cli
-from traceforge.formats import cache
+from traceforge.formats import cache, cache_meta
 from traceforge.model import GPU_KINDS, Device, Trace, TraceMeta
 
 EAGER = FIXTURES / "compiled.pt.trace.json.gz"  # small: keeps these tests fast
@@ -66,7 +66,7 @@ def _no_parse(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _meta_equal(a: TraceMeta, b: TraceMeta) -> None:
-    assert cache._same(a, b), (a, b)
+    assert cache_meta.same(a, b), (a, b)
 
 
 def _assert_same(fresh: Trace, cached: Trace, n_args: int = 40) -> None:
@@ -315,7 +315,7 @@ def test_meta_round_trips_generically() -> None:
                "t": (1, (2, 3)), "np": np.int64(5), "__odd": {"__tuple": 1},
                "counters": pd.DataFrame({"track": ["a"], "ts": np.array([1], dtype=np.int64),
                                          "value": [0.5]})})
-    back = cache._dec(json.loads(json.dumps(cache._enc(meta))))
+    back = cache_meta.decode(json.loads(json.dumps(cache_meta.encode(meta))))
     _meta_equal(meta, back)
     assert isinstance(back.thread_names, dict) and (1, 2) in back.thread_names
 

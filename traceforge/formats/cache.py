@@ -19,7 +19,9 @@ unexpected columns) reads as a miss and is rebuilt. Nothing here raises for cach
 an unwritable directory means no cache, noted once on the ``traceforge`` logger.
 
 Lazy ``args`` keep working: :mod:`traceforge.formats.cache_args` stores what rebuilds a
-trace's args provider, in columns that are only read when args are asked for.
+trace's args provider, in columns that are only read when args are asked for. Columns go
+to and from Arrow through :mod:`traceforge.formats.arrow_frames`, the meta through
+:mod:`traceforge.formats.cache_meta`.
 
 A trace read from (or just written to) the cache carries a
 :class:`~traceforge.formats.derived.DiskStore`: analyses keep their derived tables (the
@@ -29,7 +31,6 @@ files as part of it.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import hashlib
@@ -48,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge import model
+from traceforge.formats import arrow_frames, cache_meta
 from traceforge.formats.cache_args import (
     ARGS_PREFIX,
     CachedArgs,
@@ -184,166 +186,6 @@ def _key(path: Path) -> tuple[Path, str] | None:
     return cache_dir() / name, key
 
 
-# -- meta: dataclasses, tuples, dicts with any keys, frames ---------------------------------
-def _enc(v: Any) -> Any:
-    """A JSON-able form of ``v`` that :func:`_dec` turns back into an equal value."""
-    if v is None or isinstance(v, (bool, str)):
-        return v
-    if isinstance(v, (int, float)):
-        return v.item() if isinstance(v, np.generic) else v
-    if isinstance(v, np.generic):
-        return v.item()
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        cls = type(v)
-        if cls.__module__ != model.__name__:
-            raise TypeError(f"cannot cache a {cls.__name__} in meta")
-        return {"__dc": cls.__name__,
-                "v": {f.name: _enc(getattr(v, f.name)) for f in dataclasses.fields(v)}}
-    if isinstance(v, tuple):
-        return {"__tuple": [_enc(x) for x in v]}
-    if isinstance(v, list):
-        return [_enc(x) for x in v]
-    if isinstance(v, dict):
-        if all(isinstance(k, str) for k in v):
-            if any(k.startswith("__") for k in v):
-                return {"__items": [[k, _enc(x)] for k, x in v.items()]}
-            return {k: _enc(x) for k, x in v.items()}
-        return {"__items": [[_enc(k), _enc(x)] for k, x in v.items()]}
-    if isinstance(v, pd.DataFrame):
-        return {"__frame": base64.b64encode(_ipc_bytes(_frame_table(v))).decode()}
-    raise TypeError(f"cannot cache a {type(v).__name__} in meta")
-
-
-def _hashable(v: Any) -> Any:
-    return tuple(_hashable(x) for x in v) if isinstance(v, list) else v
-
-
-def _dec(v: Any) -> Any:
-    if isinstance(v, list):
-        return [_dec(x) for x in v]
-    if not isinstance(v, dict):
-        return v
-    if "__tuple" in v:
-        return tuple(_dec(x) for x in v["__tuple"])
-    if "__items" in v:
-        return {_hashable(_dec(k)): _dec(x) for k, x in v["__items"]}
-    if "__dc" in v:
-        cls = getattr(model, v["__dc"])
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: _dec(x) for k, x in v["v"].items() if k in names})
-    if "__frame" in v:
-        return _table_frame(_read_ipc(base64.b64decode(v["__frame"])))
-    return {k: _dec(x) for k, x in v.items()}
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Deep equality that also compares DataFrames (meta.extra may hold one).
-
-    numpy scalars equal the Python numbers they stand for (the cache stores them as such).
-    """
-    a = a.item() if isinstance(a, np.generic) else a
-    b = b.item() if isinstance(b, np.generic) else b
-    if isinstance(a, pd.DataFrame) or isinstance(b, pd.DataFrame):
-        return isinstance(a, pd.DataFrame) and isinstance(b, pd.DataFrame) and a.equals(b) \
-            and list(a.dtypes.astype(str)) == list(b.dtypes.astype(str))
-    if dataclasses.is_dataclass(a) and not isinstance(a, type):
-        return type(a) is type(b) and all(
-            _same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
-    if isinstance(a, float) and isinstance(b, float) and a != a:
-        return b != b  # NaN
-    return type(a) is type(b) and bool(a == b)
-
-
-# -- frames <-> Arrow ----------------------------------------------------------------------
-def _column_array(s: pd.Series) -> pa.Array:
-    import pyarrow as pa
-
-    if isinstance(s.dtype, pd.CategoricalDtype):
-        cats = s.cat.categories
-        if not all(isinstance(c, str) for c in cats):
-            raise TypeError(f"categories of {s.name!r} are not strings")
-        codes = np.asarray(s.cat.codes, dtype=np.int32)
-        idx = pa.array(codes, mask=codes < 0) if (codes < 0).any() else pa.array(codes)
-        return pa.DictionaryArray.from_arrays(idx, pa.array(list(cats), type=pa.string()))
-    arr = s.to_numpy()
-    if arr.dtype.kind in "iufb":
-        return pa.array(arr)
-    return pa.array(arr.tolist())
-
-
-def _frame_table(df: pd.DataFrame) -> pa.Table:
-    import pyarrow as pa
-
-    return pa.table({str(c): _column_array(df[c]) for c in df.columns})
-
-
-def _categorical(arr: pa.Array | pa.ChunkedArray, rows: np.ndarray | None = None,
-                 first_seen: bool = False) -> pd.Categorical:
-    import pyarrow as pa
-
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    idx = arr.indices
-    codes = (idx.fill_null(-1) if idx.null_count else idx).to_numpy(zero_copy_only=False)
-    cats = pd.Index(np.array(arr.dictionary.to_pylist(), dtype=object))
-    if rows is not None:
-        codes = codes[rows]
-    if first_seen:
-        return first_seen_categorical(codes, cats)
-    result: pd.Categorical = pd.Categorical.from_codes(codes, categories=cats)
-    return result
-
-
-def first_seen_categorical(codes: np.ndarray, cats: pd.Index) -> pd.Categorical:
-    """Categories in order of first appearance among ``codes`` (unused ones dropped).
-
-    That is how a reader building a column from the kept rows alone orders them, and
-    category order decides the order of groupby and sort results.
-    """
-    new, uniq = pd.factorize(codes)
-    if (uniq < 0).any():  # missing values (code -1) stay missing
-        j = int(np.flatnonzero(uniq < 0)[0])
-        new = np.where(new == j, -1, np.where(new > j, new - 1, new))
-        uniq = uniq[uniq >= 0]
-    result: pd.Categorical = pd.Categorical.from_codes(new, categories=cats[uniq])
-    return result
-
-
-def _column(arr: pa.ChunkedArray, rows: np.ndarray | None) -> Any:
-    import pyarrow as pa
-
-    if pa.types.is_dictionary(arr.type):
-        return _categorical(arr, rows)
-    chunk = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
-    values = chunk.to_numpy(zero_copy_only=False)
-    return values if rows is None else values[rows]
-
-
-def _table_frame(t: pa.Table) -> pd.DataFrame:
-    df: pd.DataFrame = pd.DataFrame({c: _column(t.column(c), None) for c in t.column_names})
-    return df
-
-
-def _ipc_bytes(t: pa.Table) -> bytes:
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, t.schema) as w:
-        w.write_table(t)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-def _read_ipc(b: bytes) -> pa.Table:
-    import pyarrow as pa
-
-    with pa.ipc.open_stream(pa.py_buffer(b)) as r:
-        return r.read_all()
-
-
 # -- read ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Entry:
@@ -416,18 +258,19 @@ def _trace(t: pa.Table, head: dict[str, Any], path: Path, kinds: Collection[str]
     for c in cols:
         arr = t.column(c)
         if c == "name" and reindex and rows is not None:
-            data[c] = _categorical(arr, rows, first_seen=True)
+            data[c] = arrow_frames.categorical(arr, rows, first_seen=True)
         else:
-            data[c] = _column(arr, rows)
+            data[c] = arrow_frames.column(arr, rows)
     ev = pd.DataFrame(data, index=index)
     if ev.index.dtype != np.int64 and index is not None:
         ev.index = ev.index.astype(np.int64)
-    meta = _dec(head["meta"])
+    meta = cache_meta.decode(head["meta"])
     if not isinstance(meta, TraceMeta):
         raise TypeError("meta is not a TraceMeta")
     meta = replace(meta, path=head.get("meta_path", meta.path))
     flows_b = (t.schema.metadata or {}).get(_FLOWS_KEY)
-    flows = _table_frame(_read_ipc(flows_b)) if flows_b else empty_frame(model.FLOW_COLUMNS)
+    flows = (arrow_frames.table_frame(arrow_frames.read_ipc(flows_b)) if flows_b
+             else empty_frame(model.FLOW_COLUMNS))
     for c, dt in FLOW_COLUMNS.items():
         if c in flows and dt == "category" and not isinstance(flows[c].dtype, pd.CategoricalDtype):
             flows[c] = flows[c].astype("category")
@@ -491,7 +334,7 @@ def select(trace: Trace, kinds: Collection[str]) -> Trace:
     ev = trace.events
     rows = np.flatnonzero(ev["kind"].isin(list(kinds)).to_numpy())
     sel = ev.iloc[rows].reset_index(drop=True)
-    sel["name"] = first_seen_categorical(np.asarray(sel["name"].cat.codes),
+    sel["name"] = arrow_frames.first_seen_categorical(np.asarray(sel["name"].cat.codes),
                                          sel["name"].cat.categories)
     return Trace(sel, trace.meta, trace.flows, CachedArgs(Provider(trace.args_provider), rows))
 
@@ -501,10 +344,10 @@ def _entry_table(trace: Trace, key: str, reader: str, path: Path
     import pyarrow as pa
 
     ev = trace.events
-    meta_enc = _enc(trace.meta)
-    if not _same(_dec(meta_enc), trace.meta):
+    meta_enc = cache_meta.encode(trace.meta)
+    if not cache_meta.same(cache_meta.decode(meta_enc), trace.meta):
         raise TypeError("meta does not round-trip")
-    arrays = {str(c): _column_array(ev[c]) for c in ev.columns}
+    arrays = {str(c): arrow_frames.column_array(ev[c]) for c in ev.columns}
     args_mod, arg_arrays = args_columns(trace)
     arrays.update(arg_arrays)
     head = {
@@ -514,7 +357,7 @@ def _entry_table(trace: Trace, key: str, reader: str, path: Path
     }
     md = {_META_KEY: msgspec.json.encode(head)}
     if not trace.flows.empty:
-        md[_FLOWS_KEY] = _ipc_bytes(_frame_table(trace.flows))
+        md[_FLOWS_KEY] = arrow_frames.ipc_bytes(arrow_frames.frame_table(trace.flows))
     table = pa.table(arrays)
     return table.replace_schema_metadata(md), md
 
