@@ -339,3 +339,20 @@ def test_gzip_files_read_in_chunks_as_in_one_piece(
     else:
         assert_same(chunked, whole)
         assert forced == {"chunks": 1, "one piece": 0}
+
+
+@pytest.mark.parametrize("odd", [" 5", "1_000", "123456789012345678901"])
+def test_string_ids_that_numpy_would_read_as_numbers_stay_names(
+        tmp_path: Path, forced: dict[str, int], odd: str) -> None:
+    # Only ints and plain digit strings under 19 digits are numbers; " 5", "1_000" and a
+    # 21-digit string are named like "Spans". numpy's int64 conversion, which a file with
+    # no other string ids would reach, reads the first two as 5 and 1000 and overflows on
+    # the third.
+    evs = [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": odd if i == 500 else 1,
+            "tid": 2, "ts": 10.0 + i, "dur": 0.5} for i in range(1000)]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": evs}))
+    for t in (chrome.read(p), one_piece(p)):
+        assert sorted(set(t.events["pid"].tolist())) == [-2, 1]
+    assert_same(chrome.read(p), one_piece(p))
+    assert forced["chunks"] == 2

@@ -30,6 +30,7 @@ from traceforge.formats.kineto_columns import (
     columns,
     join,
     kind_codes,
+    split_ids,
 )
 from traceforge.formats.kineto_meta import FORMAT, build_meta, content_notes, metadata_event
 from traceforge.formats.kineto_schema import (
@@ -165,10 +166,16 @@ class _Ids:
         self.names: dict[str, int] = {}
 
     def column(self, values: list[Any]) -> np.ndarray:
-        fix = {v: self.one(v) for v in dict.fromkeys(values) if type(v) is not int}
-        if not fix:
-            return np.array(values, dtype=np.int64)  # OverflowError past 64 bits
-        return np.fromiter(map(fix.get, values, values), dtype=np.int64, count=len(values))
+        """``values`` as ids; OverflowError past 64 bits."""
+        ints, at, odd = split_ids(values)
+        ints[at] = self.numbers(odd)
+        return ints
+
+    def numbers(self, odd: Codes) -> np.ndarray:
+        """The id of each position of ``odd`` (values that are not ints)."""
+        numbered = np.array([self.one(v) for v in odd.values], dtype=np.int64)
+        at_positions: np.ndarray = numbered[odd.codes]
+        return at_positions
 
     def one(self, v: Any) -> int:
         if isinstance(v, int):
@@ -316,9 +323,7 @@ def _table(p: Path, cols: Columns, doc: Doc, typed: bool, kinds: frozenset[str] 
     n = len(idx_ev)
     name_cat = _categorical(cols.name)
     pidtid = cols.pidtid
-    if cols.odd.values:
-        numbered = np.array([ids.one(v) for v in cols.odd.values], dtype=np.int64)
-        pidtid[cols.odd_col, cols.odd_row] = numbered[cols.odd.codes]
+    pidtid[cols.odd_col, cols.odd_row] = ids.numbers(cols.odd)
     pid, tid = pidtid
     ext, corr, stream, device, graph = cols.ints
 

@@ -90,19 +90,19 @@ def _floats(events: Sequence[Any], n: int) -> tuple[np.ndarray | None, np.ndarra
     return np.ascontiguousarray(tsdur[:, 0]), np.ascontiguousarray(tsdur[:, 1])
 
 
-def _ids(events: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, Codes]:
-    """pid, tid pairs as int64; ids that are not ints are left for the reader to number.
+def split_ids(values: list[Any]) -> tuple[np.ndarray, np.ndarray, Codes]:
+    """pid/tid (or flow id) values as int64, and the positions and values of those that
+    are not ints, for the reader to number (0 stands at those positions meanwhile).
 
     Nearly all ids are ints; Kineto's few string pids ("Spans", "Traces") and legacy
     string tids are found among the few distinct values instead of testing every one.
+    Whether a value is an int is decided here, never by numpy's conversion, which would
+    also read " 5" or "1_000" as numbers. Raises OverflowError past 64 bits.
     """
-    values = list(chain.from_iterable(map(attrgetter("pid", "tid"), events)))
-    try:
+    odd = [v for v in dict.fromkeys(values) if type(v) is not int]
+    if not odd:
         return (np.array(values, dtype=np.int64), np.empty(0, np.int64),
                 Codes(np.empty(0, np.int32), []))
-    except (TypeError, ValueError):
-        pass  # OverflowError (past 64 bits) goes up: the reader reports it
-    odd = [v for v in dict.fromkeys(values) if type(v) is not int]
     which = dict(zip(odd, count(), strict=False))
     code = np.fromiter(map(which.get, values, repeat(-1)), dtype=np.int32, count=len(values))
     at = np.flatnonzero(code >= 0)
@@ -131,7 +131,8 @@ def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
     evs = events if len(local) == n else [events[i] for i in local.tolist()]
     m = len(evs)
     try:
-        pairs, odd_at, odd = _ids(evs)
+        pairs, odd_at, odd = split_ids(
+            list(chain.from_iterable(map(attrgetter("pid", "tid"), evs))))
     except OverflowError:
         raise OverflowError("a pid or tid does not fit in 64 bits") from None
     args = list(map(attrgetter("args"), evs))
