@@ -23,6 +23,7 @@ from traceforge.errors import TraceFormatError
 from traceforge.formats import kineto_chunks as chunks
 from traceforge.formats.kineto_args import LazyArgs
 from traceforge.formats.kineto_columns import (
+    EVENT_CODES,
     ON_DEVICE,
     Codes,
     Columns,
@@ -34,7 +35,6 @@ from traceforge.formats.kineto_columns import (
 )
 from traceforge.formats.kineto_meta import FORMAT, build_meta, content_notes, metadata_event
 from traceforge.formats.kineto_schema import (
-    EVENT_PHASES,
     FLOW_PHASES,
     PH_CODE,
     PH_LETTERS,
@@ -275,7 +275,7 @@ def _table(p: Path, cols: Columns, doc: Doc, typed: bool, kinds: frozenset[str] 
         what = "a JSON list without trace events" if doc.traceEvents is None else "no events"
         raise TraceFormatError(p, f"not a trace ({what})")
     ph_code = cols.ph
-    is_event = np.isin(ph_code, [PH_CODE[c] for c in EVENT_PHASES])
+    is_event = np.isin(ph_code, EVENT_CODES)
     ids = _Ids()
     process_names: dict[int, str] = {}
     thread_names: dict[tuple[int, int], str] = {}

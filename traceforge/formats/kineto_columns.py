@@ -20,7 +20,8 @@ import numpy as np
 from traceforge.formats.kineto_schema import EVENT_PHASES, FLOW_PHASES, KIND_OF_CAT, PH_CODE
 from traceforge.model import GPU_KINDS, KINDS
 
-_EVENT_CODES = [PH_CODE[c] for c in EVENT_PHASES]
+#: Phase codes of rows of the table (complete, begin/end, instant events).
+EVENT_CODES = [PH_CODE[c] for c in EVENT_PHASES]
 _FLOW_CODES = [PH_CODE[c] for c in FLOW_PHASES]
 #: Kind codes of rows on a GPU (they carry a device and a stream).
 ON_DEVICE = [KINDS.index(k) for k in (*GPU_KINDS, "gpu_annotation", "sync")]
@@ -120,12 +121,12 @@ def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
     ph = np.fromiter(map(PH_CODE.get, map(attrgetter("ph"), events), repeat(-1)),
                      dtype=np.int8, count=n)
     # Phase tests on the int8 codes (string arrays cost ~40 ms per 1M events).
-    is_event = np.isin(ph, _EVENT_CODES)
+    is_event = np.isin(ph, EVENT_CODES)
     ts_us, dur_us = _floats(events, n)
     cat = codes_of(map(attrgetter("cat"), events), n)
+    kind = kind_codes(cat.values)[cat.codes]
     keep = is_event
     if kinds is not None:
-        kind = kind_codes(cat.values)[cat.codes]
         keep = is_event & np.isin(kind, [KINDS.index(k) for k in kinds])
     local = np.flatnonzero(keep)
     evs = events if len(local) == n else [events[i] for i in local.tolist()]
@@ -141,7 +142,7 @@ def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
     # One row per id (each contiguous, as the table's columns will be), filled here in the
     # workers rather than transposed by the reader after the join.
     ints = np.full((5, m), -1, dtype=np.int64)
-    gpu = np.flatnonzero(np.isin(kind_codes(cat.values)[cat.codes[local]], ON_DEVICE))
+    gpu = np.flatnonzero(np.isin(kind[local], ON_DEVICE))
     try:
         ints[[0, 1, 4]] = np.fromiter(
             chain.from_iterable(map(attrgetter("ext", "correlation", "graph"), args)),
