@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import traceforge as tf
-from tests.conftest import ev, shared
+from tests.conftest import FIXTURES, ev, shared
 from tests.conftest import make_trace as _make_trace
 from traceforge.model import EVENT_COLUMNS
 
@@ -118,3 +118,15 @@ def test_real_ddp_trace_adds_up() -> None:
     assert hist["idle_ns"].sum() == dev["idle_ns"].sum()
     bd = tf.breakdown(t)
     assert dev["idle_ns"].sum() == bd.loc[bd["step"] == -1, "idle_ns"].item()
+
+
+def test_limit_lists_the_longest_gaps_with_the_same_attribution() -> None:
+    """``limit`` lists the longest gaps (the first of equal ones) in time order, each
+    attributed as in the full list; summary and histogram stay whole."""
+    t = tf.load(FIXTURES / "eager.pt.trace.json.gz")
+    full = tf.idle_gaps(t)
+    assert len(full.gaps) > 20 and full.gaps["cpu_op"].ne("").any()
+    top = tf.idle_gaps(t, limit=20)
+    want = full.gaps.sort_values("dur", ascending=False, kind="stable").head(20).sort_index()
+    assert top.gaps.to_dict("records") == want.to_dict("records")
+    assert top.summary.equals(full.summary) and top.histogram.equals(full.histogram)

@@ -146,7 +146,7 @@ def gpu_activity(trace: Trace) -> pd.DataFrame:
             "graph": g["graph"].to_numpy(),
         }
     )
-    out = _with_launch(ev, out)
+    _with_launch(ev, out)
     out["replay"] = _replays(out)
     _with_host_ranges(ev, out)
     out = out.sort_values(["ts", "end"], kind="stable").reset_index(drop=True)
@@ -160,38 +160,56 @@ def launch_calls(ev: pd.DataFrame) -> pd.DataFrame:
     launch_pid. A known launch API wins over other calls with the same id (a runtime call
     and the driver call beneath it), then the earliest.
     """
-    host = ev[ev["kind"].isin(("runtime", "driver")) & (ev["corr"] >= 0)]
-    hname = strings(host["name"])
+    # Column arrays at the selected rows, and names matched per distinct name: a trace has
+    # ~100k host calls but a few hundred call names.
+    rows = np.flatnonzero(ev["kind"].isin(("runtime", "driver")).to_numpy()
+                          & (ev["corr"].to_numpy() >= 0))
+    code, labels = coded(ev["name"])
+    code = code[rows]
+    ts = ev["ts"].to_numpy()[rows]
+    known = np.isin(labels, list(LAUNCH_APIS))[code]
+    rank, corr = ev["rank"].to_numpy()[rows], ev["corr"].to_numpy()[rows]
+    # Known launch APIs first, then by start (stable); the first call of each (rank, corr).
+    order = np.lexsort((ts, ~known))
+    pair, _ = _pair_codes(rank[order], corr[order], rank[:0], corr[:0])
+    first = np.unique(pair, return_index=True)[1]  # pairs are numbered as they appear
+    pick = order[first]
+    sel = rows[pick]
     h = object_frame(
         {
-            "rank": host["rank"].to_numpy(),
-            "corr": host["corr"].to_numpy(),
-            "launch_row": host.index.to_numpy(),
-            "launch_name": hname,
-            "launch_ts": host["ts"].to_numpy(),
-            "launch_end": (host["ts"] + host["dur"]).to_numpy(),
-            "launch_tid": host["tid"].to_numpy(),
-            "launch_pid": host["pid"].to_numpy(),
-            "known": np.isin(hname, list(LAUNCH_APIS)),
+            "rank": rank[pick],
+            "corr": corr[pick],
+            "launch_row": ev.index.to_numpy()[sel],
+            "launch_name": labels[code[pick]],
+            "launch_ts": ts[pick],
+            "launch_end": ts[pick] + ev["dur"].to_numpy()[sel],
+            "launch_tid": ev["tid"].to_numpy()[sel],
+            "launch_pid": ev["pid"].to_numpy()[sel],
         }
-    ).sort_values(["known", "launch_ts"], ascending=[False, True], kind="stable")
-    return cast("pd.DataFrame", h.drop_duplicates(["rank", "corr"]).drop(columns="known"))
+    )
+    h.index = pd.Index(pick)  # positions among the calls, as before the numpy rewrite
+    return h
 
 
-def _with_launch(ev: pd.DataFrame, out: pd.DataFrame) -> pd.DataFrame:
-    h = launch_calls(ev)
-    out = out.merge(h, on=["rank", "corr"], how="left")
-    for c in ("launch_row", "launch_ts", "launch_end", "launch_tid", "launch_pid"):
-        out[c] = out[c].fillna(-1).astype(np.int64)
-    out["launch_name"] = pd.Series(np.where(out["launch_name"].isna(), "",
-                                            out["launch_name"].to_numpy(dtype=object)),
-                                   dtype=object)
-    return out
+def _with_launch(ev: pd.DataFrame, out: pd.DataFrame) -> None:
+    """Fill launch_*: the launch call of each activity's (rank, corr), -1/"" if none."""
+    h = launch_calls(ev)  # one row per (rank, corr): the pair's code is its position
+    _, at = _pair_codes(h["rank"].to_numpy(), h["corr"].to_numpy(),
+                        out["rank"].to_numpy(), out["corr"].to_numpy())
+    found, row = at >= 0, np.clip(at, 0, None)
+    for c in ("launch_row", "launch_name", "launch_ts", "launch_end", "launch_tid",
+              "launch_pid"):
+        col = h[c].to_numpy()
+        if c == "launch_name":
+            out[c] = pd.Series(np.where(found, col[row] if len(h) else "", ""), dtype=object)
+        else:
+            out[c] = np.where(found, col[row] if len(h) else -1, -1).astype(np.int64)
 
 
 def _replays(a: pd.DataFrame) -> np.ndarray:
     corr = a["corr"].to_numpy()
-    shared = a.groupby(["rank", "corr"])["corr"].transform("size").to_numpy() > 1
+    codes, _ = _pair_codes(a["rank"].to_numpy(), corr, corr[:0], corr[:0])
+    shared = np.bincount(codes)[codes] > 1 if len(codes) else np.zeros(0, dtype=bool)
     is_graph = (
         a["launch_name"].isin(GRAPH_LAUNCH_APIS).to_numpy()
         | (a["graph"].to_numpy() >= 0)
@@ -200,13 +218,28 @@ def _replays(a: pd.DataFrame) -> np.ndarray:
     return np.where(is_graph & (corr >= 0), corr, -1)
 
 
-def _thread_codes(pid: np.ndarray, tid: np.ndarray, qpid: np.ndarray, qtid: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """One int per (pid, tid) pair, the same for ranges and queries (-1: unknown thread)."""
-    idx = pd.MultiIndex.from_arrays([pid, tid])
+def _pair_codes(a: np.ndarray, b: np.ndarray, qa: np.ndarray, qb: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """One int per distinct ``(a, b)`` pair, numbered by first appearance, and the code of
+    each query pair ``(qa, qb)`` (-1: not among them). Pairs are (pid, tid) threads or
+    (rank, corr) launches."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    qa, qb = np.asarray(qa, dtype=np.int64), np.asarray(qb, dtype=np.int64)
+    if len(a):
+        # Each pair as one int64 (both offset from their minima), hashed once: a tenth
+        # of the cost of a MultiIndex on the ~500k op ranges of a large trace.
+        a0, b0 = int(a.min()), int(b.min())
+        na, nb = int(a.max()) - a0 + 1, int(b.max()) - b0 + 1
+        if na * nb < 2**62:
+            codes, uniq = pd.factorize((a - a0) * nb + (b - b0))
+            inside = (qa >= a0) & (qa < a0 + na) & (qb >= b0) & (qb < b0 + nb)
+            qkey = pd.Index(np.where(inside, (qa - a0) * nb + (qb - b0), -1))
+            q = pd.Index(uniq).get_indexer(qkey)
+            return np.asarray(codes, dtype=np.int64), np.asarray(q, dtype=np.int64)
+    idx = pd.MultiIndex.from_arrays([a, b])
     uniq = idx.unique()
     codes = uniq.get_indexer(idx)
-    qcodes = uniq.get_indexer(pd.MultiIndex.from_arrays([qpid, qtid]))
+    qcodes = uniq.get_indexer(pd.MultiIndex.from_arrays([qa, qb]))
     return np.asarray(codes, dtype=np.int64), np.asarray(qcodes, dtype=np.int64)
 
 
@@ -224,7 +257,7 @@ def _with_host_ranges(ev: pd.DataFrame, out: pd.DataFrame) -> None:
         r = np.flatnonzero((ev["kind"] == kind).to_numpy() & ~marker)
         hit = np.full(len(out), -1, dtype=np.int64)
         if len(r) and has.any():
-            codes, qcodes = _thread_codes(pid[r], tid[r], qpid, qtid)
+            codes, qcodes = _pair_codes(pid[r], tid[r], qpid, qtid)
             found = innermost(codes, ts[r], end[r], qcodes, qts)
             hit = np.where(has & (qcodes >= 0), found, -1)
         pos = np.where(hit >= 0, r[np.clip(hit, 0, None)] if len(r) else -1, -1)

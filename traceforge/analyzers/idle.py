@@ -83,11 +83,14 @@ def idle_gaps(
     min_gap_ns: int = 0,
     per_stream: bool = False,
     steps: Sequence[int] | None = None,
+    limit: int = 0,
 ) -> IdleReport:
     """Idle gaps of each device (and each stream when ``per_stream``) inside the steps.
 
     Gaps shorter than ``min_gap_ns`` still count in ``summary`` and ``histogram`` (with
     their cause) but are left out of ``gaps``, and only listed gaps get an attribution.
+    ``limit`` > 0 lists only that many of the longest (the first on equal lengths), still
+    in time order: looking up the ops around 80k gaps costs more than finding them.
     """
     tl = timeline(trace)
     if tl.activity.empty:
@@ -110,6 +113,9 @@ def idle_gaps(
     summary = _summary(gaps, span, unrec)
     hist = _histogram(gaps)
     shown = gaps[gaps["dur"] >= min_gap_ns].reset_index(drop=True)
+    if 0 < limit < len(shown):
+        longest = np.argsort(-shown["dur"].to_numpy(dtype=np.int64), kind="stable")[:limit]
+        shown = shown.iloc[np.sort(longest)].reset_index(drop=True)
     tid, mid = shown.pop("_tid").to_numpy(), shown.pop("_mid").to_numpy()
     shown["cpu_op"] = pd.Series(host.ops.name_at(tid, mid), dtype=object)
     shown["annotation"] = pd.Series(host.ann.name_at(tid, mid), dtype=object)

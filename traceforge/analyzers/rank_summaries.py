@@ -118,7 +118,8 @@ def idle_summary(trace: Trace, *, limit: int = 0, min_gap_ns: int = 0,
     """One rank's :func:`~traceforge.analyzers.idle.idle_gaps` with only its ``limit``
     longest gaps listed (all when 0): the run's longest gaps are among every rank's own
     longest, so the summary and histogram stay whole and the gap list stays small."""
-    rep = idle_gaps(trace, min_gap_ns=min_gap_ns, per_stream=per_stream, steps=steps)
+    rep = idle_gaps(trace, min_gap_ns=min_gap_ns, per_stream=per_stream, steps=steps,
+                    limit=limit)
     gaps = _longest(rep.gaps, limit)
     return replace(rep, gaps=gaps)
 

@@ -38,7 +38,7 @@ def innermost(
     q_tid = np.asarray(q_tid, dtype=np.int64)
     q_t = np.asarray(q_t, dtype=np.int64)
     # Thread codes; queries on a thread with no ranges get no answer.
-    threads, code = np.unique(tid, return_inverse=True)
+    threads, code = _codes(tid)
     qpos = np.searchsorted(threads, q_tid)
     qpos_c = np.clip(qpos, 0, len(threads) - 1)
     q_ok = threads[qpos_c] == q_tid
@@ -52,8 +52,13 @@ def innermost(
     s, e = start + base, end + base
     t = q_t + qpos_c.astype(np.int64) * width - lo
     # Parents first on equal starts (longer first), so depth counts them as enclosing.
-    order = np.lexsort((-e, s))
-    s, e = s[order], e[order]
+    # A trace's ranges mostly come in that order already (one thread, by start): then
+    # checking it costs a pass instead of a two-key sort.
+    if _ordered(s, e):
+        order = np.arange(n)
+    else:
+        order = np.lexsort((-e, s))
+        s, e = s[order], e[order]
     ends_sorted = np.sort(e)
     # Depth of a range = ranges started before it that have not ended by its start.
     depth = np.arange(n) - np.searchsorted(ends_sorted, s, side="right")
@@ -66,7 +71,9 @@ def innermost(
     if span * (dmax + 1) >= 2**62:
         return _innermost_per_thread(tid, start, end, q_tid, q_t)
     key = depth.astype(np.int64) * span + s
-    by_key = np.argsort(key, kind="stable")
+    # Sorted by (depth, start): s is sorted, so a stable sort on depth alone gives that
+    # order, and depths are small ints, which numpy's stable sort orders by radix.
+    by_key = np.argsort(depth.astype(np.int16 if dmax < 2**15 else np.int64), kind="stable")
     skey = key[by_key]
     qd = np.clip(q_depth, 0, dmax)
     qkey = qd.astype(np.int64) * span + t
@@ -82,6 +89,27 @@ def innermost(
     )
     out[hit] = order[cand[hit]]
     return out
+
+
+def _codes(tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(tid, return_inverse=True)``; by counting when the ids are small
+    non-negative ints (callers pass thread codes), which needs no sort."""
+    lo, hi = int(tid.min()), int(tid.max())
+    if lo < 0 or hi > 4 * len(tid) + 1024:
+        threads, code = np.unique(tid, return_inverse=True)
+        return threads, code.reshape(-1)
+    threads = np.flatnonzero(np.bincount(tid))
+    lookup = np.zeros(hi + 1, dtype=np.int64)
+    lookup[threads] = np.arange(len(threads))
+    return threads, lookup[tid]
+
+
+def _ordered(s: np.ndarray, e: np.ndarray) -> bool:
+    """Whether ranges are sorted by start, longer first on equal starts."""
+    if len(s) < 2:
+        return True
+    a, b = s[:-1], s[1:]
+    return bool(np.all((b > a) | ((b == a) & (e[1:] <= e[:-1]))))
 
 
 def _innermost_per_thread(

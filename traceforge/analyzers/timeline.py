@@ -33,7 +33,7 @@ from traceforge.analyzers import intervals as iv
 from traceforge.analyzers import steps as st
 from traceforge.analyzers.activity import GRAPH_LAUNCH_APIS, gpu_activity, launch_calls
 from traceforge.errors import AnalysisError
-from traceforge.model import GPU_KINDS, Trace, empty_frame
+from traceforge.model import GPU_KINDS, Trace, coded, empty_frame
 
 #: Columns of :attr:`Timeline.replays`.
 REPLAY_COLUMNS = ("device", "replay", "launch_ts", "ts", "end", "activities", "expected",
@@ -244,6 +244,8 @@ def _replays(trace: Trace, acts: pd.DataFrame) -> pd.DataFrame:
 
 def _unreplayed(trace: Trace, acts: pd.DataFrame) -> pd.DataFrame:
     """Graph launches whose replay left no activity in the trace (status unrecorded)."""
+    if not np.isin(coded(trace.events["name"])[1], list(GRAPH_LAUNCH_APIS)).any():
+        return cast("pd.DataFrame", pd.DataFrame(columns=list(REPLAY_COLUMNS)))  # no launches
     calls = launch_calls(trace.events)
     calls = calls[calls["launch_name"].isin(GRAPH_LAUNCH_APIS)]
     if calls.empty or acts.empty:

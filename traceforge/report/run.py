@@ -223,7 +223,8 @@ def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: i
         add("by_neutral", r, _neutral(t))
         add("top_kernels", r, top_kernels(t, top))
         add("ops", r, _try("ops", partial(ops, t), _empty(["op"]), miss))
-        idle = _try("idle", partial(idle_gaps, t, min_gap_ns=1000), None, miss)
+        idle = _try("idle", partial(idle_gaps, t, min_gap_ns=1000, limit=max(top, 0)),
+                    None, miss)
         if idle is not None:
             add("idle_summary", r, idle.summary[idle.summary["stream"] == -1])
             add("idle_gaps", r, idle.gaps.nlargest(top, "dur"))
