@@ -381,3 +381,41 @@ def test_ddp_what_if_nccl_saves_at_most_the_exposed_communication(ddp: Any) -> N
         exposed = int(ov[row.step].loc[row.rank, "exposed_comm_ns"])
         assert 0 <= row.saved_ns <= exposed
     assert (r.what_if.loc[r.what_if["rank"] == 0, "saved_ns"] > 0).all()
+
+
+@pytest.mark.parametrize("zstd", [True, False])
+def test_rank_graph_round_trips_compressed(monkeypatch: pytest.MonkeyPatch, zstd: bool
+                                          ) -> None:
+    """A rank's graph crosses to the driver and is stored beside a cached trace pickled
+    and compressed: zstd when pyarrow has the codec, else zlib; either way it unpickles to
+    the same graph and the same path."""
+    import pickle
+
+    import numpy as np
+    import pandas as pd
+
+    from traceforge.analyzers.critical_path import rank as rank_mod
+    from traceforge.analyzers.critical_path import rank_graph
+
+    if not zstd:
+        monkeypatch.setattr(rank_mod, "_zstd", lambda: None)
+    t = make_trace([
+        host("A", 0, 100), launch(10, 20, 1),
+        host("B", 150, 150), launch(200, 20, 2),
+        kern(ELT, 40, 20, 1), kern(GEMM, 230, 20, 2),
+    ])
+    g = rank_graph(t)
+    blob = pickle.dumps(g)
+    assert g.__getstate__()[:1] == (b"Z" if zstd else b"z")
+    back = pickle.loads(blob)
+    for k, v in vars(g).items():
+        w = getattr(back, k)
+        if isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(v, w)
+            assert v.dtype == w.dtype
+        elif isinstance(v, pd.DataFrame):
+            pd.testing.assert_frame_equal(v, w)
+        elif k != "chain":
+            assert v == w, k
+    for k, v in vars(g.chain).items():
+        np.testing.assert_array_equal(v, getattr(back.chain, k))

@@ -69,12 +69,40 @@ class RankGraph:
     def __getstate__(self) -> bytes:
         state = {k: _narrow(v) for k, v in vars(self).items()}
         state["chain"] = {k: _narrow(v) for k, v in vars(self.chain).items()}
-        return zlib.compress(pickle.dumps(state, protocol=5), 1)
+        return _compress(pickle.dumps(state, protocol=5))
 
     def __setstate__(self, blob: bytes) -> None:
-        state = pickle.loads(zlib.decompress(blob))
+        state = pickle.loads(_decompress(blob))
         state["chain"] = _Chain(**{k: _widen(v) for k, v in state["chain"].items()})
         self.__dict__.update({k: _widen(v) for k, v in state.items()})
+
+
+def _compress(raw: bytes) -> bytes:
+    """zstd through pyarrow (a dependency already) when it has the codec: for the 46 MB
+    state of a 288 MB trace's graph, 0.07 s and 15 MB against zlib level 1's 0.29 s and
+    15 MB, and 2.7x faster to read back. A tag byte says which; zlib without the codec."""
+    codec = _zstd()
+    if codec is not None:
+        body = codec.compress(raw, asbytes=True)
+        return b"Z" + len(raw).to_bytes(8, "little") + cast(bytes, body)
+    return b"z" + zlib.compress(raw, 1)
+
+
+def _zstd() -> Any | None:
+    """pyarrow's zstd codec; None where pyarrow was built without it."""
+    import pyarrow as pa
+
+    return pa.Codec("zstd", compression_level=3) if pa.Codec.is_available("zstd") else None
+
+
+def _decompress(blob: bytes) -> bytes:
+    if blob[:1] == b"Z":
+        import pyarrow as pa
+
+        size = int.from_bytes(blob[1:9], "little")
+        return cast(bytes, pa.Codec("zstd").decompress(memoryview(blob)[9:], decompressed_size=size,
+                                                      asbytes=True))
+    return zlib.decompress(blob[1:])
 
 
 @dataclass(frozen=True)
