@@ -187,7 +187,7 @@ def launch_calls(ev: pd.DataFrame) -> pd.DataFrame:
             "launch_pid": ev["pid"].to_numpy()[sel],
         }
     )
-    h.index = pd.Index(pick)  # positions among the calls, as before the numpy rewrite
+    h.index = pd.Index(pick)  # each call labelled by its place among the trace's host calls
     return h
 
 
