@@ -121,11 +121,12 @@ def gpu_activity(trace: Trace) -> pd.DataFrame:
     """
     ev = trace.events
     g = ev[ev["kind"].isin(GPU_KINDS)]
-    names = strings(g["name"])
+    code, labels = coded(g["name"])
+    names = labels[code]
     kind = strings(g["kind"])
     # Classify each distinct name once, then spread through the name codes.
-    uniq, inv = np.unique(names, return_inverse=True)
-    info = [classify(str(n)) for n in uniq]
+    uniq, inv = np.unique(code, return_inverse=True)
+    info = [classify(str(labels[c])) for c in uniq]
     is_kernel = kind == "kernel"
     cls = np.where(is_kernel, np.array([k.cls for k in info], dtype=object)[inv], kind)
     fam = np.where(is_kernel, np.array([k.family for k in info], dtype=object)[inv], kind)
