@@ -8,8 +8,8 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from traceforge.analyzers.activity import _pair_codes
 from traceforge.analyzers.stacks import innermost
+from traceforge.model import pair_codes
 
 
 def _laminar(cands: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -91,7 +91,7 @@ def test_pair_codes_number_pairs_as_they_first_appear(pairs: list[tuple[int, int
     b = np.array([p[1] for p in pairs], dtype=np.int64)
     qa = np.array([q[0] * big for q in queries], dtype=np.int64)
     qb = np.array([q[1] for q in queries], dtype=np.int64)
-    codes, qcodes = _pair_codes(a, b, qa, qb)
+    codes, qcodes = pair_codes(a, b, qa, qb)
     first: dict[tuple[int, int], int] = {}
     want = [first.setdefault((int(x), int(y)), len(first)) for x, y in zip(a, b, strict=True)]
     np.testing.assert_array_equal(codes, np.array(want, dtype=np.int64))

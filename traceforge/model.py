@@ -208,6 +208,32 @@ def coded(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(cat.codes.to_numpy(), dtype=np.int64), labels  # -1 indexes the ""
 
 
+def pair_codes(a: np.ndarray, b: np.ndarray, qa: np.ndarray, qb: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """One int per distinct ``(a, b)`` pair, numbered by first appearance, and the code of
+    each query pair ``(qa, qb)`` (-1: not among them): (pid, tid) threads, (rank, corr)
+    launches. ``groupby(sort=False).ngroup()`` numbers the same, at a fraction of the cost."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    qa, qb = np.asarray(qa, dtype=np.int64), np.asarray(qb, dtype=np.int64)
+    if not len(a):
+        return np.zeros(0, dtype=np.int64), np.full(len(qa), -1, dtype=np.int64)
+    # Each pair as one int64 (both offset from their minima), hashed once: a tenth
+    # of the cost of a MultiIndex on the ~500k op ranges of a large trace.
+    a0, b0 = int(a.min()), int(b.min())
+    na, nb = int(a.max()) - a0 + 1, int(b.max()) - b0 + 1
+    if na * nb < 2**62:
+        codes, uniq = pd.factorize((a - a0) * nb + (b - b0))
+        inside = (qa >= a0) & (qa < a0 + na) & (qb >= b0) & (qb < b0 + nb)
+        qkey = pd.Index(np.where(inside, (qa - a0) * nb + (qb - b0), -1))
+        q = pd.Index(uniq).get_indexer(qkey)
+        return np.asarray(codes, dtype=np.int64), np.asarray(q, dtype=np.int64)
+    idx = pd.MultiIndex.from_arrays([a, b])
+    uniq = idx.unique()
+    codes = uniq.get_indexer(idx)
+    qcodes = uniq.get_indexer(pd.MultiIndex.from_arrays([qa, qb]))
+    return np.asarray(codes, dtype=np.int64), np.asarray(qcodes, dtype=np.int64)
+
+
 def object_frame(columns: dict[str, Any]) -> pd.DataFrame:
     """A DataFrame whose string columns stay numpy object arrays.
 

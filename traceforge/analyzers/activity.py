@@ -31,7 +31,15 @@ import pandas as pd
 
 from traceforge.analyzers.kernel_names import classify
 from traceforge.analyzers.stacks import innermost
-from traceforge.model import GPU_KINDS, Trace, coded, name_mask, object_frame, strings
+from traceforge.model import (
+    GPU_KINDS,
+    Trace,
+    coded,
+    name_mask,
+    object_frame,
+    pair_codes,
+    strings,
+)
 
 GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
 LAUNCH_APIS = GRAPH_LAUNCH_APIS | {
@@ -172,7 +180,7 @@ def launch_calls(ev: pd.DataFrame) -> pd.DataFrame:
     rank, corr = ev["rank"].to_numpy()[rows], ev["corr"].to_numpy()[rows]
     # Known launch APIs first, then by start (stable); the first call of each (rank, corr).
     order = np.lexsort((ts, ~known))
-    pair, _ = _pair_codes(rank[order], corr[order], rank[:0], corr[:0])
+    pair, _ = pair_codes(rank[order], corr[order], rank[:0], corr[:0])
     first = np.unique(pair, return_index=True)[1]  # pairs are numbered as they appear
     pick = order[first]
     sel = rows[pick]
@@ -195,7 +203,7 @@ def launch_calls(ev: pd.DataFrame) -> pd.DataFrame:
 def _with_launch(ev: pd.DataFrame, out: pd.DataFrame) -> None:
     """Fill launch_*: the launch call of each activity's (rank, corr), -1/"" if none."""
     h = launch_calls(ev)  # one row per (rank, corr): the pair's code is its position
-    _, at = _pair_codes(h["rank"].to_numpy(), h["corr"].to_numpy(),
+    _, at = pair_codes(h["rank"].to_numpy(), h["corr"].to_numpy(),
                         out["rank"].to_numpy(), out["corr"].to_numpy())
     found, row = at >= 0, np.clip(at, 0, None)
     for c in ("launch_row", "launch_name", "launch_ts", "launch_end", "launch_tid",
@@ -209,7 +217,7 @@ def _with_launch(ev: pd.DataFrame, out: pd.DataFrame) -> None:
 
 def _replays(a: pd.DataFrame) -> np.ndarray:
     corr = a["corr"].to_numpy()
-    codes, _ = _pair_codes(a["rank"].to_numpy(), corr, corr[:0], corr[:0])
+    codes, _ = pair_codes(a["rank"].to_numpy(), corr, corr[:0], corr[:0])
     shared = np.bincount(codes)[codes] > 1 if len(codes) else np.zeros(0, dtype=bool)
     is_graph = (
         a["launch_name"].isin(GRAPH_LAUNCH_APIS).to_numpy()
@@ -217,31 +225,6 @@ def _replays(a: pd.DataFrame) -> np.ndarray:
         | shared
     )
     return np.where(is_graph & (corr >= 0), corr, -1)
-
-
-def _pair_codes(a: np.ndarray, b: np.ndarray, qa: np.ndarray, qb: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """One int per distinct ``(a, b)`` pair, numbered by first appearance, and the code of
-    each query pair ``(qa, qb)`` (-1: not among them). Pairs are (pid, tid) threads or
-    (rank, corr) launches."""
-    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-    qa, qb = np.asarray(qa, dtype=np.int64), np.asarray(qb, dtype=np.int64)
-    if len(a):
-        # Each pair as one int64 (both offset from their minima), hashed once: a tenth
-        # of the cost of a MultiIndex on the ~500k op ranges of a large trace.
-        a0, b0 = int(a.min()), int(b.min())
-        na, nb = int(a.max()) - a0 + 1, int(b.max()) - b0 + 1
-        if na * nb < 2**62:
-            codes, uniq = pd.factorize((a - a0) * nb + (b - b0))
-            inside = (qa >= a0) & (qa < a0 + na) & (qb >= b0) & (qb < b0 + nb)
-            qkey = pd.Index(np.where(inside, (qa - a0) * nb + (qb - b0), -1))
-            q = pd.Index(uniq).get_indexer(qkey)
-            return np.asarray(codes, dtype=np.int64), np.asarray(q, dtype=np.int64)
-    idx = pd.MultiIndex.from_arrays([a, b])
-    uniq = idx.unique()
-    codes = uniq.get_indexer(idx)
-    qcodes = uniq.get_indexer(pd.MultiIndex.from_arrays([qa, qb]))
-    return np.asarray(codes, dtype=np.int64), np.asarray(qcodes, dtype=np.int64)
 
 
 def _with_host_ranges(ev: pd.DataFrame, out: pd.DataFrame) -> None:
@@ -258,7 +241,7 @@ def _with_host_ranges(ev: pd.DataFrame, out: pd.DataFrame) -> None:
         r = np.flatnonzero((ev["kind"] == kind).to_numpy() & ~marker)
         hit = np.full(len(out), -1, dtype=np.int64)
         if len(r) and has.any():
-            codes, qcodes = _pair_codes(pid[r], tid[r], qpid, qtid)
+            codes, qcodes = pair_codes(pid[r], tid[r], qpid, qtid)
             found = innermost(codes, ts[r], end[r], qcodes, qts)
             hit = np.where(has & (qcodes >= 0), found, -1)
         pos = np.where(hit >= 0, r[np.clip(hit, 0, None)] if len(r) else -1, -1)

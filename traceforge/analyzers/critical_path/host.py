@@ -24,7 +24,7 @@ from traceforge.analyzers.critical_path.sync import (
     STREAM_SYNC,
 )
 from traceforge.analyzers.stacks import innermost
-from traceforge.model import Trace, name_mask
+from traceforge.model import Trace, name_mask, pair_codes
 
 HOST_KINDS = ("cpu_op", "runtime", "driver", "user_annotation", "python")
 
@@ -88,13 +88,16 @@ def _host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFr
     ev = trace.events
     sel = ev["kind"].isin(HOST_KINDS).to_numpy() & (ev["dur"].to_numpy() > 0)
     sel &= ~_step_ranges(trace)
-    h = ev[sel]
+    # Column arrays at the selected rows, not a selection of the whole frame (~600k rows
+    # of a large trace): only these columns are needed.
+    rows = np.flatnonzero(sel)
+    index = ev.index.to_numpy()[rows]
     # Names and kinds stay categorical (sorted categories, as the labels want them): tests
     # run on the few categories, not on ~1M strings per trace.
-    name = _sorted_categories(h["name"])
-    kind = _sorted_categories(h["kind"])
+    name = _sorted_categories(ev["name"].iloc[rows])
+    kind = _sorted_categories(ev["kind"].iloc[rows])
     api = kind.isin(["runtime", "driver"])
-    sync = np.full(len(h), "", dtype=object)
+    sync = np.full(len(rows), "", dtype=object)
     sync[api & name.isin(list(DEVICE_SYNC))] = "device"
     sync[api & name.isin(list(STREAM_SYNC))] = "stream"
     sync[api & name.isin(list(EVENT_SYNC))] = "event"
@@ -103,18 +106,16 @@ def _host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFr
     copies = acts[acts["kind"].isin(("memcpy", "memset")) & (acts["launch_row"] >= 0)]
     blocked = copies.loc[(copies["launch_end"] >= copies["end"])
                          | copies["launch_name"].isin(BLOCKING_COPY), "launch_row"]
-    sync[api & h.index.isin(blocked.to_numpy()) & (sync == "")] = "copy"
-    pid, tid = h["pid"].to_numpy(), h["tid"].to_numpy()
-    # One code per (pid, tid), numbered in order of appearance. Not MultiIndex.factorize:
-    # on no rows pandas 2.1 raises "Cannot infer number of levels from empty list".
-    code = (pd.DataFrame({"p": pid, "t": tid}).groupby(["p", "t"], sort=False, dropna=False)
-            .ngroup().to_numpy().astype(np.int64))
-    autograd = name_mask(h["name"], "^" + re.escape(AUTOGRAD))
+    sync[api & np.isin(index, blocked.to_numpy()) & (sync == "")] = "copy"
+    pid, tid = ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows]
+    # One code per (pid, tid), numbered in order of appearance.
+    code, _ = pair_codes(pid, tid, pid[:0], tid[:0])
+    autograd = name_mask(pd.Series(name), "^" + re.escape(AUTOGRAD))
     code = _merge_backward(code, pid, tid, autograd, kind.isin(["cpu_op"]), notes)
-    out = pd.DataFrame({"row": h.index.to_numpy(), "name": name, "kind": kind, "pid": pid,
-                        "tid": tid, "ts": h["ts"].to_numpy(),
-                        "end": (h["ts"] + h["dur"]).to_numpy(), "code": code, "sync": sync,
-                        "corr": h["corr"].to_numpy()})
+    ts = ev["ts"].to_numpy()[rows]
+    out = pd.DataFrame({"row": index, "name": name, "kind": kind, "pid": pid,
+                        "tid": tid, "ts": ts, "end": ts + ev["dur"].to_numpy()[rows],
+                        "code": code, "sync": sync, "corr": ev["corr"].to_numpy()[rows]})
     return cast("pd.DataFrame", out)
 
 
