@@ -39,55 +39,65 @@ def innermost(
     q_t = np.asarray(q_t, dtype=np.int64)
     # Thread codes; queries on a thread with no ranges get no answer.
     threads, code = _codes(tid)
-    qpos = np.searchsorted(threads, q_tid)
-    qpos_c = np.clip(qpos, 0, len(threads) - 1)
-    q_ok = threads[qpos_c] == q_tid
-    # Shift each thread onto its own stretch of one time axis so that one sort serves all:
-    # thread k's times live in [k * width, (k + 1) * width).
     lo = min(int(start.min()), int(q_t.min()))
     width = max(int(end.max()), int(q_t.max())) - lo + 2
-    if width * (len(threads) + 1) >= 2**62:
-        return _innermost_per_thread(tid, start, end, q_tid, q_t)
-    base = code.astype(np.int64) * width - lo
-    s, e = start + base, end + base
-    t = q_t + qpos_c.astype(np.int64) * width - lo
+    q_ok: np.ndarray | None
+    if len(threads) == 1:
+        # One thread (most traces' ops): its times are the axis as they are.
+        s, e, t = start, end, q_t
+        q_ok = None if bool((q_tid == threads[0]).all()) else q_tid == threads[0]
+    else:
+        if width * (len(threads) + 1) >= 2**62:
+            return _innermost_per_thread(tid, start, end, q_tid, q_t)
+        qpos = np.clip(np.searchsorted(threads, q_tid), 0, len(threads) - 1)
+        q_ok = threads[qpos] == q_tid
+        # Shift each thread onto its own stretch of one time axis so that one sort serves
+        # all: thread k's times live in [k * width, (k + 1) * width).
+        base = code.astype(np.int64) * width - lo
+        s, e = start + base, end + base
+        t = q_t + (qpos.astype(np.int64) * width - lo)
     # Parents first on equal starts (longer first), so depth counts them as enclosing.
     # A trace's ranges mostly come in that order already (one thread, by start): then
     # checking it costs a pass instead of a two-key sort.
     if _ordered(s, e):
-        order = np.arange(n)
+        order = None
     else:
         order = np.lexsort((-e, s))
         s, e = s[order], e[order]
     ends_sorted = np.sort(e)
     # Depth of a range = ranges started before it that have not ended by its start.
-    depth = np.arange(n) - np.searchsorted(ends_sorted, s, side="right")
+    # (In place where possible: a large trace's queries are ~1M, and each fresh array of
+    # that size costs page faults as well as its pass.)
+    depth = np.searchsorted(ends_sorted, s, side="right")
+    np.subtract(np.arange(n), depth, out=depth)
     # Ranges covering t = started at or before t minus ended at or before t.
-    q_depth = (
-        np.searchsorted(s, t, side="right") - np.searchsorted(ends_sorted, t, side="right") - 1
-    )
+    q_depth = np.searchsorted(s, t, side="right")
+    q_depth -= np.searchsorted(ends_sorted, t, side="right")
+    q_depth -= 1
     dmax = int(depth.max()) + 1
     span = int(e.max()) + 2
     if span * (dmax + 1) >= 2**62:
         return _innermost_per_thread(tid, start, end, q_tid, q_t)
-    key = depth.astype(np.int64) * span + s
+    key = depth * span
+    key += s
     # Sorted by (depth, start): s is sorted, so a stable sort on depth alone gives that
     # order, and depths are small ints, which numpy's stable sort orders by radix.
     by_key = np.argsort(depth.astype(np.int16 if dmax < 2**15 else np.int64), kind="stable")
     skey = key[by_key]
     qd = np.clip(q_depth, 0, dmax)
-    qkey = qd.astype(np.int64) * span + t
-    k = np.searchsorted(skey, qkey, side="right") - 1
+    qkey = qd * span
+    qkey += t
+    k = np.searchsorted(skey, qkey, side="right")
+    k -= 1
     cand = by_key[np.clip(k, 0, n - 1)]
-    hit = (
-        q_ok
-        & (q_depth >= 0)
-        & (k >= 0)
-        & (depth[cand] == qd)
-        & (s[cand] <= t)
-        & (e[cand] > t)
-    )
-    out[hit] = order[cand[hit]]
+    hit = q_depth >= 0
+    hit &= k >= 0
+    hit &= depth[cand] == qd
+    hit &= s[cand] <= t
+    hit &= e[cand] > t
+    if q_ok is not None:
+        hit &= q_ok
+    out[hit] = cand[hit] if order is None else order[cand[hit]]
     return out
 
 
