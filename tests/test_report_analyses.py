@@ -261,3 +261,43 @@ def test_charts_are_matplotlib_svg_and_reproducible() -> None:
     page = render_html([r], findings(r))
     assert page == render_html([r], findings(r))  # same run, same bytes
     assert page.count("<svg") >= 5
+
+
+def test_graphs_built_ahead_on_a_thread_change_nothing(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """The report builds the critical-path graphs on a thread while other analyses run:
+    the tables are those of a report built without it (one core), and a graph that fails
+    on the thread is built again, or fails, where the critical path reads it."""
+    import os
+    import threading
+
+    from traceforge.errors import AnalysisError
+    from traceforge.report import run as run_mod
+
+    def tables(r: run_mod.RunAnalysis) -> dict[str, str]:
+        frames = {**vars(r), **{f"path.{k}": v for k, v in vars(r.critical_path).items()}}
+        return {k: v.to_csv() for k, v in frames.items() if isinstance(v, pd.DataFrame)}
+
+    path = EAGER
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    alone = tables(run_mod.analyze(tf.load(path, cache=False)))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    where: list[str] = []
+    real = run_mod.rank_graph
+
+    def on_thread(t: Any, **kw: Any) -> Any:
+        where.append(threading.current_thread().name)
+        return real(t, **kw)
+
+    monkeypatch.setattr(run_mod, "rank_graph", on_thread)
+    ahead = run_mod.analyze(tf.load(path, cache=False))
+    assert where and where[0].startswith("traceforge-graph")
+    assert tables(ahead) == alone and len(ahead.critical_path.length)
+
+    def fails(t: Any, **kw: Any) -> Any:
+        raise AnalysisError("not on the thread")
+
+    monkeypatch.setattr(run_mod, "rank_graph", fails)
+    assert tables(run_mod.analyze(tf.load(path, cache=False))) == alone
