@@ -405,3 +405,58 @@ def test_cache_info_flags_a_damaged_entry(cdir: Path, trace_copy: Path) -> None:
     r = CliRunner().invoke(cli, ["cache", "info", "--format", "json"])
     (row,) = json.loads(r.output)["traces"]
     assert row["state"].startswith("damaged")
+
+
+def test_args_providers_decode_once_when_threads_ask_together() -> None:
+    """The report asks for args from two threads (its critical-path graphs are built on
+    one): a cached trace's provider is rebuilt once and the Kineto file decoded once, and
+    both still pickle (their locks are made again)."""
+    import pickle
+    import threading
+    import time
+
+    from traceforge.formats import kineto_args
+    from traceforge.formats.cache_args import CachedArgs, Provider
+    from traceforge.model import no_args
+
+    built: list[int] = []
+
+    def rebuild() -> Any:
+        built.append(1)
+        time.sleep(0.05)
+        return lambda rows: [{"row": int(r)} for r in rows]
+
+    ca = CachedArgs(rebuild, None)
+    ts = [threading.Thread(target=ca, args=(np.arange(3),)) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert built == [1]
+    kept = pickle.loads(pickle.dumps(CachedArgs(Provider(no_args), None)))
+    assert kept(np.arange(2)) == [{}, {}]
+
+    path = FIXTURES / "eager.pt.trace.json.gz"
+    lazy = kineto_args.LazyArgs(path, np.arange(10, dtype=np.int64))
+    decoded: list[int] = []
+    real = kineto_args.msgspec.json.decode
+
+    def counting(*a: Any, **k: Any) -> Any:
+        if k.get("type") is not None:
+            decoded.append(1)
+            time.sleep(0.05)
+        return real(*a, **k)
+
+    orig = kineto_args.msgspec.json.decode
+    kineto_args.msgspec.json.decode = counting
+    try:
+        ts = [threading.Thread(target=lazy._load) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        kineto_args.msgspec.json.decode = orig
+    assert decoded == [1]
+    again = pickle.loads(pickle.dumps(lazy))
+    assert again(np.arange(3)) == lazy(np.arange(3))

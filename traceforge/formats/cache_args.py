@@ -9,6 +9,7 @@ in columns that are only read when args are asked for.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,23 +108,33 @@ class CachedArgs:
         self._rebuild = rebuild
         self._inner: Callable[[np.ndarray], list[dict[str, Any]]] | None = None
         self.rows = rows
+        self._lock = threading.Lock()  # one rebuild when two threads ask at once
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_inner": None}
+        return {**self.__dict__, "_inner": None, "_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _provider(self) -> Callable[[np.ndarray], list[dict[str, Any]]]:
+        if self._inner is None:
+            with self._lock:
+                if self._inner is None:
+                    self._inner = self._rebuild()
+        return self._inner
 
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
-        if self._inner is None:
-            self._inner = self._rebuild()
+        inner = self._provider()
         r = np.asarray(rows, dtype=np.int64)
-        return self._inner(r if self.rows is None else self.rows[r])
+        return inner(r if self.rows is None else self.rows[r])
 
     def distinct(self, rows: np.ndarray, keys: Sequence[str]
                  ) -> tuple[np.ndarray, list[dict[str, Any]]]:
         """:func:`traceforge.model.distinct_args` of the rebuilt provider."""
-        if self._inner is None:
-            self._inner = self._rebuild()
         r = np.asarray(rows, dtype=np.int64)
-        return model.distinct_args(self._inner, r if self.rows is None else self.rows[r], keys)
+        return model.distinct_args(self._provider(), r if self.rows is None else self.rows[r],
+                                   keys)
 
 
 class Provider:

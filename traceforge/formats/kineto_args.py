@@ -8,6 +8,7 @@ re-reads the unchanged file when asked. The columnar cache stores the same sourc
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from itertools import count
 from operator import attrgetter
@@ -43,12 +44,25 @@ class LazyArgs:
         self.path = path
         self.src_index = src_index
         self._raws: list[msgspec.Raw] | None = None
+        # A report asks from two threads at once (its critical-path graphs are built on
+        # one): the file is decoded once, the other caller waits for it.
+        self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         # The raw slices reference a map of the file: another process re-reads it.
-        return {**self.__dict__, "_raws": None}
+        return {**self.__dict__, "_raws": None, "_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def _load(self) -> list[msgspec.Raw]:
+        if self._raws is None:
+            with self._lock:
+                return self._load_once()
+        return self._raws
+
+    def _load_once(self) -> list[msgspec.Raw]:
         if self._raws is None:
             # A map, not a copy: the Raw slices keep referencing it (closed when freed).
             raw = view(self.path)
