@@ -208,13 +208,15 @@ def coded(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(cat.codes.to_numpy(), dtype=np.int64), labels  # -1 indexes the ""
 
 
-def pair_codes(a: np.ndarray, b: np.ndarray, qa: np.ndarray, qb: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
+def pair_codes(a: np.ndarray, b: np.ndarray, qa: np.ndarray | None = None,
+               qb: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One int per distinct ``(a, b)`` pair, numbered by first appearance, and the code of
-    each query pair ``(qa, qb)`` (-1: not among them): (pid, tid) threads, (rank, corr)
-    launches. ``groupby(sort=False).ngroup()`` numbers the same, at a fraction of the cost."""
+    each query pair ``(qa, qb)`` (-1: not among them; none when not given): (pid, tid)
+    threads, (rank, corr) launches. ``groupby(sort=False).ngroup()`` numbers the same, at a
+    fraction of the cost."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-    qa, qb = np.asarray(qa, dtype=np.int64), np.asarray(qb, dtype=np.int64)
+    qa = np.asarray(a[:0] if qa is None else qa, dtype=np.int64)
+    qb = np.asarray(b[:0] if qb is None else qb, dtype=np.int64)
     if not len(a):
         return np.zeros(0, dtype=np.int64), np.full(len(qa), -1, dtype=np.int64)
     # Each pair as one int64 (both offset from their minima), hashed once: a tenth

@@ -180,7 +180,7 @@ def launch_calls(ev: pd.DataFrame) -> pd.DataFrame:
     rank, corr = ev["rank"].to_numpy()[rows], ev["corr"].to_numpy()[rows]
     # Known launch APIs first, then by start (stable); the first call of each (rank, corr).
     order = np.lexsort((ts, ~known))
-    pair, _ = pair_codes(rank[order], corr[order], rank[:0], corr[:0])
+    pair, _ = pair_codes(rank[order], corr[order])
     first = np.unique(pair, return_index=True)[1]  # pairs are numbered as they appear
     pick = order[first]
     sel = rows[pick]
@@ -217,7 +217,7 @@ def _with_launch(ev: pd.DataFrame, out: pd.DataFrame) -> None:
 
 def _replays(a: pd.DataFrame) -> np.ndarray:
     corr = a["corr"].to_numpy()
-    codes, _ = pair_codes(a["rank"].to_numpy(), corr, corr[:0], corr[:0])
+    codes, _ = pair_codes(a["rank"].to_numpy(), corr)
     shared = np.bincount(codes)[codes] > 1 if len(codes) else np.zeros(0, dtype=bool)
     is_graph = (
         a["launch_name"].isin(GRAPH_LAUNCH_APIS).to_numpy()

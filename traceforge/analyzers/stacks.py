@@ -39,14 +39,13 @@ def innermost(
     q_t = np.asarray(q_t, dtype=np.int64)
     # Thread codes; queries on a thread with no ranges get no answer.
     threads, code = _codes(tid)
-    lo = min(int(start.min()), int(q_t.min()))
-    width = max(int(end.max()), int(q_t.max())) - lo + 2
-    q_ok: np.ndarray | None
     if len(threads) == 1:
         # One thread (most traces' ops): its times are the axis as they are.
         s, e, t = start, end, q_t
-        q_ok = None if bool((q_tid == threads[0]).all()) else q_tid == threads[0]
+        q_ok = q_tid == threads[0]
     else:
+        lo = min(int(start.min()), int(q_t.min()))
+        width = max(int(end.max()), int(q_t.max())) - lo + 2
         if width * (len(threads) + 1) >= 2**62:
             return _innermost_per_thread(tid, start, end, q_tid, q_t)
         qpos = np.clip(np.searchsorted(threads, q_tid), 0, len(threads) - 1)
@@ -95,8 +94,7 @@ def innermost(
     hit &= depth[cand] == qd
     hit &= s[cand] <= t
     hit &= e[cand] > t
-    if q_ok is not None:
-        hit &= q_ok
+    hit &= q_ok
     out[hit] = cand[hit] if order is None else order[cand[hit]]
     return out
 

@@ -109,7 +109,7 @@ def _host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFr
     sync[api & np.isin(index, blocked.to_numpy()) & (sync == "")] = "copy"
     pid, tid = ev["pid"].to_numpy()[rows], ev["tid"].to_numpy()[rows]
     # One code per (pid, tid), numbered in order of appearance.
-    code, _ = pair_codes(pid, tid, pid[:0], tid[:0])
+    code, _ = pair_codes(pid, tid)
     autograd = name_mask(pd.Series(name), "^" + re.escape(AUTOGRAD))
     code = _merge_backward(code, pid, tid, autograd, kind.isin(["cpu_op"]), notes)
     ts = ev["ts"].to_numpy()[rows]
