@@ -184,7 +184,14 @@ def name_mask(names: pd.Series, pattern: str) -> np.ndarray:
         hit = np.fromiter((bool(rx.search(str(c))) for c in cats), dtype=bool, count=len(cats))
         codes = names.cat.codes.to_numpy()
         return np.where(codes >= 0, hit[np.clip(codes, 0, None)], False)
-    return np.fromiter((bool(rx.search(str(v))) for v in names), dtype=bool, count=len(names))
+    # Plain columns (a timeline's names) are numbered first, for the same reason.
+    vals = names.to_numpy()
+    codes, uniq = pd.factorize(vals)
+    hit = np.fromiter((bool(rx.search(str(v))) for v in uniq), dtype=bool, count=len(uniq))
+    out = hit[np.clip(codes, 0, None)] if len(uniq) else np.zeros(len(vals), dtype=bool)
+    for i in np.flatnonzero(codes < 0).tolist():  # missing values: as str() writes them
+        out[i] = bool(rx.search(str(vals[i])))
+    return np.asarray(out, dtype=bool)
 
 
 def strings(col: pd.Series) -> np.ndarray:

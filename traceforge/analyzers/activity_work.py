@@ -70,6 +70,13 @@ _COMPILED = "compiled region: no per-op shapes recorded (MFU: --flops-from an ea
 _COMM = "communication: bound by the interconnect, not HBM (see traceforge overlap)"
 
 
+def _labels(values: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The distinct values as ``str`` gives them and each value's code into that list; a
+    missing value (None, NaN) takes the code -1."""
+    codes, uniq = pd.factorize(values)
+    return [str(v) for v in uniq], np.asarray(codes, dtype=np.int64)
+
+
 def _copy_work(name: str, kind: str, args: dict[str, Any]) -> Work:
     nbytes = args.get("bytes")
     if not isinstance(nbytes, (int, float)) or isinstance(nbytes, bool) or nbytes < 0:
@@ -121,29 +128,34 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
         ld = _list_dtype(calls.args, calls.counts)
         per_call = [op_work(nm, a, list_dtype=ld)
                     for nm, a in zip(calls.names, calls.args, strict=True)]
-        works = dict(zip(rows.tolist(), map(per_call.__getitem__, calls.codes.tolist()),
-                         strict=True))
         kk = pd.DataFrame({"op_row": op_row[is_k], "dur": dur[is_k]})
         g = kk.groupby("op_row")["dur"]
         tot = g.transform("sum").to_numpy()
         cnt = g.transform("count").to_numpy()
         sh = np.where(tot > 0, kk["dur"].to_numpy() / np.where(tot > 0, tot, 1), 1.0 / cnt)
+        # Each kernel takes its call's work through the call's code, as arrays: a loop
+        # over the kernels cost ~0.1 s per 80k of them.
         idx = np.flatnonzero(is_k)
-        for j, i in enumerate(idx):
-            r = int(op_row[i])
-            if r < 0:
-                reason[i] = _COMM if cls[i] == "communication" else "no launching op in the trace"
-                continue
-            w = works[r]
-            share[i], per_op[i] = sh[j], cnt[j]
-            if not w.known:
-                reason[i] = (_COMM if cls[i] == "communication" else _COMPILED
-                             if str(acts["op_name"].iat[int(i)]).startswith(_COMPILED_OPS)
-                             else w.reason)
-                continue
-            flops[i], nbytes[i] = w.flops * sh[j], w.bytes * sh[j]
-            dtype[i], family[i] = w.dtype, w.family
-        if any(w.known and w.family == "copy" for w in works.values()) and ld:
+        comm = cls[idx] == "communication"
+        has = op_row[idx] >= 0
+        reason[idx[~has]] = np.where(comm[~has], _COMM, "no launching op in the trace")
+        j, shj, cntj, comm = idx[has], sh[has], cnt[has], comm[has]
+        code = calls.codes[np.searchsorted(rows, op_row[j])]
+        share[j], per_op[j] = shj, cntj
+        known = np.array([w.known for w in per_call], dtype=bool)[code]
+        u = j[~known]
+        if len(u):
+            names, name_codes = _labels(acts["op_name"].to_numpy()[u])
+            compiled = np.array([n.startswith(_COMPILED_OPS) for n in names] + [False])
+            why = np.array([w.reason for w in per_call], dtype=object)[code[~known]]
+            reason[u] = np.where(comm[~known], _COMM,
+                                 np.where(compiled[name_codes], _COMPILED, why))
+        kn, c = j[known], code[known]
+        flops[kn] = np.array([w.flops if w.known else 0.0 for w in per_call])[c] * shj[known]
+        nbytes[kn] = np.array([w.bytes if w.known else 0.0 for w in per_call])[c] * shj[known]
+        dtype[kn] = np.array([w.dtype for w in per_call] + [""], dtype=object)[c]
+        family[kn] = np.array([w.family for w in per_call] + [""], dtype=object)[c]
+        if any(w.known and w.family == "copy" for w in per_call) and ld:
             lists = [nm for nm in set(calls.names) if nm in ("aten::cat", "aten::stack")]
             if lists:
                 notes.append(f"{', '.join(sorted(lists))}: tensor-list dtypes are not "

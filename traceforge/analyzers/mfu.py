@@ -62,17 +62,34 @@ def _step_work(trace: Trace, device: DevicePeaks | None, measured: MeasuredPeaks
     acts, win = select(acts, win, steps, trace.meta.path)
     k, notes = activity_work(trace, acts)
     k = with_ceilings(k, device, measured, 1.0)
+    # The rows of each step as one slice of a stable sort by step: the same values in the
+    # same order as selecting them by a mask, so the same sums, without selecting the
+    # whole frame once per step (~3 ms each for 83k activities).
+    step_of = k["step"].to_numpy()
+    order = np.argsort(step_of, kind="stable")
+    by_step = step_of[order]
+    modelled = k["modelled"].to_numpy(dtype=bool)[order]
+    flops = k["flops"].to_numpy()[order]
+    dur = k["dur"].to_numpy()[order]
+    ceiling, dtype = k["ceiling"].to_numpy()[order], k["dtype"].to_numpy()[order]
     rows = []
     for step, lo, hi in zip(win["step"].to_numpy(), win["ts"].to_numpy(), win["end"].to_numpy(),
                             strict=True):
-        s = k[k["step"] == step]
-        m = s[s["modelled"]]
-        fl = m[m["flops"] > 0]
-        key = str(fl.groupby("ceiling")["flops"].sum().idxmax()) if len(fl) else ""
-        dt = str(fl.groupby("dtype")["flops"].sum().idxmax()) if len(fl) else ""
+        at = slice(int(np.searchsorted(by_step, step, side="left")),
+                   int(np.searchsorted(by_step, step, side="right")))
+        m = modelled[at]
+        mf = pd.Series(flops[at][m])
+        fl = (mf > 0).to_numpy()
+        key = dt = ""
+        if fl.any():
+            pos = np.flatnonzero(m)[fl] + at.start
+            g = pd.DataFrame({"ceiling": ceiling[pos], "dtype": dtype[pos], "flops": flops[pos]})
+            key = str(g.groupby("ceiling")["flops"].sum().idxmax())
+            dt = str(g.groupby("dtype")["flops"].sum().idxmax())
         rows.append({"step": int(step), "window_ns": float(hi - lo),
-                     "flops": float(m["flops"].sum()), "busy_ns": float(s["dur"].sum()),
-                     "modelled_ns": float(m["dur"].sum()), "key": key, "dtype": dt})
+                     "flops": float(mf.sum()), "busy_ns": float(pd.Series(dur[at]).sum()),
+                     "modelled_ns": float(pd.Series(dur[at][m]).sum()), "key": key,
+                     "dtype": dt})
     return pd.DataFrame(rows), notes
 
 

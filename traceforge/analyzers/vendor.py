@@ -39,10 +39,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
 
+import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.timeline import timeline
-from traceforge.model import Trace
+from traceforge.model import Trace, pair_codes
 
 #: Neutral classes in the order comparison tables list them.
 NEUTRAL_CLASSES: tuple[str, ...] = (
@@ -161,10 +162,30 @@ def neutral_columns(acts: pd.DataFrame, vendor: str) -> pd.DataFrame:
         return cast("pd.DataFrame", pd.DataFrame({"ncls": pd.Series([], dtype=object),
                                                    "nfamily": pd.Series([], dtype=object),
                                                    "library": pd.Series([], dtype=object)}))
-    keys = acts[["cls", "family", "name"]].astype(str)
-    uniq = keys.drop_duplicates()
-    mapped = [neutral(c, f, n, vendor) for c, f, n in uniq.itertuples(index=False, name=None)]
-    table = uniq.assign(ncls=[m.cls for m in mapped], nfamily=[m.family for m in mapped],
-                        library=[m.library for m in mapped])
-    out = keys.merge(table, on=["cls", "family", "name"], how="left")
-    return cast("pd.DataFrame", out[["ncls", "nfamily", "library"]].set_axis(acts.index))
+    # Each distinct (class, family, name) is mapped once and its rows take the answer
+    # through its code (a merge on three string columns cost ~0.1 s per 80k rows).
+    (c0, l0), (c1, l1), (c2, l2) = (_str_codes(acts[c]) for c in ("cls", "family", "name"))
+    triple = pair_codes(pair_codes(c0, c1)[0], c2)[0]
+    first = np.full(int(triple.max()) + 1, len(triple), dtype=np.int64)
+    np.minimum.at(first, triple, np.arange(len(triple)))
+    mapped = [neutral(l0[c0[i]], l1[c1[i]], l2[c2[i]], vendor) for i in first.tolist()]
+    out: pd.DataFrame = pd.DataFrame(
+        {col: np.array([getattr(m, attr) for m in mapped], dtype=object)[triple]
+         for col, attr in (("ncls", "cls"), ("nfamily", "family"), ("library", "library"))},
+        index=acts.index)
+    return out
+
+
+def _str_codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """First-appearance codes of a column's values and each code's ``str``; a missing value
+    is coded by its ``str`` ("nan", "None"), as ``astype(str)`` writes it."""
+    vals = col.to_numpy()
+    codes, uniq = pd.factorize(vals)
+    codes = np.asarray(codes, dtype=np.int64)
+    labels = [str(u) for u in uniq]
+    miss = np.flatnonzero(codes < 0)
+    if len(miss):
+        more, names = pd.factorize(np.array([str(vals[i]) for i in miss.tolist()], dtype=object))
+        codes[miss] = np.asarray(more, dtype=np.int64) + len(labels)
+        labels += [str(n) for n in names]
+    return codes, labels
