@@ -263,11 +263,10 @@ def test_charts_are_matplotlib_svg_and_reproducible() -> None:
     assert page.count("<svg") >= 5
 
 
-def test_graphs_built_ahead_on_a_thread_change_nothing(monkeypatch: pytest.MonkeyPatch
-                                                       ) -> None:
-    """The report builds the critical-path graphs on a thread while other analyses run:
-    the tables are those of a report built without it (one core), and a graph that fails
-    on the thread is built again, or fails, where the critical path reads it."""
+def test_critical_path_on_a_thread_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report works out the critical path on a thread while other analyses run: the
+    tables are those of a report made without it (one core), and an error on the thread
+    leaves the section empty with the same reason, as it does without the thread."""
     import os
     import threading
 
@@ -278,26 +277,34 @@ def test_graphs_built_ahead_on_a_thread_change_nothing(monkeypatch: pytest.Monke
         frames = {**vars(r), **{f"path.{k}": v for k, v in vars(r.critical_path).items()}}
         return {k: v.to_csv() for k, v in frames.items() if isinstance(v, pd.DataFrame)}
 
+    def cores(n: int) -> None:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(n)), raising=False)
+        monkeypatch.setattr(os, "cpu_count", lambda: n)
+
     path = EAGER
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    monkeypatch.setattr(os, "cpu_count", lambda: 1)
-    alone = tables(run_mod.analyze(tf.load(path, cache=False)))
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    real = run_mod.path_tables.gather
     where: list[str] = []
-    real = run_mod.rank_graph
 
-    def on_thread(t: Any, **kw: Any) -> Any:
+    def watched(ts: Any) -> Any:
         where.append(threading.current_thread().name)
-        return real(t, **kw)
+        return real(ts)
 
-    monkeypatch.setattr(run_mod, "rank_graph", on_thread)
+    monkeypatch.setattr(run_mod.path_tables, "gather", watched)
+    cores(1)
+    alone = tables(run_mod.analyze(tf.load(path, cache=False)))
+    assert where == [threading.current_thread().name]
+    cores(2)
     ahead = run_mod.analyze(tf.load(path, cache=False))
-    assert where and where[0].startswith("traceforge-graph")
+    assert where[-1].startswith("traceforge-path")
     assert tables(ahead) == alone and len(ahead.critical_path.length)
 
-    def fails(t: Any, **kw: Any) -> Any:
-        raise AnalysisError("not on the thread")
+    def fails(ts: Any) -> Any:
+        raise AnalysisError("no path here")
 
-    monkeypatch.setattr(run_mod, "rank_graph", fails)
-    assert tables(run_mod.analyze(tf.load(path, cache=False))) == alone
+    monkeypatch.setattr(run_mod.path_tables, "gather", fails)
+    got = run_mod.analyze(tf.load(path, cache=False))
+    cores(1)
+    want = run_mod.analyze(tf.load(path, cache=False))
+    assert got.unavailable == want.unavailable and got.unavailable["critical_path"] == \
+        "no path here"
+    assert tables(got) == tables(want)

@@ -21,7 +21,6 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.breakdown import breakdown, rank_of
-from traceforge.analyzers.critical_path import rank_graph
 from traceforge.analyzers.idle import idle_gaps
 from traceforge.analyzers.kernel_names import classify
 from traceforge.analyzers.kernels import top_kernels
@@ -205,47 +204,40 @@ def _neutral(trace: Trace) -> pd.DataFrame:
 
 
 @contextlib.contextmanager
-def _graphs_ahead(ts: Sequence[Trace]) -> Iterator[Callable[[], None]]:
-    """Build the ranks' critical-path graphs on a thread while the other analyses run;
-    yields the call that waits for them (before the critical path reads them).
+def _path_ahead(ts: Sequence[Trace]) -> Iterator[Callable[[], PathTables]]:
+    """Work out the run's critical path on a thread while the other analyses run; yields
+    the call that returns it (an error is raised there, where the report reads it).
 
-    On a first report of a large trace the graph is a third of the time (~1 s for 288 MB)
-    and the other analyses another third; both are mostly numpy sorts and searches, which
-    release the GIL, so on 2 cores the two overlap (1.5-1.9 s -> 1.2-1.3 s for the pair).
-    Nothing changes but when: the thread builds exactly what ``critical_path`` would (the
-    trace's derived table); an error there is left for ``critical_path`` to raise again.
-    Each trace's timeline is built first, here, so that the thread only reads it.
+    On a first report of a large trace the critical path is a third of the time (~1 s for
+    288 MB: the rank's graph, then the last step's path and what-ifs) and the other
+    analyses most of the rest; both are mostly numpy sorts and searches, which release the
+    GIL, so on 2 cores the two overlap. Nothing changes but when: the thread computes
+    exactly what the report would. Each trace's timeline is built first, here, so that
+    the thread only reads it. One core, or no GPU work: no thread.
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    jobs: list[tuple[int, Trace]] = []
+    busy = False
     if (cores or 1) >= 2:
-        for i, t in enumerate(ts):
+        for t in ts:
             with contextlib.suppress(TraceforgeError):
-                if not timeline(t).activity.empty:
-                    jobs.append((i, t))
-    if not jobs:
-        yield lambda: None
+                busy |= not timeline(t).activity.empty
+    if not busy:
+        yield lambda: path_tables.gather(ts)
         return
-    with ThreadPoolExecutor(1, thread_name_prefix="traceforge-graph") as pool:
-        futures = [pool.submit(rank_graph, t, index=i) for i, t in jobs]
-
-        def wait() -> None:
-            for f in futures:
-                f.exception()  # waits; the error, if any, is raised again where it is used
-
-        yield wait
+    with ThreadPoolExecutor(1, thread_name_prefix="traceforge-path") as pool:
+        yield pool.submit(path_tables.gather, ts).result
 
 
 def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: int = 15
             ) -> RunAnalysis:
     """Run every analyzer over one run (its ranks' traces, sorted by rank) once."""
     ts = [traces] if isinstance(traces, Trace) else list(traces)
-    with _graphs_ahead(ts) as graphs_built:
-        return _analyze(ts, label, top, graphs_built)
+    with _path_ahead(ts) as path_of:
+        return _analyze(ts, label, top, path_of)
 
 
-def _analyze(ts: list[Trace], label: str | None, top: int, graphs_built: Callable[[], None]
-             ) -> RunAnalysis:
+def _analyze(ts: list[Trace], label: str | None, top: int,
+             path_of: Callable[[], PathTables]) -> RunAnalysis:
     miss: dict[str, str] = {}
     per: dict[str, list[tuple[int, pd.DataFrame]]] = {}
 
@@ -279,8 +271,7 @@ def _analyze(ts: list[Trace], label: str | None, top: int, graphs_built: Callabl
         add("syncs", r, sync_calls(t))
     bd = _try("breakdown", lambda: breakdown(ts), _empty(["rank", "step"]), miss)
     roof = _try("roofline", lambda: roofline_tables.gather(ts), RooflineTables(), miss)
-    graphs_built()
-    path = (_try("critical_path", lambda: path_tables.gather(ts), PathTables(), miss)
+    path = (_try("critical_path", path_of, PathTables(), miss)
             if any(not timeline(t).activity.empty for t in ts) else PathTables())
     ovr = _try("overlap", lambda: overlap(ts), None, miss)
 
