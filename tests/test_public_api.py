@@ -26,3 +26,13 @@ def test_import_is_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_networkx_waits_for_a_path() -> None:
+    # networkx is ~60 ms of start-up: commands import it only when they work out a path
+    # (the report does that on a thread, beside its other analyses).
+    code = ("import sys, traceforge.cli, traceforge.commands.report, "
+            "traceforge.commands.critical_path; print('networkx' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 
@@ -32,6 +31,9 @@ from traceforge.analyzers.critical_path.what_if import (
 )
 from traceforge.errors import AnalysisError
 from traceforge.model import Tables, Trace
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 STEP_COLUMNS = ("step", "rank", "critical", "length_ns", "ts", "end", "ranks_crossed", "nodes",
                 "edges")

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.critical_path.edges import END, START
 from traceforge.analyzers.critical_path.run import _Run
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: Node ids of the window's start (shared) and of each rank's window end (-2 - rank index).
 S_NODE = -1
@@ -54,6 +57,8 @@ class _Step:
     def order(self) -> list[int]:
         """A topological order of the graph, computed once for every path and what-if."""
         if self.topo is None:
+            import networkx as nx
+
             self.topo = list(nx.topological_sort(self.graph))
         return self.topo
 
@@ -108,6 +113,10 @@ def _step_graph(run: _Run, step: int, wins: list[pd.DataFrame]) -> _Step:
     ref = np.concatenate([ref, np.full(len(orphan) + len(te), -1)])
     ref2 = np.concatenate([ref2, np.full(len(orphan) + len(te), -1)])
     erk = np.concatenate([erk, run.node_rank[orphan], tr])
+    # networkx is imported where a path is first worked out: it is ~60 ms of a command's
+    # start-up, and the report works its path out beside its other analyses.
+    import networkx as nx
+
     g = nx.DiGraph()
     g.add_node(S_NODE)
     g.add_nodes_from(_t_node(ri) for ri in range(len(run.ranks)))
@@ -123,6 +132,8 @@ def _longest_into(sp: _Step, ri: int, changed: Mapping[tuple[int, int], int] | N
     edges into this rank's end weigh more than all weights together, so that path ends
     there. The step graph and its topological order are shared by every rank and what-if.
     """
+    import networkx as nx
+
     g = sp.graph
     t = _t_node(ri)
     big = int(sp.w.sum()) + 1
