@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import FIXTURES, SHARED
+from traceforge import forks
 from traceforge.errors import TraceFormatError
 from traceforge.formats import chrome
 from traceforge.formats import kineto_chunks as chunks
@@ -257,7 +258,7 @@ def test_no_fork_or_memory_file_falls_back_to_one_piece(
     def refuse() -> int:
         raise OSError(24, "Too many open files")
 
-    monkeypatch.setattr(chunks, "_memory_file", refuse)
+    monkeypatch.setattr(forks, "_memory_file", refuse)
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": events(300)}))
     assert_same(chrome.read(p), one_piece(p))

@@ -263,13 +263,16 @@ def test_charts_are_matplotlib_svg_and_reproducible() -> None:
     assert page.count("<svg") >= 5
 
 
-def test_critical_path_on_a_thread_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The report works out the critical path on a thread while other analyses run: the
-    tables are those of a report made without it (one core), and an error on the thread
-    leaves the section empty with the same reason, as it does without the thread."""
+def test_critical_path_beside_the_other_analyses_changes_nothing(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The report works out the critical path in a forked child (a thread where it may
+    not fork) while the other analyses run: the tables are those of a report made
+    without either (one core); an error there leaves the section empty with the same
+    reason; a child that dies has the path worked out in the report's process."""
     import os
     import threading
 
+    from traceforge import forks
     from traceforge.errors import AnalysisError
     from traceforge.report import run as run_mod
 
@@ -281,30 +284,54 @@ def test_critical_path_on_a_thread_changes_nothing(monkeypatch: pytest.MonkeyPat
         monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(n)), raising=False)
         monkeypatch.setattr(os, "cpu_count", lambda: n)
 
-    path = EAGER
     real = run_mod.path_tables.gather
-    where: list[str] = []
+    log = tmp_path / "where"
 
     def watched(ts: Any) -> Any:
-        where.append(threading.current_thread().name)
+        with log.open("a") as f:  # a child's memory is its own: it writes where it ran
+            f.write(f"{os.getpid()} {threading.current_thread().name}\n")
         return real(ts)
+
+    def where() -> str:
+        last = log.read_text().splitlines()[-1].split()
+        return "here" if last == [str(os.getpid()), threading.current_thread().name] else \
+            "thread" if last[0] == str(os.getpid()) else "child"
+
+    def report() -> run_mod.RunAnalysis:
+        return run_mod.analyze(tf.load(EAGER, cache=False))
 
     monkeypatch.setattr(run_mod.path_tables, "gather", watched)
     cores(1)
-    alone = tables(run_mod.analyze(tf.load(path, cache=False)))
-    assert where == [threading.current_thread().name]
+    alone = tables(report())
+    assert where() == "here"
     cores(2)
-    ahead = run_mod.analyze(tf.load(path, cache=False))
-    assert where[-1].startswith("traceforge-path")
+    ahead = report()
+    assert where() == ("child" if forks.can_fork() else "thread")
     assert tables(ahead) == alone and len(ahead.critical_path.length)
+    monkeypatch.setattr(run_mod, "can_fork", lambda: False)
+    assert tables(report()) == alone and where() == "thread"
+    monkeypatch.undo()
+    monkeypatch.setattr(run_mod.path_tables, "gather", watched)
+    cores(2)
+
+    if forks.can_fork():
+        parent = os.getpid()
+
+        def dies(ts: Any) -> Any:
+            if os.getpid() != parent:
+                os._exit(3)
+            return watched(ts)
+
+        monkeypatch.setattr(run_mod.path_tables, "gather", dies)
+        assert tables(report()) == alone and where() == "here"
 
     def fails(ts: Any) -> Any:
         raise AnalysisError("no path here")
 
     monkeypatch.setattr(run_mod.path_tables, "gather", fails)
-    got = run_mod.analyze(tf.load(path, cache=False))
+    got = report()
     cores(1)
-    want = run_mod.analyze(tf.load(path, cache=False))
+    want = report()
     assert got.unavailable == want.unavailable and got.unavailable["critical_path"] == \
         "no path here"
     assert tables(got) == tables(want)

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
+from traceforge.forks import ForkError, forked_map
 from traceforge.formats import kineto_chunks as chunks
 from traceforge.formats.kineto_args import LazyArgs
 from traceforge.formats.kineto_columns import (
@@ -247,8 +248,8 @@ def _read_chunks(p: Path, kinds: frozenset[str] | None) -> Trace | None:
             return columns(events, kinds), tail
 
         try:
-            parts = chunks.forked_map(work, plan.chunks)
-        except (chunks.ChunkError, OverflowError, OSError):
+            parts = forked_map(work, plan.chunks)
+        except (chunks.ChunkError, ForkError, OverflowError, OSError):
             # OSError: no fork or in-memory file here (process limit, sandbox, memory).
             raise _OnePiece from None
     doc = chunks.document(plan, parts[-1][1])

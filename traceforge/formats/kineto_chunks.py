@@ -13,32 +13,21 @@ unbalanced, which msgspec rejects. Any such failure, a worker that dies, or a fi
 does not fit the typed schema makes the reader decode the file again in one piece, so
 the result never depends on whether chunks were used.
 
-Workers are forked, not spawned: they need the mapped file and the modules already
-imported, and a spawned interpreter would spend longer importing numpy than the chunk
-takes to decode. Forking happens only from the main thread of a process that is not
-itself a worker (a process pool's or Dask's), where extra processes would oversubscribe.
+Workers are forked (:mod:`traceforge.forks`), only from the main thread of a process that
+is not itself a worker (a process pool's or Dask's), where extra processes would
+oversubscribe.
 """
 
 from __future__ import annotations
 
-import mmap
-import multiprocessing
 import os
-import pickle
-import sys
-import tempfile
-import threading
-import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
+from traceforge.forks import can_fork
 from traceforge.formats.kineto_schema import SCHEMAS, Doc
-
-T = TypeVar("T")
 
 #: Fewer bytes per worker than this and a fork costs about what it saves (on 16 cores,
 #: the 288 MB benchmark trace reads in the same time with 16 MB and 8 MB chunks).
@@ -55,11 +44,7 @@ class ChunkError(Exception):
 def workers() -> int:
     """How many processes may decode one file: ``TRACEFORGE_PARSE_WORKERS`` or the cores
     this process may run on; 1 where forking is unavailable or unwise."""
-    if sys.platform != "linux" or "fork" not in multiprocessing.get_all_start_methods():
-        return 1  # macOS and Windows: fork is unsafe there, spawn too slow to pay off
-    if multiprocessing.parent_process() is not None:
-        return 1  # already a worker of a pool: the pool uses the cores
-    if threading.current_thread() is not threading.main_thread():
+    if not can_fork():
         return 1
     env = os.environ.get("TRACEFORGE_PARSE_WORKERS", "").strip()
     if env:
@@ -213,78 +198,3 @@ def document(plan: Plan, tail: Doc | None) -> Doc:
     fields = {f: getattr(tail, f) for f in tail.__struct_fields__
               if f != "traceEvents" and getattr(tail, f) is not None}
     return msgspec.structs.replace(plan.head, traceEvents=[], **fields)
-
-
-def _child(work: Callable[[int], Any], i: int, conn: Connection, fd: int) -> None:
-    try:
-        value = work(i)
-        # The result (tens of MB of columns) goes through an in-memory file: through the
-        # pipe it would cross in 64 KiB turns between two processes, ~5x slower.
-        with os.fdopen(os.dup(fd), "wb") as f:
-            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-        result = (True, "")
-    except BaseException as e:  # noqa: BLE001 -- any failure means: decode in one piece
-        result = (False, f"{type(e).__name__}: {e}")
-    try:
-        conn.send(result)
-    finally:
-        conn.close()
-
-
-def _memory_file() -> int:
-    """A file descriptor of an anonymous in-memory file (a temporary file elsewhere)."""
-    if hasattr(os, "memfd_create"):
-        return os.memfd_create("traceforge-chunk", os.MFD_CLOEXEC)
-    fd, name = tempfile.mkstemp(prefix="traceforge-chunk-")
-    os.unlink(name)
-    return fd
-
-
-def _load(fd: int) -> Any:
-    size = os.fstat(fd).st_size
-    if size == 0:
-        raise ChunkError("a worker wrote no result")
-    with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
-        return pickle.loads(mm)
-
-
-def forked_map(work: Callable[[int], T], n: int) -> list[T]:
-    """``[work(0), ..., work(n - 1)]``: 0 in this process, the others in forked children.
-
-    Raises ChunkError when a child fails or dies; this process's own failure propagates.
-    """
-    ctx = multiprocessing.get_context("fork")
-    kids: list[tuple[Any, Connection, int]] = []
-    try:
-        with warnings.catch_warnings():
-            # Python 3.12+ warns on fork() while other threads exist (numpy's BLAS pool,
-            # a notebook's). The child runs only msgspec and numpy passes on memory it
-            # inherited, takes no lock another thread could hold, and exits without
-            # cleanup (multiprocessing's os._exit), so the warned-of deadlock cannot occur.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            for i in range(1, n):
-                fd = _memory_file()
-                recv, send = ctx.Pipe(duplex=False)
-                kids.append((None, recv, fd))
-                proc = ctx.Process(target=_child, args=(work, i, send, fd), daemon=True)
-                proc.start()
-                send.close()
-                kids[-1] = (proc, recv, fd)
-        out = [work(0)]
-        for _, recv, fd in kids:
-            try:
-                ok, why = recv.recv()
-            except (EOFError, OSError) as e:
-                raise ChunkError(f"a worker died ({e})") from None
-            if not ok:
-                raise ChunkError(why)
-            out.append(_load(fd))
-        return out
-    finally:
-        for proc, recv, fd in kids:
-            recv.close()
-            os.close(fd)
-            if proc is not None:
-                if proc.is_alive():
-                    proc.terminate()
-                proc.join()

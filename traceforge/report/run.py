@@ -34,6 +34,7 @@ from traceforge.analyzers.summary import summary
 from traceforge.analyzers.timeline import timeline
 from traceforge.analyzers.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
 from traceforge.errors import TraceforgeError
+from traceforge.forks import Child, ForkError, can_fork
 from traceforge.model import Tables, Trace
 from traceforge.report import critical_path as path_tables
 from traceforge.report import roofline as roofline_tables
@@ -203,17 +204,30 @@ def _neutral(trace: Trace) -> pd.DataFrame:
     return cast("pd.DataFrame", out[cols].reset_index(drop=True))
 
 
+def _path_or_error(ts: Sequence[Trace]) -> PathTables | TraceforgeError | ImportError:
+    """What the child working out the path sends back: the tables, or the error that
+    leaves the section empty (raised again where the report reads it)."""
+    try:
+        return path_tables.gather(ts)
+    except (TraceforgeError, ImportError) as e:
+        return e
+
+
 @contextlib.contextmanager
 def _path_ahead(ts: Sequence[Trace]) -> Iterator[Callable[[], PathTables]]:
-    """Work out the run's critical path on a thread while the other analyses run; yields
-    the call that returns it (an error is raised there, where the report reads it).
+    """Work out the run's critical path beside the other analyses; yields the call that
+    returns it (an error is raised there, where the report reads it).
 
-    On a first report of a large trace the critical path is a third of the time (~1 s for
-    288 MB: the rank's graph, then the last step's path and what-ifs) and the other
-    analyses most of the rest; both are mostly numpy sorts and searches, which release the
-    GIL, so on 2 cores the two overlap. Nothing changes but when: the thread computes
-    exactly what the report would. Each trace's timeline is built first, here, so that
-    the thread only reads it. One core, or no GPU work: no thread.
+    On a first report of a large trace the critical path (the rank's graph, the last
+    step's path and its what-ifs: ~1.1 s for 288 MB) is as long as the other analyses
+    together, and both are mostly Python and pandas work. A forked child
+    (:mod:`traceforge.forks`) runs it on another core: a first report of that trace took
+    1.89 s wall against 2.42 s with a thread, which the GIL slows (medians of 4
+    alternating runs on 2 cores), with the same pages-once peak memory (~0.7 GiB).
+    The child computes exactly what the report would here; when it cannot start, fails or
+    dies, the path is worked out here instead. Where forking is unsafe (not Linux, not
+    the main thread, a pool's worker) a thread runs it; one core, or no GPU work: here.
+    Each trace's timeline is built first, so that the child or thread only reads it.
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     busy = False
@@ -224,8 +238,29 @@ def _path_ahead(ts: Sequence[Trace]) -> Iterator[Callable[[], PathTables]]:
     if not busy:
         yield lambda: path_tables.gather(ts)
         return
-    with ThreadPoolExecutor(1, thread_name_prefix="traceforge-path") as pool:
-        yield pool.submit(path_tables.gather, ts).result
+    child: Child[PathTables | TraceforgeError | ImportError] | None = None
+    if can_fork():
+        with contextlib.suppress(OSError):  # no fork or in-memory file here: a thread
+            child = Child(partial(_path_or_error, ts))
+    if child is None:
+        with ThreadPoolExecutor(1, thread_name_prefix="traceforge-path") as pool:
+            yield pool.submit(path_tables.gather, ts).result
+        return
+    kid = child
+
+    def from_child() -> PathTables:
+        try:
+            got = kid.result()
+        except ForkError:
+            return path_tables.gather(ts)
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    try:
+        yield from_child
+    finally:
+        kid.close()
 
 
 def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: int = 15
