@@ -16,9 +16,13 @@ write; the reader decodes a large file in chunks on every core), the same in one
 computing and storing its derived tables, then reading them back; the cache is emptied
 at the start of every round), and HTA 0.5.0 parse + kernel breakdown when it is
 installed. Ratios are printed against the decode floor and HTA, measured in the same
-invocation.
+invocation. Before each timed case a throwaway process touches 1 GiB (``--settle``): on a
+virtual machine that hands idle memory back to its host, that keeps a case's time from
+depending on how long the machine idled before it. Where this user can make memory cgroups (Linux, root), the cases that read the
+trace run once more, each in a fresh cgroup with the trace evicted from the page cache,
+for a peak that counts every page once across the command and its workers.
 
-    python benchmarks/bench_load.py [--trace big.json] [--repeat 3] [--no-hta]
+    python benchmarks/bench_load.py [--trace big.json] [--repeat 3] [--no-hta] [--settle GIB]
 
 Without --trace, builds benchmarks/out/big.json (~288 MB) from fixtures/eager.pt.trace.json.gz.
 """
@@ -120,6 +124,23 @@ def run_case(code: str, trace: Path, env: dict[str, str], out: Path,
         return wall, float(inproc), rss_kib / 2**20
 
 
+def settle(gib: float) -> None:
+    """Touch ``gib`` GiB in a throwaway process, so that the case run next gets memory
+    this machine already holds.
+
+    On a virtual machine that hands free memory back to its host (virtio-balloon free
+    page reporting, as this project's 2-core machine does), memory idle for a few seconds
+    is returned, and the next process to touch it waits for the host to supply it again.
+    That made a case's time depend on what ran before it: a first warm ``idle`` took
+    0.25 s in-process right after other cases and 0.35-0.39 s after HTA's 28 s run or a
+    28 s pause, and 0.26 s after a pause followed by this. Every case, the baselines
+    included, gets the same; a bare-metal machine gains nothing from it.
+    """
+    if gib > 0:
+        subprocess.run([sys.executable, "-c", "import numpy as np\n"
+                        f"np.ones({int(gib * 2**30) // 8})"], check=True)
+
+
 def _cgroup_root() -> tuple[Path, str] | None:
     """Where fresh memory cgroups can be made here, and the file holding one's peak
     (cgroup v1 or v2); None without the rights or the controller."""
@@ -174,6 +195,9 @@ def main() -> None:
     ap.add_argument("--trace", type=Path)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--settle", type=float, default=1.0, metavar="GIB",
+                    help="memory a throwaway process touches before each timed case "
+                         "(0: none); see settle()")
     a = ap.parse_args()
     trace = a.trace or big_trace()
     work = Path(tempfile.mkdtemp(prefix="tf-bench-"))
@@ -206,7 +230,7 @@ def main() -> None:
         cases.append(("HTA 0.5.0 parse + kernel breakdown", HTA, "any"))
     size = trace.stat().st_size / 1e6
     print(f"trace: {trace} ({size:.1f} MB); {a.repeat} rounds of every case, median shown; "
-          f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+          f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}; settle {a.settle:g} GiB")
     # Round-robin (every case once per repeat), so that load from other processes on a
     # shared machine spreads over all cases instead of skewing one of them.
     samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _, _ in cases}
@@ -219,6 +243,7 @@ def main() -> None:
                 shutil.rmtree(cache, ignore_errors=True)
             elif state == "warm" and not cache.exists():
                 run_case(verb("top_kernels", *tk), trace, base_env, out)
+            settle(a.settle)
             try:
                 samples[name].append(run_case(code, trace, base_env, out))
             except RuntimeError as e:
