@@ -18,9 +18,10 @@ at the start of every round), and HTA 0.5.0 parse + kernel breakdown when it is
 installed. Ratios are printed against the decode floor and HTA, measured in the same
 invocation. Before each timed case a throwaway process touches 1 GiB (``--settle``): on a
 virtual machine that hands idle memory back to its host, that keeps a case's time from
-depending on how long the machine idled before it. Where this user can make memory cgroups (Linux, root), the cases that read the
-trace run once more, each in a fresh cgroup with the trace evicted from the page cache,
-for a peak that counts every page once across the command and its workers.
+depending on how long the machine idled before it. Where this user can make memory
+cgroups (Linux, root), the cases that read the trace run once more, each in a fresh cgroup
+with the trace evicted from the page cache, for a peak that counts every page once across
+the command and its workers.
 
     python benchmarks/bench_load.py [--trace big.json] [--repeat 3] [--no-hta] [--settle GIB]
 
