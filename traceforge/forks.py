@@ -46,6 +46,13 @@ def can_fork() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 class Child(Generic[T]):
     """``work()`` computed in a forked child, started at once; :meth:`result` waits for it.
 

@@ -185,13 +185,26 @@ def name_mask(names: pd.Series, pattern: str) -> np.ndarray:
         codes = names.cat.codes.to_numpy()
         return np.where(codes >= 0, hit[np.clip(codes, 0, None)], False)
     # Plain columns (a timeline's names) are numbered first, for the same reason.
-    vals = names.to_numpy()
+    codes, labels = str_codes(names)
+    hit = np.fromiter((bool(rx.search(v)) for v in labels), dtype=bool, count=len(labels))
+    result: np.ndarray = hit[codes] if len(labels) else np.zeros(len(codes), dtype=bool)
+    return result
+
+
+def str_codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """First-appearance codes of a plain column's values and each code's ``str``; a
+    missing value is coded by its ``str`` ("nan", "None"), as ``astype(str)`` writes it:
+    string work on the few distinct values instead of every row."""
+    vals = col.to_numpy()
     codes, uniq = pd.factorize(vals)
-    hit = np.fromiter((bool(rx.search(str(v))) for v in uniq), dtype=bool, count=len(uniq))
-    out = hit[np.clip(codes, 0, None)] if len(uniq) else np.zeros(len(vals), dtype=bool)
-    for i in np.flatnonzero(codes < 0).tolist():  # missing values: as str() writes them
-        out[i] = bool(rx.search(str(vals[i])))
-    return np.asarray(out, dtype=bool)
+    codes = np.asarray(codes, dtype=np.int64)
+    labels = [str(u) for u in uniq]
+    miss = np.flatnonzero(codes < 0)
+    if len(miss):
+        more, names = pd.factorize(np.array([str(vals[i]) for i in miss.tolist()], dtype=object))
+        codes[miss] = np.asarray(more, dtype=np.int64) + len(labels)
+        labels += [str(n) for n in names]
+    return codes, labels
 
 
 def strings(col: pd.Series) -> np.ndarray:

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.timeline import timeline
-from traceforge.model import Trace, pair_codes
+from traceforge.model import Trace, pair_codes, str_codes
 
 #: Neutral classes in the order comparison tables list them.
 NEUTRAL_CLASSES: tuple[str, ...] = (
@@ -164,7 +164,7 @@ def neutral_columns(acts: pd.DataFrame, vendor: str) -> pd.DataFrame:
                                                    "library": pd.Series([], dtype=object)}))
     # Each distinct (class, family, name) is mapped once and its rows take the answer
     # through its code (a merge on three string columns cost ~0.1 s per 80k rows).
-    (c0, l0), (c1, l1), (c2, l2) = (_str_codes(acts[c]) for c in ("cls", "family", "name"))
+    (c0, l0), (c1, l1), (c2, l2) = (str_codes(acts[c]) for c in ("cls", "family", "name"))
     triple = pair_codes(pair_codes(c0, c1)[0], c2)[0]
     first = np.full(int(triple.max()) + 1, len(triple), dtype=np.int64)
     np.minimum.at(first, triple, np.arange(len(triple)))
@@ -175,17 +175,3 @@ def neutral_columns(acts: pd.DataFrame, vendor: str) -> pd.DataFrame:
         index=acts.index)
     return out
 
-
-def _str_codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """First-appearance codes of a column's values and each code's ``str``; a missing value
-    is coded by its ``str`` ("nan", "None"), as ``astype(str)`` writes it."""
-    vals = col.to_numpy()
-    codes, uniq = pd.factorize(vals)
-    codes = np.asarray(codes, dtype=np.int64)
-    labels = [str(u) for u in uniq]
-    miss = np.flatnonzero(codes < 0)
-    if len(miss):
-        more, names = pd.factorize(np.array([str(vals[i]) for i in miss.tolist()], dtype=object))
-        codes[miss] = np.asarray(more, dtype=np.int64) + len(labels)
-        labels += [str(n) for n in names]
-    return codes, labels

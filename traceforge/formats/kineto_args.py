@@ -44,8 +44,8 @@ class LazyArgs:
         self.path = path
         self.src_index = src_index
         self._raws: list[msgspec.Raw] | None = None
-        # A report asks from two threads at once (its critical-path graphs are built on
-        # one): the file is decoded once, the other caller waits for it.
+        # A report may ask from two threads at once (where it cannot fork, its critical
+        # path is worked out on a thread): the file is decoded once, the other waits.
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from traceforge.forks import can_fork
+from traceforge.forks import can_fork, cores
 from traceforge.formats.kineto_schema import SCHEMAS, Doc
 
 #: Fewer bytes per worker than this and a fork costs about what it saves (on 16 cores,
@@ -52,7 +52,7 @@ def workers() -> int:
             return max(1, int(env))
         except ValueError:
             return 1
-    return min(MAX_WORKERS, len(os.sched_getaffinity(0)))
+    return min(MAX_WORKERS, cores())
 
 
 def _skip_ws(raw: Any, i: int) -> int:

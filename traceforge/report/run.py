@@ -10,7 +10,6 @@ section. Each trace's timeline is built once (the analyzers share it through
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from traceforge.analyzers.summary import summary
 from traceforge.analyzers.timeline import timeline
 from traceforge.analyzers.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
 from traceforge.errors import TraceforgeError
-from traceforge.forks import Child, ForkError, can_fork
+from traceforge.forks import Child, ForkError, can_fork, cores
 from traceforge.model import Tables, Trace
 from traceforge.report import critical_path as path_tables
 from traceforge.report import roofline as roofline_tables
@@ -229,9 +228,8 @@ def _path_ahead(ts: Sequence[Trace]) -> Iterator[Callable[[], PathTables]]:
     the main thread, a pool's worker) a thread runs it; one core, or no GPU work: here.
     Each trace's timeline is built first, so that the child or thread only reads it.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     busy = False
-    if (cores or 1) >= 2:
+    if cores() >= 2:
         for t in ts:
             with contextlib.suppress(TraceforgeError):
                 busy |= not timeline(t).activity.empty
