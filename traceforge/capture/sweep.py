@@ -4,7 +4,7 @@ The launch runs once per count with its ``--nproc-per-node`` (or ``--nproc_per_n
 value replaced -- added when the command has none -- each into its own folder ``OUT/nN``
 (``OUT/MODE/nN`` when several modes are swept), one after another so that every run has
 the GPUs to itself. The environment passes through as it is (NCCL_*, TORCH_*, NVSHMEM_*,
-CUDA_VISIBLE_DEVICES, ...; see :func:`traceforge.capture.launch.launch_env`). The sweep
+CUDA_VISIBLE_DEVICES, ...; see :func:`traceforge.capture.torchrun.launch_env`). The sweep
 folder gets ``sweep.summary.json``: the counts, each run's folder, command, exit status
 and duration, and the batch and tokens per GPU per step when given, which
 ``traceforge scaling SWEEP`` reads.
@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from traceforge.capture import launch as launching
+from traceforge.capture import torchrun as launching
 from traceforge.capture.metadata import relevant_env
 from traceforge.capture.options import CaptureOptions
 from traceforge.capture.target import Launch

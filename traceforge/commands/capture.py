@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from traceforge.capture import compare, launch
+from traceforge.capture import compare
+from traceforge.capture import torchrun as launch
 from traceforge.capture.options import (
     BACKEND_NAMES,
     COMPILE_MODES,
@@ -144,7 +145,7 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
 
 def _scaling_table(root: Path, fmt: str) -> None:
     """The sweep's scaling table; a sweep whose runs left nothing to scale says why."""
-    from traceforge.analyzers.scaling import scaling
+    from traceforge.analyzers.runs.scaling import scaling
     from traceforge.commands.runs import load_runs
     from traceforge.commands.tables import emit_tables
     from traceforge.errors import TraceforgeError

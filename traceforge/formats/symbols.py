@@ -54,7 +54,7 @@ def demangle(name: str) -> str:
     demangle) comes back unchanged.
 
     LLVM renders a symbol suffix such as ``.kd`` (an AMD kernel descriptor) as
-    ``foo(int) (.kd)``; :func:`traceforge.analyzers.kernel_names.short_name` drops it.
+    ``foo(int) (.kd)``; :func:`traceforge.analyzers.names.kernel_names.short_name` drops it.
     """
     omp = _OMP.match(name)
     if omp:

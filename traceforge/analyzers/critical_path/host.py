@@ -15,7 +15,6 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers import steps as st
 from traceforge.analyzers.critical_path.edges import HOST, SYNC_SPAN, _Edges
 from traceforge.analyzers.critical_path.sync import (
     BLOCKING_COPY,
@@ -23,7 +22,8 @@ from traceforge.analyzers.critical_path.sync import (
     EVENT_SYNC,
     STREAM_SYNC,
 )
-from traceforge.analyzers.stacks import innermost
+from traceforge.analyzers.timeline import steps as st
+from traceforge.analyzers.timeline.stacks import innermost
 from traceforge.model import Trace, name_mask, pair_codes
 
 HOST_KINDS = ("cpu_op", "runtime", "driver", "user_annotation", "python")

@@ -16,13 +16,13 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.breakdown import rank_of
 from traceforge.analyzers.collectives import comm_kernels
 from traceforge.analyzers.critical_path.edges import GRAPH, LAUNCH, STREAM, WORK, _Edges
 from traceforge.analyzers.critical_path.host import _Chain, _chain, _contract, _host_table
 from traceforge.analyzers.critical_path.streams import _last_on_streams, _stream_table
 from traceforge.analyzers.critical_path.sync import _bind, _event_candidates, _sync_edges
-from traceforge.analyzers.timeline import timeline
+from traceforge.analyzers.timeline.core import timeline
+from traceforge.analyzers.timing.breakdown import rank_of
 from traceforge.errors import AnalysisError
 from traceforge.model import Trace
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from traceforge.analyzers.critical_path.edges import EDGE_TYPES
 from traceforge.analyzers.critical_path.rank import RankGraph, rank_graph
-from traceforge.analyzers.critical_path.run import _Run, _run
+from traceforge.analyzers.critical_path.run_graph import _Run, _run
 from traceforge.analyzers.critical_path.segments import SEGMENT_COLUMNS, _segments
 from traceforge.analyzers.critical_path.step import (
     S_NODE,

@@ -10,7 +10,6 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.activity import LAUNCH_APIS
 from traceforge.analyzers.critical_path.edges import (
     COLLECTIVE,
     END,
@@ -23,15 +22,16 @@ from traceforge.analyzers.critical_path.edges import (
     SYNC_WAIT,
     WORK,
 )
-from traceforge.analyzers.critical_path.run import _Run
+from traceforge.analyzers.critical_path.run_graph import _Run
 from traceforge.analyzers.critical_path.step import _edge_index, _Step
+from traceforge.analyzers.timeline.activity import LAUNCH_APIS
 
 #: Kinds of path segments.
 SEGMENT_KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "memset", "sync", "idle")
 #: Columns of :attr:`CriticalPath.segments` (ts/dur: ns in the segment's rank's clock).
 SEGMENT_COLUMNS = ("step", "for_rank", "order", "rank", "kind", "name", "category", "ts",
                    "dur", "row", "pid", "tid")
-#: Categories besides the kernel classes of :mod:`traceforge.analyzers.kernel_names`.
+#: Categories besides the kernel classes of :mod:`traceforge.analyzers.names.kernel_names`.
 HOST_CATEGORIES = ("cpu op", "runtime", "launch overhead", "sync wait", "idle")
 
 

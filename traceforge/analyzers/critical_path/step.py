@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.critical_path.edges import END, START
-from traceforge.analyzers.critical_path.run import _Run
+from traceforge.analyzers.critical_path.run_graph import _Run
 
 if TYPE_CHECKING:
     import networkx as nx

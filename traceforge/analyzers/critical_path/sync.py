@@ -14,9 +14,9 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.activity import BLOCKING_SYNC_APIS
 from traceforge.analyzers.critical_path.edges import EVENT, SYNC_WAIT, _Edges
 from traceforge.analyzers.critical_path.streams import _last_on_streams
+from traceforge.analyzers.timeline.activity import BLOCKING_SYNC_APIS
 from traceforge.model import Trace
 
 DEVICE_SYNC = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize"})

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.critical_path.edges import COLLECTIVE, WORK
-from traceforge.analyzers.critical_path.run import _Run
+from traceforge.analyzers.critical_path.run_graph import _Run
 from traceforge.analyzers.critical_path.step import _edge_index, _longest_into, _Step
-from traceforge.analyzers.kernel_names import CLASSES
+from traceforge.analyzers.names.kernel_names import CLASSES
 from traceforge.errors import UsageError
 
 
