@@ -15,7 +15,7 @@ from traceforge.analyzers.critical_path.rank import RankGraph
 
 
 @dataclass(eq=False)
-class _Run:
+class RunGraph:
     ranks: list[RankGraph]
     base: np.ndarray  # first global node id of each rank
     offset: np.ndarray  # ns to add to a rank's ts for the common clock
@@ -31,7 +31,7 @@ class _Run:
     notes: list[str]
 
 
-def _run(ranks: list[RankGraph]) -> _Run:
+def join_ranks(ranks: list[RankGraph]) -> RunGraph:
     bases = np.array([r.base_ns for r in ranks], dtype=np.int64)
     offset = bases - bases.min() if len(ranks) > 1 else np.zeros(len(ranks), np.int64)
     sizes = np.array([len(r.node_ts) for r in ranks], dtype=np.int64)
@@ -49,7 +49,7 @@ def _run(ranks: list[RankGraph]) -> _Run:
         er.append(np.full(len(r.u), i, dtype=np.int64))
     notes = [f"rank {r.rank}: {n}" for r in ranks for n in r.notes] if len(ranks) > 1 else \
         list(ranks[0].notes)
-    run = _Run(ranks, base, offset, node_ts, node_rank.astype(np.int64),
+    run = RunGraph(ranks, base, offset, node_ts, node_rank.astype(np.int64),
                np.concatenate(us), np.concatenate(vs), np.concatenate(ws),
                np.concatenate(tt), np.concatenate(refs), np.concatenate(refs2),
                np.concatenate(er), notes)
@@ -58,7 +58,7 @@ def _run(ranks: list[RankGraph]) -> _Run:
     return run
 
 
-def _collective_edges(run: _Run) -> None:
+def _collective_edges(run: RunGraph) -> None:
     """Across ranks: each member's start -> every member's end, weighted by the time from
     the last start to that end; these replace the members' own work edges."""
     tables = [r.comm.assign(rank=i) for i, r in enumerate(run.ranks)]

@@ -75,21 +75,6 @@ def split_top(s: str, sep: str) -> list[str]:
     return [p.strip() for p in parts]
 
 
-def strip_groups(s: str, open_: str, close: str) -> str:
-    """Remove every top-level ``open_ ... close`` group (template args, parameter lists)."""
-    _, brackets = _scan(s)
-    out = []
-    level = 0
-    for i, ch in enumerate(s):
-        if brackets[i] and ch == open_:
-            level += 1
-        elif brackets[i] and ch == close and level:
-            level -= 1
-        elif level == 0:
-            out.append(ch)
-    return "".join(out)
-
-
 def _group(s: str, open_: str) -> tuple[str, str] | None:
     """(inside, after) of the first top-level group that ``open_`` opens, or None."""
     depths, brackets = _scan(s)
@@ -120,10 +105,6 @@ class Part:
     name: str
     targs: tuple[str, ...] = ()
     params: str | None = None
-
-    @property
-    def is_lambda(self) -> bool:
-        return self.name.startswith("{lambda")
 
     @property
     def meaningful(self) -> bool:

@@ -30,8 +30,8 @@ from traceforge.analyzers.timing.idle import IdleReport, idle_gaps
 from traceforge.analyzers.timing.overlap import (
     OVERLAP_COLUMNS,
     OverlapReport,
-    _inside,
-    _skew,
+    collective_skew,
+    inside_intervals,
     overlap,
 )
 from traceforge.model import GPU_KINDS, Trace
@@ -73,7 +73,7 @@ def overlap_summary(trace: Trace, *, steps: Sequence[int] | None = None) -> Over
     # The kernels overlap() matches across ranks: communication kernels inside the windows.
     is_comm = (acts["cls"] == "communication") & (acts["kind"] == "kernel")
     cts = acts.loc[is_comm, "ts"].to_numpy()
-    starts = cts[_inside(tl.window_set(steps), cts)] + trace.meta.base_ns
+    starts = cts[inside_intervals(tl.window_set(steps), cts)] + trace.meta.base_ns
     return OverlapRank(rows, starts, tl.step_source)
 
 
@@ -83,7 +83,7 @@ def overlap_reduce(parts: Sequence[OverlapRank]) -> OverlapReport:
     rows = [r for p in parts for r in p.rows]
     starts = {int(p.rows[0]["rank"]): p.starts for p in parts
               if p.starts is not None and p.rows}
-    skew, notes = _skew(starts)
+    skew, notes = collective_skew(starts)
     sources = {p.step_source for p in parts if p.step_source is not None}
     return OverlapReport(pd.DataFrame(rows, columns=list(OVERLAP_COLUMNS)), skew, notes,
                          ", ".join(sorted(sources)))

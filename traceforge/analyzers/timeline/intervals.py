@@ -37,12 +37,6 @@ def merge(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.column_stack([s[first], reach[last]])
 
 
-def from_frame_cols(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """The union of events given as start and duration columns."""
-    t = np.asarray(ts, dtype=np.int64)
-    return merge(t, t + np.asarray(dur, dtype=np.int64))
-
-
 def _combine(a: np.ndarray, b: np.ndarray, op: str) -> np.ndarray:
     """Sweep both sets at once and keep the pieces where ``op`` holds of (in a, in b)."""
     if len(a) == 0 and len(b) == 0:

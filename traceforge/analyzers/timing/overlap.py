@@ -72,7 +72,7 @@ def overlap(
         w = iv.total(windows) - iv.total(iv.intersect(s.unrecorded, windows))
         is_comm = (acts["cls"] == "communication") & (acts["kind"] == "kernel")
         cts = acts.loc[is_comm, "ts"].to_numpy()
-        inside = _inside(windows, cts)
+        inside = inside_intervals(windows, cts)
         starts[rank] = cts[inside] + t.meta.base_ns
         rows.append(
             {
@@ -88,11 +88,11 @@ def overlap(
             }
         )
     ranks = pd.DataFrame(rows, columns=list(OVERLAP_COLUMNS))
-    skew, notes = _skew(starts)
+    skew, notes = collective_skew(starts)
     return OverlapReport(ranks, skew, notes, ", ".join(sorted(sources)))
 
 
-def _inside(s: np.ndarray, t: np.ndarray) -> np.ndarray:
+def inside_intervals(s: np.ndarray, t: np.ndarray) -> np.ndarray:
     if len(s) == 0:
         return np.zeros(len(t), dtype=bool)
     i = np.searchsorted(s[:, 0], t, side="right") - 1
@@ -101,7 +101,7 @@ def _inside(s: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.asarray(ok)
 
 
-def _skew(starts: dict[int, np.ndarray]) -> tuple[pd.DataFrame, tuple[str, ...]]:
+def collective_skew(starts: dict[int, np.ndarray]) -> tuple[pd.DataFrame, tuple[str, ...]]:
     """Match the k-th collective kernel of every rank (collectives are issued in the same
     order on every rank of a process group) and compare absolute start times."""
     if len(starts) < 2:
