@@ -12,9 +12,8 @@ import traceforge as tf
 from tests.conftest import ev, make_trace, shared
 from traceforge.cli import cli
 from traceforge.render.annotate import ANALYSIS_PID, annotated_document
-from traceforge.render.chrome_json import dumps_chrome
 from traceforge.render.critical_path import PATH_PID
-from traceforge.render.document import document_bytes
+from traceforge.render.document import document_bytes, dumps_chrome
 from traceforge.report.annotations import annotation_data
 
 GEMM = "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNN"

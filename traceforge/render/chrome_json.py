@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from traceforge.model import GPU_KINDS, Trace
+from traceforge.render.document import document_bytes
 
 #: Kineto's ``cat`` for each of our kinds; the Kineto reader maps these back to the kind.
 KINETO_CAT: dict[str, str] = {
@@ -208,21 +209,12 @@ def trace_to_chrome(
     return doc
 
 
-def dumps_chrome(doc: Mapping[str, Any]) -> bytes:
-    """Serialize a Chrome trace document to JSON bytes."""
-    import orjson
-
-    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
-
-
 def write_chrome(
     trace: Trace,
     path: str | Path,
     extra_events: Iterable[Mapping[str, Any]] | None = None,
 ) -> Path:
     """Write ``trace`` as Chrome JSON to ``path`` (gzip when it ends in ``.gz``)."""
-    from traceforge.render.document import document_bytes
-
     p = Path(path)
     p.write_bytes(document_bytes(trace_to_chrome(trace, extra_events), p))
     return p

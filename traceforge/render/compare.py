@@ -4,7 +4,6 @@ comparison chart and a Markdown/HTML report."""
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
@@ -12,17 +11,9 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.runs.compare import Comparison
-from traceforge.render.figures import (
-    drop_empty,
-    html_page,
-    html_section,
-    md_section,
-    new_figure,
-    save_figure,
-    svg_inline,
-    write_text,
-)
-from traceforge.render.tables import Table
+from traceforge.render.figures import new_figure, save_figure
+from traceforge.render.page import write_tables_page
+from traceforge.render.tables import Table, drop_empty
 
 #: The table names (``--table``), in the order they are shown.
 TABLE_NAMES: tuple[str, ...] = ("runs", "classes", "families", "counts")
@@ -100,12 +91,5 @@ def compare_report(c: Comparison, path: Path) -> list[Path]:
     charts = compare_chart(c, path.with_name(f"{path.stem}.compare"))
     shown = compare_tables(c)
     title = f"traceforge compare: {' vs '.join(c.labels)}"
-    if path.suffix == ".html":
-        body = svg_inline(charts[1]) + "".join(
-            html_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
-        text = html_page(title, body)
-    else:
-        text = f"# {title}\n\n![comparison]({html.escape(charts[0].name)})\n\n" + "\n".join(
-            md_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
-    write_text(path, text)
+    write_tables_page(path, title, shown, charts, "comparison")
     return [path, *charts]

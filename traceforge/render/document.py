@@ -1,6 +1,9 @@
 """A Chrome trace document as the bytes of an output file, chosen by the file's name:
 ``.json`` (Chrome/Kineto JSON), ``.json.gz`` (the same, gzip) or ``.pftrace`` /
-``.perfetto-trace`` (Perfetto protobuf). ``convert`` and ``annotate`` both write here."""
+``.perfetto-trace`` (Perfetto protobuf). ``convert`` and ``annotate`` both write here.
+
+Below :mod:`traceforge.render.chrome_json` (which builds the document from a Trace) and
+beside :mod:`traceforge.render.perfetto` (which re-encodes one): it imports neither back."""
 
 from __future__ import annotations
 
@@ -25,14 +28,19 @@ def output_kind(out: str | Path) -> str:
     raise UsageError(f"{out}: unknown output type (use one of {', '.join(OUTPUTS)})")
 
 
+def dumps_chrome(doc: Mapping[str, Any]) -> bytes:
+    """Serialize a Chrome trace document to JSON bytes."""
+    import orjson
+
+    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
 def document_bytes(doc: Mapping[str, Any], out: str | Path) -> bytes:
     """``doc`` encoded as the file ``out`` names it."""
     if output_kind(out) == "perfetto":
         from traceforge.render.perfetto import chrome_to_pftrace
 
         return chrome_to_pftrace(doc)
-    from traceforge.render.chrome_json import dumps_chrome
-
     data = dumps_chrome(doc)
     if Path(out).name.lower().endswith(".gz"):
         data = gzip.compress(data, compresslevel=6)

@@ -1,22 +1,19 @@
-"""Writing matplotlib figures (PNG and SVG) and small self-contained report pages.
+"""Writing matplotlib figures (PNG and SVG files, or an SVG element for a page).
 
 matplotlib is an optional dependency (``pip install 'traceforge[charts]'``), imported only
 by the functions that draw; a missing one is a one-line UsageError naming the extra.
 Figures are built on ``matplotlib.figure.Figure`` directly (no pyplot global state, no
 display backend), and SVGs are written reproducibly (fixed hash salt, no date).
+Pages that embed them are built by :mod:`traceforge.render.page`; nothing here imports a page.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from traceforge.errors import UsageError
-from traceforge.render.frame import render_frame
 
 #: Chart file formats written side by side.
 CHART_FORMATS: tuple[str, ...] = ("png", "svg")
@@ -62,54 +59,3 @@ def svg_string(fig: Any) -> str:
     text = buf.getvalue()
     start = text.find("<svg")
     return text[start:] if start >= 0 else text
-
-
-def svg_inline(path: Path) -> str:
-    """An SVG file's ``<svg>`` element, to embed in an HTML page."""
-    text = path.read_text()
-    start = text.find("<svg")
-    return text[start:] if start >= 0 else ""
-
-
-def md_section(title: str, df: pd.DataFrame, *, digits: int = 2,
-               notes: Sequence[str] = ()) -> str:
-    """One Markdown table (``render_frame``) under a heading, or "(none)"."""
-    if df.empty:
-        return f"### {title}\n\n_(none)_\n"
-    return render_frame(df, "md", title=title, digits=digits, notes=tuple(notes))
-
-
-def html_page(title: str, body: str) -> str:
-    """A small self-contained HTML page around ``body``."""
-    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-             "table{border-collapse:collapse;margin:.5em 0 1.5em}"
-             "td,th{border:1px solid #ccc;padding:2px 8px}td.n{text-align:right}"
-             "th{background:#f3f3f3}.note{color:#666}svg{max-width:100%;height:auto}")
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
-            f"{html.escape(title)}</title><style>{style}</style></head><body>\n"
-            f"<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n")
-
-
-def html_section(title: str, df: pd.DataFrame, *, digits: int = 2,
-                 notes: Sequence[str] = ()) -> str:
-    """One HTML table (the report's own table renderer) under a heading."""
-    from traceforge.render.html import table
-
-    text = f"<h2>{html.escape(title)}</h2>\n{table(df, digits=digits)}\n"
-    return text + "".join(f'<p class="note">{html.escape(n)}</p>\n' for n in notes)
-
-
-def drop_empty(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` without the numeric columns that hold no value at all (NaN throughout)."""
-    keep = [c for c in df.columns if not (df[c].dtype.kind == "f" and df[c].isna().all())]
-    out: pd.DataFrame = df[keep]
-    return out
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write a report, or one line saying why it cannot be written."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    except OSError as e:
-        raise UsageError(f"{path}: cannot write ({e.strerror or e})") from None

@@ -9,8 +9,6 @@ Renders what :func:`traceforge.report.analysis.analyze` and
 
 from __future__ import annotations
 
-import html
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +19,8 @@ from traceforge.analyzers.runs.scaling import ScalingReport
 from traceforge.errors import UsageError
 from traceforge.render import charts, sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
+from traceforge.render.page import escape as _e
+from traceforge.render.page import table
 from traceforge.report.analysis import RunAnalysis
 from traceforge.report.findings import Finding
 
@@ -71,43 +71,6 @@ document.querySelectorAll('table.sortable th').forEach(function (th, col) {
   });
 });
 """
-
-
-def _e(s: object) -> str:
-    return html.escape(str(s), quote=True)
-
-
-def _cell(v: Any, digits: int) -> tuple[str, bool]:
-    if hasattr(v, "item"):
-        v = v.item()
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "", True
-    if isinstance(v, bool):
-        return str(v), False
-    if isinstance(v, float):
-        return (f"{v:,.{digits}f}" if abs(v) < 1e15 else f"{v:.3e}"), True
-    if isinstance(v, int):
-        return f"{v:,}", True
-    return _e(v), False
-
-
-def table(df: pd.DataFrame, *, digits: int = 2, limit: int | None = None) -> str:
-    """A sortable HTML table of ``df`` (numbers right-aligned, NaN blank)."""
-    if df.empty:
-        return '<p class="note">(none)</p>'
-    shown = df if limit is None else df.head(limit)
-    head = "".join(f"<th>{_e(c)}</th>" for c in shown.columns)
-    rows = []
-    for row in shown.itertuples(index=False, name=None):
-        cells = []
-        for v in row:
-            text, num = _cell(v, digits)
-            cells.append(f'<td class="n">{text}</td>' if num else f"<td>{text}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    more = (f'<p class="note">{len(df) - len(shown)} more rows not shown.</p>'
-            if len(shown) < len(df) else "")
-    return (f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
-            f"</tbody></table>{more}")
 
 
 def _finding(f: Finding, show_run: bool) -> str:

@@ -4,7 +4,6 @@ GPUs, stacked loss bars) and a Markdown/HTML report."""
 
 from __future__ import annotations
 
-import html
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,18 +11,9 @@ from typing import Any
 import numpy as np
 
 from traceforge.analyzers.runs.scaling import TERMS, ScalingReport
-from traceforge.render.figures import (
-    drop_empty,
-    html_page,
-    html_section,
-    md_section,
-    new_figure,
-    save_figure,
-    svg_inline,
-    svg_string,
-    write_text,
-)
-from traceforge.render.tables import Table
+from traceforge.render.figures import new_figure, save_figure, svg_string
+from traceforge.render.page import write_tables_page
+from traceforge.render.tables import Table, drop_empty
 
 #: The table names (``--table``), in the order they are shown.
 TABLE_NAMES: tuple[str, ...] = ("runs", "losses", "ranks", "fit")
@@ -134,12 +124,5 @@ def scaling_report(r: ScalingReport, path: Path) -> list[Path]:
     charts = scaling_chart(r, path.with_name(f"{path.stem}.scaling"))
     shown = scaling_tables(r, mark_empty=False)
     title = "traceforge scaling"
-    if path.suffix == ".html":
-        body = svg_inline(charts[1]) + "".join(
-            html_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
-        text = html_page(title, body)
-    else:
-        text = f"# {title}\n\n![scaling]({html.escape(charts[0].name)})\n\n" + "\n".join(
-            md_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
-    write_text(path, text)
+    write_tables_page(path, title, shown, charts, "scaling")
     return [path, *charts]

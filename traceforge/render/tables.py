@@ -29,3 +29,10 @@ def render_table(t: Table, fmt: str) -> str:
     if fmt in ("json", "csv"):
         return render_frame(t.frame, fmt)
     return render_frame(t.frame, fmt, title=t.title, digits=t.digits, notes=t.notes)
+
+
+def drop_empty(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` without the numeric columns that hold no value at all (NaN throughout)."""
+    keep = [c for c in df.columns if not (df[c].dtype.kind == "f" and df[c].isna().all())]
+    out: pd.DataFrame = df[keep]
+    return out

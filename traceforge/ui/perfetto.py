@@ -90,7 +90,8 @@ def trimmed(trace: Trace, *, steps: list[int] | None, window: tuple[int, int] | 
 
 def chrome_bytes(trace: Trace) -> bytes:
     """The trace as Chrome JSON bytes, the form the UI reads from every source format."""
-    from traceforge.render.chrome_json import dumps_chrome, trace_to_chrome
+    from traceforge.render.chrome_json import trace_to_chrome
+    from traceforge.render.document import dumps_chrome
 
     return dumps_chrome(trace_to_chrome(trace))
 
