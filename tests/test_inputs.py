@@ -282,7 +282,7 @@ def test_unwritable_outputs_are_one_line(case: str, tmp_path: Path,
 
 def test_write_error_after_the_check_is_one_line(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from traceforge.commands import output
+    from traceforge import output_file as output
 
     def refuse(self: Path, data: bytes) -> int:
         raise OSError(28, "No space left on device")

@@ -31,16 +31,22 @@ ALLOWED = {
     # per-rank summary a verb hands it; it never imports analyzers, whose split
     # functions stay pure (Trace -> summary, summaries -> result).
     "engine": {"model", "errors", "formats"},
+    # Where a command's output file is checked and written (a leaf: render and the
+    # commands write through it).
+    "output_file": {"errors"},
+    # Runs named by path (trace files, rank folders, capture folders, sweeps) loaded
+    # with their capture facts: the notebook API's load_runs and the multi-run verbs'.
+    "run_loader": {"model", "errors", "analyzers", "capture", "formats"},
     "analyzers": {"model", "errors"},
     "report": {"model", "errors", "analyzers", "forks"},
-    "render": {"model", "errors", "analyzers", "report", "formats"},
+    "render": {"model", "errors", "analyzers", "report", "formats", "output_file"},
     "ui": {"model", "errors", "analyzers", "report", "render", "formats"},
     "commands": {"model", "errors", "analyzers", "report", "formats", "render", "capture",
-                 "samples", "ui", "engine", "__init__"},
+                 "samples", "ui", "engine", "output_file", "run_loader", "__init__"},
     "cli": {"errors", "commands", "version"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
-                 "render", "ui", "commands", "cli", "engine"},
+                 "render", "ui", "engine", "run_loader"},
 }
 MODULES = {p.stem if p.is_file() else p.name for p in PKG.iterdir()
            if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}
@@ -200,11 +206,6 @@ def test_analyzers_import_downward(path: Path) -> None:
                     f"{path.relative_to(REPO)} imports {target}")
 
 
-#: Modules outside cli.py and commands/ that still import traceforge.commands (the
-#: notebook API's write_report and load_runs, issue 26 item 2). Shrinks to empty.
-COMMANDS_IMPORTERS_TO_GO = {"traceforge"}
-
-
 def test_only_the_cli_imports_commands() -> None:
     found = set()
     for path in PKG.rglob("*.py"):
@@ -216,7 +217,24 @@ def test_only_the_cli_imports_commands() -> None:
         if any(t.startswith("traceforge.commands") for t in imports) or (
                 '"traceforge.commands' in text):
             found.add(name)
-    assert found == COMMANDS_IMPORTERS_TO_GO
+    assert found == set()
+
+
+#: The shared option and output helpers of commands/; every other module there is one
+#: verb's click wrapper.
+COMMAND_HELPERS = {"options", "values", "tables", "engine"}
+
+
+@pytest.mark.parametrize("path", sorted((PKG / "commands").glob("*.py")), ids=lambda p: p.name)
+def test_no_command_imports_another(path: Path) -> None:
+    """A verb module imports the shared helpers only, never another verb's module (what two
+    verbs share lives in the library or in a helper); a helper imports only helpers."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        for target in _resolved(node, path):
+            parts = target.split(".")
+            if parts[:2] == ["traceforge", "commands"] and len(parts) > 2:
+                assert parts[2] in COMMAND_HELPERS or parts[2] == path.stem, (
+                    f"commands/{path.name} imports {target}")
 
 
 @pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))

@@ -26,7 +26,7 @@ _EXPORTS: dict[str, str] = {
     # The report package itself: calling it builds a Report (traceforge/report/__init__.py).
     "report": "traceforge.report:",
     "Report": "traceforge.report.document",
-    "write_report": "traceforge.commands.report",
+    "write_report": "traceforge.render.report",
     "Summary": "traceforge.analyzers.timing.summary",
     "AnalysisError": "traceforge.errors",
     "CaptureError": "traceforge.errors",
@@ -63,7 +63,7 @@ _EXPORTS: dict[str, str] = {
     "TraceDiff": "traceforge.analyzers.runs.diff",
     "diff": "traceforge.analyzers.runs.diff",
     "TraceRun": "traceforge.analyzers.runs.inputs",
-    "load_runs": "traceforge.commands.runs",
+    "load_runs": "traceforge.run_loader",
     "ScalingReport": "traceforge.analyzers.runs.scaling",
     "scaling": "traceforge.analyzers.runs.scaling",
     "Comparison": "traceforge.analyzers.runs.compare",
@@ -168,8 +168,6 @@ if TYPE_CHECKING:
     from traceforge.analyzers.timing.summary import Summary
     from traceforge.analyzers.timing.summary import summary as info
     from traceforge.capture import capture, step
-    from traceforge.commands.report import write_report
-    from traceforge.commands.runs import load_runs
     from traceforge.engine import map_ranks
     from traceforge.errors import (
         AnalysisError,
@@ -181,7 +179,9 @@ if TYPE_CHECKING:
     from traceforge.formats import load
     from traceforge.formats.run import load_run
     from traceforge.model import Device, Trace, TraceMeta
+    from traceforge.render.report import write_report
     from traceforge.report.document import Report
+    from traceforge.run_loader import load_runs
     from traceforge.ui.perfetto import open_in_perfetto
 
 

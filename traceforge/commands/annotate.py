@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from traceforge.commands import output as destination
+from traceforge import output_file as destination
 from traceforge.commands import values
 from traceforge.commands.options import load_trace, steps_from_option, trace_argument
 from traceforge.errors import UsageError

@@ -145,7 +145,7 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
 def _scaling_table(root: Path, fmt: str) -> None:
     """The sweep's scaling table; a sweep whose runs left nothing to scale says why."""
     from traceforge.analyzers.runs.scaling import scaling
-    from traceforge.commands.runs import load_runs
+    from traceforge.run_loader import load_runs
     from traceforge.commands.tables import emit_tables
     from traceforge.errors import TraceforgeError
     from traceforge.render.scaling import scaling_document, scaling_tables

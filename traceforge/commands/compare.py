@@ -46,7 +46,6 @@ def command(runs: tuple[str, ...], baseline: str | None, labels: str | None,
       traceforge compare runs/h200 runs/mi350 --baseline h200
     """
     from traceforge.analyzers.runs.compare import compare
-    from traceforge.commands.runs import load_runs
     from traceforge.errors import UsageError
     from traceforge.render.compare import (
         TABLE_NAMES,
@@ -55,6 +54,7 @@ def command(runs: tuple[str, ...], baseline: str | None, labels: str | None,
         compare_report,
         compare_tables,
     )
+    from traceforge.run_loader import load_runs
 
     if len(runs) < 2:
         raise UsageError("compare needs at least two runs")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from traceforge.commands import output
+from traceforge import output_file as output
 from traceforge.commands.options import emit, trace_argument
 from traceforge.errors import UsageError
 from traceforge.formats import load

@@ -7,14 +7,15 @@ import click
 from traceforge.analyzers.costs.mfu import mfu
 from traceforge.commands import values
 from traceforge.commands.options import (
+    device_options,
     emit,
     format_option,
     load_trace,
+    read_peaks,
     resolve_steps,
     step_options,
     trace_argument,
 )
-from traceforge.commands.roofline import device_options, read_peaks
 from traceforge.render import render_frame
 from traceforge.render.frame import to_json_bytes
 

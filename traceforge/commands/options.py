@@ -11,6 +11,7 @@ import click
 from traceforge.render import FORMATS
 
 if TYPE_CHECKING:
+    from traceforge.analyzers.costs.devices import MeasuredPeaks
     from traceforge.model import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -136,3 +137,19 @@ def load_ranks(paths: Sequence[str], steps_from: str | None) -> list[Trace]:
 
     ts = load_run(paths[0] if len(paths) == 1 else list(paths))
     return [t.with_steps(steps_from) for t in ts]
+
+
+def device_options(f: F) -> F:
+    """``--device NAME`` and ``--peaks FILE``, shared by roofline and mfu."""
+    f = click.option("--peaks", "peaks_path", default=None, metavar="FILE",
+                     help="Measured ceilings from `traceforge calibrate`: adds % of measured.")(f)
+    return click.option("--device", "device", default=None, metavar="NAME",
+                        help="Device key or name (h100-sxm, mi300x, 'NVIDIA B200', ...) "
+                             "instead of the trace's metadata.")(f)
+
+
+def read_peaks(path: str | None) -> MeasuredPeaks | None:
+    """``--peaks FILE`` read (None when not given)."""
+    from traceforge.analyzers.costs.devices import load_peaks
+
+    return load_peaks(path) if path else None

@@ -6,13 +6,12 @@ from pathlib import Path
 
 import click
 
-from traceforge.commands import output as destination
 from traceforge.commands import values
 from traceforge.commands.options import steps_from_option
 from traceforge.errors import UsageError
 from traceforge.model import Trace
-from traceforge.render.report import SUFFIXES, render_report
-from traceforge.report.document import Report
+from traceforge.output_file import check
+from traceforge.render.report import report_format, write_report
 
 
 def _latency_file(path: str) -> dict[str, dict[str, float | str]]:
@@ -41,25 +40,6 @@ def _load_all(paths: tuple[str, ...], steps_from: str | None) -> list[Trace | li
     return runs
 
 
-def _format_of(output: str) -> str:
-    fmt = SUFFIXES.get(Path(output).suffix.lower())
-    if fmt is None:
-        raise UsageError(f"{output}: name the report .html or .md")
-    return fmt
-
-
-def write_report(report: Report, output: str | Path, *, title: str = "traceforge report"
-                 ) -> Path:
-    """Write ``report`` (from :func:`traceforge.report`) to ``output``: ``.html``
-    (self-contained, charts inline) or ``.md``. The file is replaced only once the whole
-    document is rendered. Returns the path written."""
-    out = Path(output)
-    fmt = _format_of(str(output))
-    destination.check(out)
-    destination.write(out, render_report(report, fmt, title=title))
-    return out
-
-
 @click.command("report")
 @click.argument("traces", nargs=-1, required=True,
                 type=click.Path(dir_okay=True, path_type=str))
@@ -80,10 +60,10 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
     from traceforge.report.document import build_report
 
     out = Path(output)
-    _format_of(output)  # like the destination below: a bad name fails before the analysis
+    report_format(output)  # like the destination below: a bad name fails before the analysis
     if any(out.resolve() == Path(t).resolve() for t in traces):
         raise UsageError(f"{output}: is one of the input traces; name another output")
-    destination.check(out)  # before the analysis: a bad destination is found in a moment
+    check(out)  # before the analysis: a bad destination is found in a moment
     rule, _ = resolve_steps(steps_from, None)
     measured = _latency_file(latency_path) if latency_path else None
     rep = build_report(*_load_all(traces, rule), top=top, measured=measured)

@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
-
 import click
 import pandas as pd
 
-from traceforge.analyzers.costs.devices import MeasuredPeaks, load_peaks
 from traceforge.analyzers.costs.roofline import BY, TARGET_PCT, RooflineReport, roofline
 from traceforge.commands import values
 from traceforge.commands.options import (
+    device_options,
     emit,
     format_option,
     load_trace,
+    read_peaks,
     resolve_steps,
     step_options,
     trace_argument,
 )
 from traceforge.render import render_frame
 from traceforge.render.frame import to_json_bytes
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 #: Table headers of the roofline columns (JSON and CSV keep the column names).
 LABELS = {
@@ -35,19 +31,6 @@ LABELS = {
 }
 #: Columns the terminal and Markdown tables leave out (JSON and CSV keep them).
 HIDDEN = ("full_name", "ridge")
-
-
-def device_options(f: F) -> F:
-    """``--device NAME`` and ``--peaks FILE``, shared by roofline and mfu."""
-    f = click.option("--peaks", "peaks_path", default=None, metavar="FILE",
-                     help="Measured ceilings from `traceforge calibrate`: adds % of measured.")(f)
-    return click.option("--device", "device", default=None, metavar="NAME",
-                        help="Device key or name (h100-sxm, mi300x, 'NVIDIA B200', ...) "
-                             "instead of the trace's metadata.")(f)
-
-
-def read_peaks(path: str | None) -> MeasuredPeaks | None:
-    return load_peaks(path) if path else None
 
 
 def device_line(r: RooflineReport) -> str:

@@ -51,7 +51,6 @@ def command(runs: tuple[str, ...], strong: bool, batch: float | None,
       traceforge scaling sweep/ --format csv -o scaling/
     """
     from traceforge.analyzers.runs.scaling import RankedRun, scaling_reduce, scaling_summary
-    from traceforge.commands.runs import run_files
     from traceforge.render.scaling import (
         TABLE_NAMES,
         scaling_chart,
@@ -59,6 +58,7 @@ def command(runs: tuple[str, ...], strong: bool, batch: float | None,
         scaling_report,
         scaling_tables,
     )
+    from traceforge.run_loader import run_files
 
     check_report(report, out_dir)
     check_table(table, TABLE_NAMES)

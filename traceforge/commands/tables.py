@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from traceforge.commands import output
+from traceforge import output_file as output
 from traceforge.commands.options import emit
 from traceforge.errors import UsageError
 from traceforge.render.frame import to_json_bytes

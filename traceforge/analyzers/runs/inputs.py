@@ -3,7 +3,7 @@
 A run is the traces of one job -- one per rank, or one for a single-GPU run -- with a
 label for tables and the facts its capture summaries give (unprofiled latency, peak
 memory, batch): plain numbers, read by whoever loaded the run
-(:func:`traceforge.commands.runs.load_runs` reads capture output folders). A bare
+(:func:`traceforge.run_loader.load_runs` reads capture output folders). A bare
 :class:`~traceforge.model.Trace` or a list of rank traces is a run too.
 """
 
