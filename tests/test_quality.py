@@ -18,6 +18,9 @@ PKG = REPO / "traceforge"
 #: arrows: commands -> render -> report -> analyzers -> formats | capture -> model). The
 #: package root (``__init__``: the public API, resolved lazily) sits on top with the CLI.
 ALLOWED = {
+    # Strings capture writes and the step reader recognizes (a leaf, for the capture
+    # wrapper inside the profiled process).
+    "step_marks": set(),
     "model": set(),
     "errors": set(),
     "samples": set(),
@@ -26,7 +29,7 @@ ALLOWED = {
     # Work done in forked children (the reader's chunks, the report's critical path).
     "forks": set(),
     "formats": {"model", "errors", "samples", "executables", "forks"},
-    "capture": {"model", "errors", "executables"},
+    "capture": {"model", "errors", "executables", "step_marks"},
     # Many-rank runs: reads rank files (formats) on a process pool or Dask and runs the
     # per-rank summary a verb hands it; it never imports analyzers, whose split
     # functions stay pure (Trace -> summary, summaries -> result).
@@ -37,7 +40,7 @@ ALLOWED = {
     # Runs named by path (trace files, rank folders, capture folders, sweeps) loaded
     # with their capture facts: the notebook API's load_runs and the multi-run verbs'.
     "run_loader": {"model", "errors", "analyzers", "capture", "formats"},
-    "analyzers": {"model", "errors"},
+    "analyzers": {"model", "errors", "step_marks"},
     "report": {"model", "errors", "analyzers", "forks"},
     "render": {"model", "errors", "analyzers", "report", "formats", "output_file"},
     "ui": {"model", "errors", "analyzers", "report", "render", "formats"},

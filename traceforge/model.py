@@ -38,15 +38,6 @@ KINDS: tuple[str, ...] = (
 #: GPU activity kinds: the events that occupy a device.
 GPU_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
 
-#: Names ``traceforge capture --backend nsys|rocprof`` gives its NVTX/roctx step ranges,
-#: and the marks it leaves inside a range that readers should not count as a step: the
-#: warm-up steps of the capture schedule (the torch backend leaves them out of its trace
-#: too) and the last range when it is the program's tail after its last step. The writer
-#: (capture) and the reader (analyzers/timeline/steps.py) share them here.
-CAPTURE_STEP_RANGE = "step {n}"
-WARMUP_STEP_MARK = "traceforge: step {n} warm-up"
-UNFINISHED_STEP_MARK = "traceforge: step {n} unfinished"
-
 #: Columns of ``Trace.events`` and their dtypes. -1 means "not known / not applicable".
 EVENT_COLUMNS: dict[str, str] = {
     "name": "category",  # full event name as the source wrote it (kernels: demangled)

@@ -28,7 +28,7 @@ from traceforge.capture.options import CaptureOptions, Steps
 from traceforge.capture.steps import WHOLE_RUN, StepTracker
 from traceforge.capture.trace_file import check_writable, embed_metadata, write_summary
 from traceforge.errors import UsageError
-from traceforge.model import CAPTURE_STEP_RANGE, UNFINISHED_STEP_MARK, WARMUP_STEP_MARK
+from traceforge.step_marks import CAPTURE_STEP_RANGE, UNFINISHED_STEP_MARK, WARMUP_STEP_MARK
 
 IN_PROCESS_BACKENDS = ("torch", "nvtx")
 #: Warnings that traceforge's own machinery causes, not the target: Kineto's note that each

@@ -6,13 +6,11 @@ Also in front of ``torchrun ... train.py`` (one trace per rank), and with severa
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
-import pandas as pd
 
-from traceforge.capture import compare, torchrun
+from traceforge.capture.dispatch import dispatch
 from traceforge.capture.options import (
     BACKEND_NAMES,
     COMPILE_MODES,
@@ -24,7 +22,6 @@ from traceforge.capture.target import parse_launch, parse_python
 from traceforge.capture.trace_file import check_writable
 from traceforge.commands.options import emit, format_option
 from traceforge.errors import UsageError
-from traceforge.render import render_frame
 
 
 @click.command(
@@ -93,50 +90,15 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
     opts.check()
     # Fail on an unwritable folder now, not after a long run.
     check_writable(out)
-    if nproc_text is None and (batch is not None or tokens_per_step is not None):
-        raise UsageError("--batch and --tokens-per-step go with --nproc")
-    if nproc_text is not None:
-        if launch_spec is None:
-            raise UsageError("--nproc sweeps a torchrun launch: -- torchrun "
-                             "--nproc-per-node N SCRIPT ...")
-        from traceforge.capture.sweep import parse_counts, run_sweep
-
-        rc, roots = run_sweep(launch_spec, parse_counts(nproc_text), modes, opts,
-                              batch=batch, tokens=tokens_per_step)
-        for root in roots:
-            _scaling_table(root, fmt)
-    elif len(modes) > 1:
-        rc, summaries = compare.run_modes(modes, opts, words)
-        df = pd.DataFrame(compare.comparison(summaries), columns=list(compare.COLUMNS))
-        emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
-                          digits=2, notes=_notes(summaries)))
-    elif launch_spec is not None:
-        rc, summaries = torchrun.run(launch_spec, opts)
-        for s in summaries:
-            trace = (s.get("trace") or {}).get("path")
-            where = (out / trace if trace else "in the nsys report" if backend == "nsys"
-                     else "no trace")
-            click.echo(f"traceforge: rank {s.get('rank')}: {where} "
-                       f"(exit {s.get('exit_status')})", err=True)
-        extra = summaries[0].get("nsys", {}) if summaries else {}
-        for key in ("report", "sqlite"):
-            if extra.get(key):
-                click.echo(f"traceforge: nsys {key} (all ranks): {out / extra[key]}", err=True)
-    elif backend in ("nsys", "rocprof"):
-        from traceforge.capture import nsys, rocprof
-
-        summary = (nsys if backend == "nsys" else rocprof).run(target, opts)
-        rc = int(summary.get("exit_status") or 0)
-        extra = summary.get(backend, {})
-        for key in ("report", "sqlite", "outputs"):
-            if extra.get(key):
-                click.echo(f"traceforge: {backend} {key}: {extra[key]}", err=True)
-    else:
-        from traceforge.capture.runner import run_target
-
-        run = run_target(target, opts, ["traceforge", "capture", *sys.argv[2:]]
-                         if sys.argv[1:2] == ["capture"] else list(sys.argv))
-        rc = run.exit_status
+    done = dispatch(words, modes, opts, launch_spec, target, nproc_text=nproc_text,
+                    batch=batch, tokens_per_step=tokens_per_step)
+    for root in done.sweeps:
+        _scaling_table(root, fmt)
+    if done.compared is not None:
+        _comparison_table(modes, done.compared, fmt)
+    for line in done.messages:
+        click.echo(line, err=True)
+    rc = done.exit_status
     if rc:
         # The target's own exit status, so `traceforge capture` composes in scripts and CI.
         raise SystemExit(rc)
@@ -145,10 +107,10 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
 def _scaling_table(root: Path, fmt: str) -> None:
     """The sweep's scaling table; a sweep whose runs left nothing to scale says why."""
     from traceforge.analyzers.runs.scaling import scaling
-    from traceforge.run_loader import load_runs
     from traceforge.commands.tables import emit_tables
     from traceforge.errors import TraceforgeError
     from traceforge.render.scaling import scaling_document, scaling_tables
+    from traceforge.run_loader import load_runs
 
     try:
         report = scaling(load_runs([str(root)]))
@@ -159,6 +121,19 @@ def _scaling_table(root: Path, fmt: str) -> None:
                 doc=scaling_document(report))
     click.echo(f"traceforge: sweep in {root}; `traceforge scaling {root}` for the loss "
                "breakdown", err=True)
+
+
+def _comparison_table(modes: tuple[str, ...], summaries: list[dict[str, object]],
+                      fmt: str) -> None:
+    """One row per mode: latency, peak memory, ... (``capture.compare.comparison``)."""
+    import pandas as pd
+
+    from traceforge.capture import compare
+    from traceforge.render import render_frame
+
+    df = pd.DataFrame(compare.comparison(summaries), columns=list(compare.COLUMNS))
+    emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
+                      digits=2, notes=_notes(summaries)))
 
 
 def _notes(summaries: list[dict[str, object]]) -> tuple[str, ...]:

@@ -25,8 +25,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-FORMATS: tuple[str, ...] = ("table", "csv", "json", "md")
-
+from traceforge.render import FORMATS
 
 #: Columns that hold integer nanoseconds besides those named ``*_ns`` (model columns).
 NS_COLUMNS = ("ts", "dur", "end")

@@ -27,13 +27,8 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import AnalysisError, UsageError
-from traceforge.model import (
-    UNFINISHED_STEP_MARK,
-    WARMUP_STEP_MARK,
-    Trace,
-    empty_frame,
-    name_mask,
-)
+from traceforge.model import Trace, empty_frame, name_mask
+from traceforge.step_marks import UNFINISHED_STEP_MARK, WARMUP_STEP_MARK
 
 #: ``Trace.steps_from`` value that turns steps off.
 NO_STEPS = "none"
