@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -44,11 +45,24 @@ COMMANDS: tuple[str, ...] = (
 
 
 class _LazyGroup(click.Group):
-    """Imports a verb's module only when that verb runs (or help lists them all).
+    """Imports a verb's module only when that verb runs.
 
     A cold ``traceforge top-kernels`` then pays for what top-kernels needs, not for the
-    HTTP server, report templates or capture machinery of other verbs.
+    HTTP server, report templates or capture machinery of other verbs; ``traceforge
+    --help`` lists the verbs from their docstrings, read from the modules' source with
+    :mod:`ast`, and imports none of them.
     """
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's own listing (the same rows, widths and truncation), over stand-ins."""
+        rows = [(name, listing(name) or self.get_command(ctx, name))
+                for name in self.list_commands(ctx)]
+        shown = [(name, cmd) for name, cmd in rows if cmd is not None and not cmd.hidden]
+        if shown:
+            limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit))
+                                    for name, cmd in shown])
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(n.replace("_", "-") for n in COMMANDS)
@@ -59,6 +73,27 @@ class _LazyGroup(click.Group):
             return None
         command: click.Command = importlib.import_module(f"traceforge.commands.{mod}").command
         return command
+
+
+def listing(name: str) -> click.Command | None:
+    """A stand-in for verb ``name`` carrying the docstring of its module's ``command``
+    function (what click's help shows), or None where the source does not say it simply
+    (then the module is imported). tests/test_startup.py checks they agree."""
+    import ast
+
+    path = Path(__file__).with_name("commands") / f"{name.replace('-', '_')}.py"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "command":
+            doc = ast.get_docstring(node, clean=False)
+            decorators = " ".join(ast.unparse(d) for d in node.decorator_list)
+            if doc is None or "help=" in decorators or "hidden=" in decorators:
+                return None
+            return click.Command(name, help=doc)
+    return None
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
