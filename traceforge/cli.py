@@ -89,8 +89,9 @@ def listing(name: str) -> click.Command | None:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "command":
             doc = ast.get_docstring(node, clean=False)
-            decorators = " ".join(ast.unparse(d) for d in node.decorator_list)
-            if doc is None or "help=" in decorators or "hidden=" in decorators:
+            made = " ".join(ast.unparse(d) for d in node.decorator_list
+                            if ast.unparse(d).startswith(("click.command", "click.group")))
+            if doc is None or not made or "help=" in made or "hidden=" in made:
                 return None
             return click.Command(name, help=doc)
     return None
