@@ -336,7 +336,7 @@ DDP = [FIXTURES / f"capture_h200x2.ddp_train.sdpa.rank{r}.pt.trace.json.gz" for 
 @pytest.fixture(scope="module", params=["fixtures", "shared/h200-ddp"])
 def ddp(request: Any) -> Any:
     from traceforge.analyzers.timing.overlap import overlap
-    from traceforge.formats.run import load_run
+    from traceforge.formats.multirank import load_run
 
     files = DDP if request.param == "fixtures" else str(shared("h200-ddp"))
     traces = load_run([str(p) for p in files] if isinstance(files, list) else files)

@@ -23,7 +23,7 @@ from traceforge.analyzers import critical_path as cp_mod
 from traceforge.analyzers.timeline import core as tl_mod
 from traceforge.cli import cli
 from traceforge.formats import cache, derived
-from traceforge.formats.run import load_run
+from traceforge.formats.multirank import load_run
 
 SRC = FIXTURES / "compiled.pt.trace.json.gz"
 

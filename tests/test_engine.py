@@ -339,7 +339,7 @@ def _die(_: object) -> None:
 
 def test_a_dying_worker_is_one_error_naming_the_files() -> None:
     from traceforge.errors import AnalysisError
-    from traceforge.formats.run import pool_map
+    from traceforge.formats.multirank import pool_map
 
     with pytest.raises(AnalysisError, match=r"^a\.json, b\.json: a worker process died"):
         pool_map(_die, [1, 2], 2, files=["a.json", "b.json"],

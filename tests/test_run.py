@@ -14,7 +14,7 @@ import traceforge as tf
 from tests.conftest import shared
 from traceforge.cli import cli
 from traceforge.errors import AnalysisError
-from traceforge.formats.run import rank_from_name
+from traceforge.formats.multirank import rank_from_name
 
 
 def _write(p: Path, rank: int | None, world: int = 2) -> Path:

@@ -276,7 +276,7 @@ def test_op_attribution_agrees_with_kineto_external_ids() -> None:
 def test_multirank_report_has_every_rank() -> None:
     r0 = FIXTURES / "capture_h200x2.ddp_train.sdpa.rank0.pt.trace.json.gz"
     r1 = FIXTURES / "capture_h200x2.ddp_train.sdpa.rank1.pt.trace.json.gz"
-    from traceforge.formats.run import load_run
+    from traceforge.formats.multirank import load_run
 
     run = analyze(load_run([r0, r1]))
     assert run.ranks == 2 and run.label == "sdpa"  # the capture mode names the run

@@ -26,7 +26,7 @@ _EXPORTS: dict[str, str] = {
     # The report package itself: calling it builds a Report (traceforge/report/__init__.py).
     "report": "traceforge.report:",
     "Report": "traceforge.report.document",
-    "write_report": "traceforge.render.report",
+    "write_report": "traceforge.render.report_file",
     "Summary": "traceforge.analyzers.timing.summary",
     "AnalysisError": "traceforge.errors",
     "CaptureError": "traceforge.errors",
@@ -37,7 +37,7 @@ _EXPORTS: dict[str, str] = {
     "Trace": "traceforge.model",
     "TraceMeta": "traceforge.model",
     "load": "traceforge.formats",
-    "load_run": "traceforge.formats.run",
+    "load_run": "traceforge.formats.multirank",
     "map_ranks": "traceforge.engine",
     "classify": "traceforge.analyzers.names.kernel_names",
     "display_names": "traceforge.analyzers.names.kernel_names",
@@ -177,9 +177,9 @@ if TYPE_CHECKING:
         UsageError,
     )
     from traceforge.formats import load
-    from traceforge.formats.run import load_run
+    from traceforge.formats.multirank import load_run
     from traceforge.model import Device, Trace, TraceMeta
-    from traceforge.render.report import write_report
+    from traceforge.render.report_file import write_report
     from traceforge.report.document import Report
     from traceforge.run_loader import load_runs
     from traceforge.ui.perfetto import open_in_perfetto

@@ -37,7 +37,7 @@ from typing import Any, Generic, TypeVar
 from traceforge.errors import AnalysisError, UsageError
 from traceforge.formats import cache as cache_mod
 from traceforge.formats import load
-from traceforge.formats.run import check_one_run, pool_map, rank_traces, run_facts, run_files
+from traceforge.formats.multirank import check_one_run, pool_map, rank_traces, run_facts, run_files
 from traceforge.model import Trace
 
 ENGINES: tuple[str, ...] = ("local", "dask")

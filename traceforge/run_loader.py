@@ -174,7 +174,7 @@ def load_runs(paths: Sequence[str | Path], *, steps_from: str | None = None,
     """One :class:`~traceforge.analyzers.runs.inputs.TraceRun` per path (sweeps expanded): a
     trace file (a multi-process nsys report is split per rank), a folder of rank traces,
     or a capture output folder with its summaries' facts."""
-    from traceforge.formats.run import load_run
+    from traceforge.formats.multirank import load_run
 
     runs = []
     for r in run_files(paths, labels=labels):

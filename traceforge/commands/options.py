@@ -133,7 +133,7 @@ def load_trace(path: str, steps_from: str | None, **kw: Any) -> Trace:
 def load_ranks(paths: Sequence[str], steps_from: str | None) -> list[Trace]:
     """The rank traces of one run (a file, files or a directory; a multi-process nsys
     report is split per process), each with its steps taken as asked."""
-    from traceforge.formats.run import load_run
+    from traceforge.formats.multirank import load_run
 
     ts = load_run(paths[0] if len(paths) == 1 else list(paths))
     return [t.with_steps(steps_from) for t in ts]

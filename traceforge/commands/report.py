@@ -11,7 +11,7 @@ from traceforge.commands.options import steps_from_option
 from traceforge.errors import UsageError
 from traceforge.model import Trace
 from traceforge.output_file import check
-from traceforge.render.report import report_format, write_report
+from traceforge.render.report_file import report_format, write_report
 
 
 def _latency_file(path: str) -> dict[str, dict[str, float | str]]:
