@@ -44,8 +44,8 @@ from traceforge.analyzers.data_movement import (
 from traceforge.analyzers.normalizations import NORMALIZATIONS, PER_ELEMENT
 from traceforge.analyzers.operands import (
     DTYPES,
-    SCALAR_TYPES,
     NO_DTYPES,
+    SCALAR_TYPES,
     Arg,
     Skip,
     Work,
@@ -99,7 +99,7 @@ def op_work(name: str, args: dict[str, Any], *, list_dtype: str | None = None) -
         xs, c = read_operands(args, list_dtype)
         w = f(xs, c)
     except Skip as e:
-        if str(e) == NO_DTYPES and own is None:
+        if str(e) == NO_DTYPES and own is None and f is not None:
             return _shapes_only(f, args, list_dtype)
         if own is not None:  # the FLOPs are known even when the bytes are not
             return Work(own, math.nan, "", "", f"bytes unknown: {e}")
