@@ -250,3 +250,13 @@ def test_nsys_shapes_give_the_kineto_ops_flops_and_idle_share() -> None:
         return 100 * float(c.loc[c["category"] == "idle", "ns"].sum()) / tot
 
     assert abs(idle(ns) - idle(kn)) < 5
+
+
+def test_nsys_capture_records_shapes_by_default() -> None:
+    from traceforge.capture.nsys import SHAPES_FLAG, profile_command
+    from traceforge.capture.options import CaptureOptions
+
+    on = profile_command("nsys", "r.nsys-rep", CaptureOptions(backend="nsys"), ["python", "t.py"])
+    off = profile_command("nsys", "r.nsys-rep", CaptureOptions(backend="nsys",
+                                                               record_shapes=False), ["x"])
+    assert SHAPES_FLAG in on and on[-2:] == ["python", "t.py"] and SHAPES_FLAG not in off
