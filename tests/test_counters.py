@@ -126,6 +126,16 @@ def test_details_page_gives_the_summary_metrics() -> None:
 
 
 # -- bad input ---------------------------------------------------------------------------
+def ncu_installed() -> bool:
+    from traceforge.executables import NCU, find
+
+    try:
+        find(NCU)
+    except LookupError:
+        return False
+    return True
+
+
 def _write(tmp: Path, text: str, name: str = "x.csv") -> Path:
     p = tmp / name
     p.write_text(text)
@@ -153,7 +163,7 @@ def test_other_layouts_and_non_counter_files(tmp_path: Path) -> None:
     for text in ("", "a,b\n1,2\n", "\x00\x01garbage"):
         with pytest.raises(TraceFormatError):
             read_counters(_write(tmp_path, text, "bad.csv"))
-    if not ncu.shutil.which("ncu"):
+    if not ncu_installed():
         with pytest.raises(TraceFormatError, match="needs Nsight Compute"):
             read_counters(_write(tmp_path, "x", "r.ncu-rep"))
     code, out, err = cli_main("top-kernels", str(F / "probe.pt.trace.json.gz"),
@@ -260,3 +270,44 @@ def test_nsys_capture_records_shapes_by_default() -> None:
     off = profile_command("nsys", "r.nsys-rep", CaptureOptions(backend="nsys",
                                                                record_shapes=False), ["x"])
     assert SHAPES_FLAG in on and on[-2:] == ["python", "t.py"] and SHAPES_FLAG not in off
+
+
+FAKE_NCU = """#!/bin/sh
+# Stands in for ncu: logs its arguments; a profile writes an empty report, --import prints
+# the H100 probe's raw page.
+echo "$@" >> "$(dirname "$0")/calls.log"
+case "$1" in
+  --version) echo "fake ncu 0.0"; exit 0 ;;
+  --import) cat "%s"; exit 0 ;;
+esac
+out=""
+while [ $# -gt 0 ]; do case "$1" in -o) [ -z "$out" ] && out="$2"; shift 2 ;; *) shift ;; esac
+done
+: > "$out.ncu-rep"
+"""
+
+
+def test_capture_backend_ncu_profiles_the_top_kernels(tmp_path: Path) -> None:
+    import json
+
+    fake = tmp_path / "bin" / "ncu"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_NCU % RAW)
+    fake.chmod(0o755)
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    out = tmp_path / "out"
+    code, _o, err = cli_main("capture", "--backend", "ncu", "--ncu", str(fake), "--top", "2",
+                             "--from", str(F / "probe.pt.trace.json.gz"), "-o", str(out), "--",
+                             "python", str(tmp_path / "train.py"))
+    assert code == 0, err
+    calls = (fake.parent / "calls.log").read_text()
+    assert "--set roofline -k regex:vectorized_elementwise_kernel|" \
+           "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT --launch-count 6" in calls
+    assert "clocks locked to base" in err
+    summary = json.loads((out / "train.sdpa.summary.json").read_text())
+    assert summary["backend"] == "ncu" and summary["ncu"]["csv"] == "train.sdpa.ncu-raw.csv"
+    assert (out / "train.sdpa.ncu-raw.csv").read_text() == RAW.read_text()
+    code, text, err = cli_main("roofline", str(F / "probe.pt.trace.json.gz"), "--measured",
+                               str(out / "train.sdpa.ncu-raw.csv"), "--format", "json")
+    assert code == 0, err
+    assert len(json.loads(text)["measured"]) == 2

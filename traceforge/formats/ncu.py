@@ -6,7 +6,8 @@ launch after a header row of metric names and a row of units (``us``, ``Kbyte``,
 details page has one row per (launch, section, metric) with ``Metric Name``, ``Metric
 Unit`` and ``Metric Value`` columns (and rule rows, which are skipped). A ``.ncu-rep`` is
 read by running ``ncu --import X --csv --page raw`` when ``ncu`` is on PATH (or
-``$TRACEFORGE_NCU``), else NVIDIA's ``ncu_report`` module when importable.
+``$TRACEFORGE_NCU``, or Nsight Compute's install folders), else NVIDIA's ``ncu_report``
+module when importable.
 
 Every value is converted to a base unit (:data:`UNIT_SCALE`): times to ns, sizes to
 bytes, rates to per second, frequencies to Hz; ``%`` and plain counts stay as they are.
@@ -22,14 +23,13 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
+from traceforge.executables import NCU, find
 from traceforge.formats.counter_table import CounterTable, from_long
 
 NAME = "ncu"
@@ -96,7 +96,10 @@ def read(path: str | Path) -> CounterTable:
 
 
 def _from_report(p: Path) -> tuple[str, str]:
-    ncu = os.environ.get("TRACEFORGE_NCU") or shutil.which("ncu")
+    try:
+        ncu: str | None = find(NCU)
+    except LookupError:
+        ncu = None
     if ncu:
         try:
             out = subprocess.run([ncu, "--import", str(p), "--csv", "--page", "raw"],
