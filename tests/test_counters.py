@@ -311,3 +311,23 @@ def test_capture_backend_ncu_profiles_the_top_kernels(tmp_path: Path) -> None:
                                str(out / "train.sdpa.ncu-raw.csv"), "--format", "json")
     assert code == 0, err
     assert len(json.loads(text)["measured"]) == 2
+
+
+def test_report_chart_and_annotate_counters(tmp_path: Path) -> None:
+    import json
+
+    html = tmp_path / "r.html"
+    code, _o, err = cli_main("report", str(F / "probe.pt.trace.json.gz"), "--counters", str(RAW),
+                             "-o", str(html))
+    assert code == 0, err
+    text = html.read_text()
+    assert "Roofline: measured" in text and text.count("<svg") >= 2
+    out = tmp_path / "a.json"
+    code, _o, err = cli_main("annotate", str(F / "probe.pt.trace.json.gz"), "--counters",
+                             str(RAW), "-o", str(out))
+    assert code == 0, err
+    ev = [e for e in json.loads(out.read_text())["traceEvents"]
+          if "ncu_sm_pct" in e.get("args", {})]
+    assert len(ev) == 6
+    gemm = next(e for e in ev if e["name"].startswith("nvjet"))
+    assert gemm["args"]["ncu_flop"] == 2 * N**3

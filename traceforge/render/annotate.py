@@ -19,7 +19,7 @@ from typing import Any
 
 from traceforge.model import Trace
 from traceforge.render.critical_path import chrome_events
-from traceforge.report.annotations import Annotations
+from traceforge.report.annotations import COUNTER_ARGS, Annotations
 
 #: Chrome ``pid`` of the analysis tracks of rank 0 (+ rank for others): far above real pids
 #: and device rows, and inside int32 for the protobuf writer.
@@ -137,6 +137,28 @@ def tag_rates(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
             events[p].setdefault("args", {}).update(args)
 
 
+def tag_counters(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
+    """Add each matched kernel's profiled counters (``ncu_sm_pct``, ``ncu_dram_bytes``,
+    ...) to its event of ``doc`` (rows in trace order, as in :func:`tag_rates`), in place."""
+    c = ann.counters
+    if c.empty:
+        return
+    events = doc.get("traceEvents", [])
+    pos = trace.events.index.get_indexer(c.index)
+    names = trace.events["name"].astype(str).to_numpy()
+    cols = {k: c[k].to_numpy(dtype=float) for k in COUNTER_ARGS if k in c.columns}
+    for i, p in enumerate(pos.tolist()):
+        if p < 0 or p >= len(events) or events[p].get("name") != names[p]:
+            continue
+        args: dict[str, Any] = {}
+        for k, arr in cols.items():
+            v = float(arr[i])
+            if not math.isnan(v):
+                args[f"ncu_{k}"] = int(v) if k in ("launch", "duration_ns", "dram_bytes",
+                                                   "flop") else round(v, 2)
+        events[p].setdefault("args", {}).update(args)
+
+
 def path_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
     """The critical-path tracks and flow arrows, with flow ids above the trace's own."""
     fl = trace.flows
@@ -156,4 +178,5 @@ def annotated_document(trace: Trace, ann: Annotations) -> dict[str, Any]:
     doc = trace_to_chrome(trace, [*annotation_events(trace, ann), *path_events(trace, ann)])
     tag_kernels(doc, ann)
     tag_rates(doc, trace, ann)
+    tag_counters(doc, trace, ann)
     return doc

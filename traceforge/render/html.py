@@ -280,6 +280,11 @@ def _roofline(r: RunAnalysis) -> str:
     if rf.chart.get("points"):
         title = "" if r.ranks == 1 else f"Roofline of rank {rf.chart_rank}: {rf.device}"
         out.append(_chart(roofline_svg, rf.chart, title=title))
+    if rf.measured_chart.get("points"):
+        out.append("<h3>Roofline: measured (hardware counters: DRAM bytes and FLOPs from "
+                   "instruction counts, over the trace's kernel time)</h3>")
+        out.append(_chart(roofline_svg, rf.measured_chart))
+        out.append(_notes(rf.measured_notes))
     out.append(f"<h3>Ops furthest below their bound (time at stake at {rf.target_pct:g}% "
                "of the bound)</h3>" + table(sections.below(r)))
     out.append("<h3>Roofline by operator</h3>" + table(sections.roofline_ops(r),

@@ -17,6 +17,10 @@ from traceforge.analyzers.timeline import timeline
 from traceforge.errors import TraceforgeError
 from traceforge.model import Trace
 
+#: Counter columns of a measured join's ``per_launch`` put on kernel args (as ``ncu_<col>``).
+COUNTER_ARGS = ("launch", "duration_ns", "dram_bytes", "flop", "sm_pct", "dram_pct",
+                "tensor_pct", "occupancy_pct")
+
 
 @dataclass(frozen=True)
 class Annotations:
@@ -45,6 +49,9 @@ class Annotations:
     rates: pd.DataFrame = field(default_factory=pd.DataFrame)
     path: tuple[PathTrack, ...] = ()
     notes: tuple[str, ...] = ()
+    #: ``annotate --counters FILE``: per matched kernel (indexed by event row) its profiled
+    #: launch's counters (:data:`COUNTER_ARGS`' columns).
+    counters: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _indicator(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

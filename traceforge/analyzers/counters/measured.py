@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -124,6 +125,34 @@ def measured_kernels(trace: Trace, launches: pd.DataFrame, *, counter_notes: Seq
     notes.append("durations under ncu are not the run's (clocks locked to base, kernels "
                  "serialized): rates divide measured work by the trace's GPU time")
     return Measured(out, per, j, tuple(notes))
+
+
+def chart_data(m: Measured, device: DevicePeaks | None) -> dict[str, Any]:
+    """What a measured roofline chart plots, in the shape of
+    :func:`traceforge.analyzers.roofline.chart_data`: one point per kernel with measured
+    FLOPs and DRAM bytes (the counters' intensity, rate over the trace's time), the
+    ceilings of the dtypes used."""
+    t = m.table
+    pts = t[(t["measured_gflop"] > 0) & t["intensity"].notna() & (t["intensity"] > 0)] \
+        if len(t) else t
+    dtypes = m.per_launch.groupby("name")["tensor_dtype"].agg(
+        lambda s: next((x for x in s if x), "")) if len(m.per_launch) else pd.Series(dtype=str)
+    points: list[dict[str, Any]] = []
+    for r in pts.to_dict("records"):
+        d = str(dtypes.get(r["full_name"], "")) or "fp32"
+        pcts = [float(r["compute_pct"]), float(r["memory_pct"])]
+        known = [x for x in pcts if not math.isnan(x)]
+        points.append({"label": str(r["kernel"]), "intensity": float(r["intensity"]),
+                       "tflops_per_s": float(r["tflops_per_s"]), "time_us": float(r["gpu_us"]),
+                       "dtype": d, "bound": str(r["limiter"]),
+                       "pct_of_bound": max(known) if known else math.nan})
+    keys = list(dict.fromkeys(str(p["dtype"]) for p in points))
+    ceilings = [{"dtype": d, "peak_tflops": device.peak(d) if device else None,
+                 "hbm_tb_s": device.hbm_tb_s if device else None,
+                 "ridge": device.ridge(d) if device else None,
+                 "measured_tflops": None, "measured_tb_s": None} for d in keys]
+    return {"device": device.name if device else "", "points": points,
+            "ceilings": ceilings, "bytes_only": {"ops": 0, "time_us": 0.0}}
 
 
 def _peak(device: DevicePeaks | None, dtype: str) -> float:
