@@ -331,3 +331,17 @@ def test_report_chart_and_annotate_counters(tmp_path: Path) -> None:
     assert len(ev) == 6
     gemm = next(e for e in ev if e["name"].startswith("nvjet"))
     assert gemm["args"]["ncu_flop"] == 2 * N**3
+
+
+def test_join_with_ncu_name_filter_and_launch_count() -> None:
+    """ncu -k regex:'vectorized_elementwise_kernel|nvjet...' --launch-count 6 (the command
+    capture --backend ncu builds, run on the H100): the fill kernel shares the multiply's
+    function name, so the 6 launches are fill, then GEMM and multiply alternately."""
+    c = read_counters(F / "probe.ncu-filtered-raw.csv")
+    assert len(c.launches) == 6
+    m = measured_kernels(tf.load(F / "probe.pt.trace.json.gz"), c.launches)
+    by = m.join.by_key.set_index("key")
+    assert int(by["matched"].sum()) == 5
+    assert any("5 of 6 profiled launches" in n for n in m.notes)
+    assert any("1 trace launches of 1 kernel name(s) have no profiled launch" in n
+               for n in m.notes)

@@ -105,9 +105,9 @@ def join(trace: Trace, launches: pd.DataFrame, *, skip: int = 0) -> Join:
     if len(lost):
         notes.append(f"not in the trace: {len(lost)} profiled kernel name(s), e.g. "
                      f"{lost['key'].iloc[0][:60]}")
-    unprof = by[(by["profiled"] == 0) & (by["trace_launches"] > 0)]
-    if len(unprof):
-        notes.append(f"{int(unprof['trace_launches'].sum())} trace launches of "
-                     f"{len(unprof)} kernel name(s) were not profiled (launch count, skip or "
-                     "name filter)")
+    left = by[by["trace_launches"] > by["matched"]]
+    if len(left):
+        n = int((left["trace_launches"] - left["matched"]).sum())
+        notes.append(f"{n} trace launches of {len(left)} kernel name(s) have no profiled launch "
+                     "(ncu's launch count, skip or name filter)")
     return Join(pdf, by, tuple(notes))
