@@ -79,6 +79,8 @@ _EXPORTS: dict[str, str] = {
     "roofline": "traceforge.analyzers.roofline",
     "MFUReport": "traceforge.analyzers.mfu",
     "mfu": "traceforge.analyzers.mfu",
+    "read_counters": "traceforge.formats.counter_files",
+    "measured_kernels": "traceforge.analyzers.counters.measured",
 }
 
 __all__ = [
@@ -126,10 +128,12 @@ __all__ = [
     "load_run",
     "load_runs",
     "map_ranks",
+    "measured_kernels",
     "mfu",
     "open_in_perfetto",
     "ops",
     "overlap",
+    "read_counters",
     "report",
     "roofline",
     "scaling",
@@ -147,6 +151,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.activity import gpu_activity
     from traceforge.analyzers.breakdown import breakdown
     from traceforge.analyzers.compare import Comparison, compare
+    from traceforge.analyzers.counters.measured import measured_kernels
     from traceforge.analyzers.critical_path import CriticalPath, critical_path
     from traceforge.analyzers.devices import DevicePeaks, device_peaks, load_peaks
     from traceforge.analyzers.diff import TraceDiff, diff
@@ -179,6 +184,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from traceforge.formats import load
+    from traceforge.formats.counter_files import read_counters
     from traceforge.formats.run import load_run
     from traceforge.model import Device, Trace, TraceMeta
     from traceforge.report.document import Report
