@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 import traceforge as tf
+from traceforge.analyzers.costs.roofline import roofline
 from traceforge.analyzers.counters.join import kernel_key
 from traceforge.analyzers.counters.measured import measured_kernels
 from traceforge.analyzers.critical_path import critical_path
-from traceforge.analyzers.ops import ops
-from traceforge.analyzers.roofline import roofline
+from traceforge.analyzers.timing.ops import ops
 from traceforge.errors import TraceFormatError
 from traceforge.formats import ncu
 from traceforge.formats.counter_files import read_counters

@@ -104,8 +104,8 @@ def with_counters(rep: Report, trace: Trace, path: str) -> Report:
     from the counters in ``path``."""
     from dataclasses import replace
 
+    from traceforge.analyzers.costs.roofline import roofline
     from traceforge.analyzers.counters.measured import chart_data, measured_kernels
-    from traceforge.analyzers.roofline import roofline
     from traceforge.formats.counter_files import read_counters
 
     c = read_counters(path)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from traceforge.analyzers.counters.measured import measured_kernels
-from traceforge.analyzers.kernels import (
+from traceforge.analyzers.timing.kernels import (
     BY,
     TOP_KERNEL_COLUMNS,
     merge_kernel_totals,

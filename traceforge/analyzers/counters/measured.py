@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.costs.devices import DevicePeaks
 from traceforge.analyzers.counters.join import Join, join
-from traceforge.analyzers.devices import DevicePeaks
-from traceforge.analyzers.kernel_names import display_names
+from traceforge.analyzers.names.kernel_names import display_names
 from traceforge.model import Trace
 
 MEASURED_COLUMNS = ("kernel", "full_name", "calls", "matched", "gpu_us", "modelled_gflop",
@@ -129,7 +129,7 @@ def measured_kernels(trace: Trace, launches: pd.DataFrame, *, counter_notes: Seq
 
 def chart_data(m: Measured, device: DevicePeaks | None) -> dict[str, Any]:
     """What a measured roofline chart plots, in the shape of
-    :func:`traceforge.analyzers.roofline.chart_data`: one point per kernel with measured
+    :func:`traceforge.analyzers.costs.roofline.chart_data`: one point per kernel with measured
     FLOPs and DRAM bytes (the counters' intensity, rate over the trace's time), the
     ceilings of the dtypes used."""
     t = m.table
