@@ -345,3 +345,13 @@ def test_join_with_ncu_name_filter_and_launch_count() -> None:
     assert any("5 of 6 profiled launches" in n for n in m.notes)
     assert any("1 trace launches of 1 kernel name(s) have no profiled launch" in n
                for n in m.notes)
+
+
+def test_mfu_on_nsys_shapes_needs_a_dtype() -> None:
+    from traceforge.analyzers.costs.mfu import mfu
+
+    ns = tf.load(F / "model.nsys.sqlite.gz")
+    plain = mfu(ns)
+    assert plain.steps["gflops"].iloc[0] > 1000 and plain.steps["hfu_pct"].isna().all()
+    assert any("--dtype" in n for n in plain.notes)
+    assert (mfu(ns, dtype="bf16").steps["hfu_pct"] > 0).all()
