@@ -355,3 +355,18 @@ def test_mfu_on_nsys_shapes_needs_a_dtype() -> None:
     assert plain.steps["gflops"].iloc[0] > 1000 and plain.steps["hfu_pct"].isna().all()
     assert any("--dtype" in n for n in plain.notes)
     assert (mfu(ns, dtype="bf16").steps["hfu_pct"] > 0).all()
+
+
+def test_ncu_rep_through_ncu_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "ncu"
+    fake.write_text(f'#!/bin/sh\n[ "$1" = --import ] && [ -s "$2" ] && cat "{RAW}" && exit 0\n'
+                    'echo "==ERROR== cannot open report" >&2; exit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("TRACEFORGE_NCU", str(fake))
+    rep = tmp_path / "probe.ncu-rep"
+    rep.write_bytes(b"x")
+    t = read_counters(rep)
+    assert len(t.launches) == 9 and "ncu --import" in t.page
+    rep.write_bytes(b"")
+    with pytest.raises(TraceFormatError, match="cannot open report"):
+        read_counters(rep)
