@@ -11,6 +11,7 @@ transformer's 4 training steps under nsys ``--pytorch=autograd-shapes-nvtx`` and
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 from pathlib import Path
@@ -160,6 +161,11 @@ def test_other_layouts_and_non_counter_files(tmp_path: Path) -> None:
     L = read_counters(p).launches
     assert L["dram_bytes"].iloc[0] == pytest.approx(1.5e6 + 5e5)
     assert math.isnan(L["duration_ns"].iloc[0])
+    for text in ('"ID","Process ID","Kernel Name"\n"0","1","k\x00"\n"1"\n',
+                 "Dispatch_Id,Counter_Name,Counter_Value\n1,\x00,2\n,,\n"):
+        # Hostile bytes: a table of what is known, or one line; never a traceback.
+        with contextlib.suppress(TraceFormatError):
+            read_counters(_write(tmp_path, text, "odd.csv"))
     for text in ("", "a,b\n1,2\n", "\x00\x01garbage"):
         with pytest.raises(TraceFormatError):
             read_counters(_write(tmp_path, text, "bad.csv"))

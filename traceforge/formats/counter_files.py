@@ -64,9 +64,12 @@ def _flops(c: dict[str, float]) -> dict[str, float]:
 def read_rocprof(p: Path) -> CounterTable:
     """A rocprofv3 ``counter_collection.csv`` (see the module docstring)."""
     try:
-        rows = list(csv.DictReader(p.open(encoding="utf-8", errors="replace")))
+        with p.open(encoding="utf-8", errors="replace", newline="") as fh:
+            rows = list(csv.DictReader(fh))
     except OSError as e:
         raise TraceFormatError(p, f"cannot read ({e.strerror or e})") from None
+    except csv.Error as e:
+        raise TraceFormatError(p, f"malformed rocprofv3 CSV ({e})") from None
     order: dict[str, int] = {}
     ident: list[dict[str, str]] = []
     vals: list[dict[str, float]] = []

@@ -151,7 +151,10 @@ def _via_module(p: Path) -> str:  # pragma: no cover - needs Nsight Compute inst
 def parse(text: str, source: str, how: str = "csv") -> CounterTable:
     """Parse the CSV text of a raw or details page export (``source`` names it in notes)."""
     lines = [ln for ln in text.splitlines() if not ln.startswith("==")]  # ==PROF== lines
-    rows = list(csv.reader(lines))
+    try:
+        rows = list(csv.reader(lines))
+    except csv.Error as e:
+        raise TraceFormatError(source, f"malformed ncu CSV ({e})") from None
     rows = [r for r in rows if r]
     if not rows:
         raise TraceFormatError(source, "empty ncu export")
