@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.breakdown import rank_of
-from traceforge.analyzers.collectives import comm_kernels
+from traceforge.analyzers.communication.collectives import comm_kernels
 from traceforge.analyzers.critical_path.edges import GRAPH, LAUNCH, STREAM, WORK, _Edges
 from traceforge.analyzers.critical_path.host import _Chain, _chain, _contract, _host_table
 from traceforge.analyzers.critical_path.streams import _last_on_streams, _stream_table
@@ -36,7 +36,7 @@ class RankGraph:
 
     ``host``/``acts``: the host ranges and activities behind the nodes, with only the
     columns the path is labelled from; ``comm``: its communication kernels for matching
-    collectives (:func:`~traceforge.analyzers.collectives.comm_kernels`); ``windows``: the
+    collectives (:func:`~traceforge.analyzers.communication.collectives.comm_kernels`); ``windows``: the
     selected steps' GPU windows, or the error selecting them raised (raised where the
     one-process analysis raises it)."""
 

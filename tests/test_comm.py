@@ -1,0 +1,158 @@
+"""Collective bandwidth (``comm``): nccl-tests arithmetic on the raw JSON, and bad input."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import traceforge as tf
+from tests.conftest import ev, shared
+from tests.raw_kineto import ns, read
+from traceforge.analyzers.communication.instances import comm_reduce, comm_summary
+from traceforge.analyzers.communication.sizes import bus_factor, kind_of
+from traceforge.model import Device, TraceMeta
+
+# -- the oracle: raw JSON, nccl-tests' formulas written out again ---------------------------
+ELEM = {"Float": 4, "BFloat16": 2, "Half": 2, "Long": 8, "Int": 4, "Double": 8, "Byte": 1}
+FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "_allgather_base": lambda n: (n - 1) / n,
+          "broadcast": lambda n: 1.0}
+WITH_ARGS = ["external/hta/nccl_parser_config/nccl_data.json.gz",
+             "external/tracelens/traces/b200/eager_trace.json.gz",
+             "external/tracelens/traces/mi300/resnet_act_checkpoint.json.gz"]
+
+
+def _raw_collectives(path: Path) -> list[dict[str, Any]]:
+    """Kernels with collective args, by start: bytes (the all-gather's total is its output),
+    the factor, start and end in ns."""
+    out = []
+    for e in read(path)["traceEvents"]:
+        a = e.get("args") or {}
+        if e.get("cat") != "kernel" or "In msg nelems" not in a:
+            continue
+        name = a["Collective name"]
+        nelems = a["Out msg nelems"] if "allgather" in name else a["In msg nelems"]
+        n = int(a["Group size"])
+        out.append({"bytes": int(nelems) * ELEM[a["dtype"]], "factor": FACTOR[name](n),
+                    "ts": ns(e["ts"]), "end": ns(e["ts"]) + ns(e["dur"])})
+    return sorted(out, key=lambda x: x["ts"])
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-3 * abs(b)
+
+
+@pytest.mark.parametrize("rel", WITH_ARGS)
+def test_one_rank_bytes_and_busbw_match_raw_args(rel: str) -> None:
+    path = shared(rel)
+    raw = _raw_collectives(path)
+    r = comm_reduce([comm_summary(tf.load(path))])
+    got = r.instances.dropna(subset=["bytes"]).sort_values("start_ns")
+    assert len(got) == len(raw) > 0
+    for (_, g), x in zip(got.iterrows(), raw, strict=True):
+        assert g["bytes"] == x["bytes"]
+        dur = x["end"] - x["ts"]
+        assert g["basis"] == "kernel" and math.isnan(g["sync_ns"])
+        assert _close(g["busbw_gbps"], x["bytes"] * x["factor"] / dur)
+        assert _close(g["algbw_kernel_gbps"], x["bytes"] / dur)
+
+
+def test_two_ranks_sync_time_and_wait_match_raw_json() -> None:
+    d = shared("h200-ddp")
+    files = sorted(d.glob("ddp_rank*.pt.trace.json.gz"))
+    raws = [_raw_collectives(f) for f in files]
+    r = comm_reduce([comm_summary(tf.load(f)) for f in files])
+    inst = r.instances.sort_values("start_ns").reset_index(drop=True)
+    assert len(inst) == len(raws[0]) == len(raws[1]) == 40
+    for i, (a, b) in enumerate(zip(*raws, strict=True)):
+        g = inst.iloc[i]
+        assert g["bytes"] == a["bytes"] == b["bytes"]
+        sync = max(a["end"], b["end"]) - max(a["ts"], b["ts"])
+        mean = (a["end"] - a["ts"] + b["end"] - b["ts"]) / 2
+        assert _close(g["sync_ns"], sync) and _close(g["kernel_ns"], mean)
+        assert _close(g["busbw_sync_gbps"], a["bytes"] * a["factor"] / sync)
+        assert _close(g["busbw_kernel_gbps"], a["bytes"] * a["factor"] / mean)
+        assert g["busbw_gbps"] == g["busbw_sync_gbps"]
+        assert g["last_rank"] == (0 if a["ts"] > b["ts"] else 1)
+        assert _close(g["wait_ns"] + 1, mean - sync + 1)
+    # The H200's NVLink: 450 GB/s per direction.
+    assert (inst["ceiling_gbps"] == 450).all()
+    # Per rank: the first rank to start waits for the last.
+    m = r.members
+    assert (m.groupby("instance")["wait_ns"].min() == 0).all()
+
+
+def test_issue_example_all_reduce_of_32768000_floats() -> None:
+    # The issue: 32,768,000 float32 in 2.886 ms on rank 0, about 45 GB/s algbw.
+    r = comm_reduce([comm_summary(tf.load(shared("h200-ddp") / "ddp_rank0.pt.trace.json.gz"))])
+    row = r.instances.iloc[0]
+    assert row["bytes"] == 32_768_000 * 4
+    assert row["algbw_kernel_gbps"] == pytest.approx(131_072_000 / 2_885_945, rel=1e-6)
+    assert row["busbw_kernel_gbps"] == row["algbw_kernel_gbps"]  # 2(n-1)/n = 1 for n = 2
+
+
+def test_factors_are_nccl_tests() -> None:
+    assert bus_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert bus_factor("all_gather", 8) == pytest.approx(0.875)
+    assert bus_factor("reduce_scatter", 4) == pytest.approx(0.75)
+    assert bus_factor("all_to_all", 2) == pytest.approx(0.5)
+    assert bus_factor("broadcast", 8) == bus_factor("send_recv", 2) == 1.0
+    assert math.isnan(bus_factor("barrier", 8)) and math.isnan(bus_factor("all_reduce", 0))
+    assert kind_of("_reduce_scatter_base") == "reduce_scatter"
+    assert kind_of("", "ncclDevKernel_AllGather_RING_LL(x)") == "all_gather"
+    assert kind_of("", "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(x)") == "send_recv"
+    assert kind_of("", "ncclDevKernel_Generic(x)") == "unknown"
+    assert kind_of("", "void (anonymous namespace)::multimem_all_reduce_kernel<x>") == "all_reduce"
+    assert kind_of("all_to_all") == "all_to_all" and kind_of("reduce") == "reduce"
+
+
+# -- bad input ------------------------------------------------------------------------------
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+GOOD = {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024,
+        "Group size": 2, "dtype": "Float", "Process Group Name": "0",
+        "Process Group Ranks": "[0, 1]"}
+
+
+def _rank(r: int, kernels: list[tuple[int, int, dict[str, Any]]], base: int = 0) -> tf.Trace:
+    rows = [ev(NCCL, "kernel", ts, dur, stream=9, corr=i + 1)
+            for i, (ts, dur, _) in enumerate(kernels)]
+    meta = TraceMeta(rank=r, base_ns=base, devices=(Device(0, "NVIDIA H100 80GB HBM3",
+                                                           "nvidia", 132, 80 * 2**30),))
+    return tf.Trace.from_events(rows, meta, args=[a for _, _, a in kernels])
+
+
+def test_bad_sizes_are_counted_never_raised() -> None:
+    kernels = [(0, 100, GOOD), (200, 100, {**GOOD, "In msg nelems": "lots", "Out msg nelems": None}),
+               (400, 100, {**GOOD, "dtype": "Quaternion"}), (600, 0, GOOD),
+               (800, 100, {k: v for k, v in GOOD.items() if k != "In msg nelems"
+                           and k != "Out msg nelems"}),
+               (1000, 100, {**GOOD, "Group size": "x", "Process Group Ranks": "oops"})]
+    r = comm_reduce([comm_summary(_rank(0, kernels))])
+    i = r.instances.sort_values("start_ns").reset_index(drop=True)
+    assert i.loc[0, "busbw_gbps"] == pytest.approx(4096 / 100)
+    assert math.isnan(i.loc[1, "bytes"]) and math.isnan(i.loc[2, "bytes"])
+    assert math.isnan(i.loc[3, "busbw_gbps"]) and i.loc[3, "bytes"] == 4096
+    assert math.isnan(i.loc[4, "busbw_gbps"])
+    assert i.loc[5, "group_size"] == -1 and math.isnan(i.loc[5, "busbw_gbps"])
+    text = " ".join(r.notes)
+    assert "unknown dtype (Quaternion)" in text and "zero duration" in text
+    assert "carry no message size" in text
+
+
+def test_group_size_disagreeing_with_matched_ranks_is_noted() -> None:
+    four = {**GOOD, "Group size": 4, "Process Group Ranks": "[0, 1, 2, 3]"}
+    r = comm_reduce([comm_summary(_rank(0, [(0, 100, four)], base=1000)),
+                     comm_summary(_rank(1, [(0, 60, four)], base=1040))])
+    row = r.instances.iloc[0]
+    assert row["n_ranks"] == 2 and row["group_size"] == 4
+    # Sync: last start 1040 to last end 1100 = 60 ns; factor 2*3/4 on 4096 bytes.
+    assert row["sync_ns"] == 60 and row["busbw_gbps"] == pytest.approx(4096 * 1.5 / 60)
+    assert row["wait_ns"] == pytest.approx(80 - 60) and row["last_rank"] == 1
+    assert any("other than their group size" in n for n in r.notes)
+
+
+def test_no_collectives_is_an_empty_answer() -> None:
+    r = comm_reduce([comm_summary(tf.Trace.from_events([ev("gemm", "kernel", 0, 10)]))])
+    assert r.instances.empty and not r.matched
