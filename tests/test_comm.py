@@ -124,7 +124,8 @@ def _rank(r: int, kernels: list[tuple[int, int, dict[str, Any]]], base: int = 0)
 
 
 def test_bad_sizes_are_counted_never_raised() -> None:
-    kernels = [(0, 100, GOOD), (200, 100, {**GOOD, "In msg nelems": "lots", "Out msg nelems": None}),
+    kernels = [(0, 100, GOOD),
+               (200, 100, {**GOOD, "In msg nelems": "lots", "Out msg nelems": None}),
                (400, 100, {**GOOD, "dtype": "Quaternion"}), (600, 0, GOOD),
                (800, 100, {k: v for k, v in GOOD.items() if k != "In msg nelems"
                            and k != "Out msg nelems"}),
@@ -156,3 +157,36 @@ def test_group_size_disagreeing_with_matched_ranks_is_noted() -> None:
 def test_no_collectives_is_an_empty_answer() -> None:
     r = comm_reduce([comm_summary(tf.Trace.from_events([ev("gemm", "kernel", 0, 10)]))])
     assert r.instances.empty and not r.matched
+
+
+# -- the verb and the notebook API -----------------------------------------------------------
+def test_cli_run_and_one_rank(tmp_path: Path) -> None:
+    import json
+
+    from tests.conftest import cli_main
+
+    code, out, _ = cli_main("comm", str(shared("h200-ddp")), "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert sum(r["count"] for r in doc["by_size"]) == 40
+    assert doc["ceilings"]["pg:0"]["gbps"] == 450
+    assert any("waiting for the slowest rank" in f for f in doc["findings"])
+    one = str(shared("h200-ddp") / "ddp_rank0.pt.trace.json.gz")
+    code, out, _ = cli_main("comm", one, "--link-gbps", "100")
+    assert code == 0 and "kernel time only" in out and "--link-gbps 100 GB/s" in out
+    code, _, err = cli_main("comm", one, "--link-gbps", "0")
+    assert code == 2 and "--link-gbps" in err
+
+
+def test_api_matches_engine_and_no_comm_trace() -> None:
+    files = sorted(shared("h200-ddp").glob("ddp_rank*.pt.trace.json.gz"))
+    r = tf.comm([tf.load(f) for f in files])
+    assert int(r.table["count"].sum()) == 40 and r.run.matched
+    empty = tf.comm(tf.Trace.from_events([ev("gemm", "kernel", 0, 10)]))
+    assert empty.table.empty and empty.findings == ()
+
+
+def test_small_messages_finding() -> None:
+    small = {**GOOD, "In msg nelems": 16, "Out msg nelems": 16}
+    r = tf.comm(_rank(0, [(i * 100, 10, small) for i in range(8)]))
+    assert any("latency-bound" in f for f in r.findings)

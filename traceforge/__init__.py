@@ -55,6 +55,8 @@ _EXPORTS: dict[str, str] = {
     "OverlapReport": "traceforge.analyzers.overlap",
     "overlap": "traceforge.analyzers.overlap",
     "breakdown": "traceforge.analyzers.breakdown",
+    "comm": "traceforge.analyzers.communication.table",
+    "CommReport": "traceforge.analyzers.communication.table",
     "LaunchReport": "traceforge.analyzers.launch",
     "gpu_activity": "traceforge.analyzers.activity",
     "launch_overhead": "traceforge.analyzers.launch",
@@ -83,6 +85,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "AnalysisError",
+    "CommReport",
     "CaptureError",
     "Comparison",
     "CriticalPath",
@@ -107,6 +110,7 @@ __all__ = [
     "breakdown",
     "capture",
     "classify",
+    "comm",
     "compare",
     "critical_path",
     "device_peaks",
@@ -146,6 +150,7 @@ if TYPE_CHECKING:
     from traceforge import report as report
     from traceforge.analyzers.activity import gpu_activity
     from traceforge.analyzers.breakdown import breakdown
+    from traceforge.analyzers.communication.table import CommReport, comm
     from traceforge.analyzers.compare import Comparison, compare
     from traceforge.analyzers.critical_path import CriticalPath, critical_path
     from traceforge.analyzers.devices import DevicePeaks, device_peaks, load_peaks

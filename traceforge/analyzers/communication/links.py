@@ -21,9 +21,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from traceforge.analyzers.devices import match_device
+from traceforge.analyzers.devices import load_peaks, match_device
+from traceforge.errors import TraceFormatError
 from traceforge.model import Device
 
 
@@ -95,3 +97,20 @@ def group_ceiling(dev: Device | None, ranks: Sequence[int], local_gpus: int, *,
         return link, ("group ranks not in the trace: topology unknown, groups taken to "
                       f"be inside one node ({link.link})")
     return link, ""
+
+
+#: The key ``traceforge calibrate --comm`` writes into a peaks file.
+PEAKS_KEY = "allreduce_busbw_gb_s"
+
+
+def measured_busbw(path: str | None) -> float | None:
+    """The all-reduce busbw (GB/s) a peaks file holds (``calibrate --comm``), or None."""
+    if not path:
+        return None
+    load_peaks(path)  # one-line errors for a missing or malformed file
+    v = json.loads(Path(path).read_text("utf-8")).get(PEAKS_KEY)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise TraceFormatError(path, f"{PEAKS_KEY} = {v!r} is not a positive number")
+    return float(v)

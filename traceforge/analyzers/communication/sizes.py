@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 #: Bytes per element of the dtype names Kineto writes (c10 ScalarType names), NCCL's and
 #: RCCL's own type names (kernel names, NVTX payloads) and numpy-style names.
@@ -55,7 +56,7 @@ _KIND_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 #: nccl-tests' bus-bandwidth factor of each kind as a function of the group size.
-_FACTORS = {
+_FACTORS: dict[str, Callable[[int], float]] = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,
     "reduce_scatter": lambda n: (n - 1) / n,

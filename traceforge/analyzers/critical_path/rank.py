@@ -36,9 +36,9 @@ class RankGraph:
 
     ``host``/``acts``: the host ranges and activities behind the nodes, with only the
     columns the path is labelled from; ``comm``: its communication kernels for matching
-    collectives (:func:`~traceforge.analyzers.communication.collectives.comm_kernels`); ``windows``: the
-    selected steps' GPU windows, or the error selecting them raised (raised where the
-    one-process analysis raises it)."""
+    collectives (:func:`~traceforge.analyzers.communication.collectives.comm_kernels`);
+    ``windows``: the selected steps' GPU windows, or the error selecting them raised
+    (raised where the one-process analysis raises it)."""
 
     rank: int
     path: str
