@@ -85,8 +85,8 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "AnalysisError",
-    "CommReport",
     "CaptureError",
+    "CommReport",
     "Comparison",
     "CriticalPath",
     "Device",
