@@ -190,3 +190,30 @@ def test_small_messages_finding() -> None:
     small = {**GOOD, "In msg nelems": 16, "Out msg nelems": 16}
     r = tf.comm(_rank(0, [(i * 100, 10, small) for i in range(8)]))
     assert any("latency-bound" in f for f in r.findings)
+
+
+# -- calibrate --comm: the plumbing on CPU (gloo); GPUs measure the same way with NCCL -------
+def test_calibrate_comm_gloo_writes_the_peaks_file(tmp_path: Path) -> None:
+    import json
+
+    from tests.conftest import cli_main
+
+    pytest.importorskip("torch.distributed")
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps({"schema": "traceforge-peaks/1", "device": "x",
+                                 "matmul_tflops": {"bf16": 900.0}}))
+    code, out, err = cli_main("calibrate", "--comm", "--backend", "gloo", "--ranks", "2",
+                              "--iters", "2", "-o", str(peaks))
+    assert code == 0, err
+    doc = json.loads(peaks.read_text())
+    assert doc["matmul_tflops"] == {"bf16": 900.0}  # kept
+    assert doc["allreduce_busbw_gb_s"] > 0 and len(doc["allreduce"]) == 3
+    row = doc["allreduce"][-1]
+    assert row["busbw_gb_s"] == pytest.approx(row["bytes"] / row["ms"] / 1e6 * 1.0)
+    # comm --peaks takes it as the ceiling.
+    code, out, _ = cli_main("comm", str(shared("h200-ddp")), "--peaks", str(peaks))
+    assert code == 0 and "measured all-reduce busbw" in out
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    code, _, err = cli_main("calibrate", "--comm", "--backend", "gloo", "-o", str(bad))
+    assert code == 2 and "not overwritten" in err and bad.read_text() == "{"
