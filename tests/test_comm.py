@@ -217,3 +217,34 @@ def test_calibrate_comm_gloo_writes_the_peaks_file(tmp_path: Path) -> None:
     bad.write_text("{")
     code, _, err = cli_main("calibrate", "--comm", "--backend", "gloo", "-o", str(bad))
     assert code == 2 and "not overwritten" in err and bad.read_text() == "{"
+
+
+# -- everywhere else: report, annotate ------------------------------------------------------
+def test_annotate_puts_busbw_on_every_collective_kernel(tmp_path: Path) -> None:
+    import json
+
+    from tests.conftest import cli_main
+
+    src = shared("h200-ddp") / "ddp_rank0.pt.trace.json.gz"
+    out = tmp_path / "a.json"
+    assert cli_main("annotate", str(src), "-o", str(out))[0] == 0
+    raw = _raw_collectives(src)
+    got = [e for e in json.loads(out.read_text())["traceEvents"]
+           if e.get("cat") == "kernel" and "busbw_gbps" in e.get("args", {})]
+    assert len(got) == len(raw) == 40
+    got.sort(key=lambda e: float(e["ts"]))
+    for e, x in zip(got, raw, strict=True):
+        assert e["args"]["msg_bytes"] == x["bytes"]
+        want = x["bytes"] * x["factor"] / (x["end"] - x["ts"])
+        assert abs(e["args"]["busbw_gbps"] - want) <= 1e-3 * want + 1e-3
+        assert abs(e["args"]["pct_of_ceiling"] - 100 * want / 450) < 0.01
+
+
+def test_report_has_the_communication_section(tmp_path: Path) -> None:
+    from tests.conftest import cli_main
+
+    out = tmp_path / "r.md"
+    assert cli_main("report", str(shared("h200-ddp")), "-o", str(out))[0] == 0
+    text = out.read_text()
+    assert "Collective bandwidth by kind and message size" in text
+    assert "NVLink 4" in text

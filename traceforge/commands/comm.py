@@ -7,7 +7,7 @@ import click
 
 from traceforge.analyzers.communication.instances import comm_summary
 from traceforge.analyzers.communication.links import measured_busbw
-from traceforge.analyzers.communication.table import CommReport, comm_report
+from traceforge.analyzers.communication.table import CommReport, ceiling_line, comm_report
 from traceforge.analyzers.rank_summaries import TIMELINE_KINDS
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import format_option, traces_argument
@@ -59,15 +59,6 @@ def command(traces: tuple[str, ...], link_gbps: float | None, peaks_path: str | 
     r = comm_report([x.value for x in ranks], link_gbps=link, measured_gbps=measured,
                     top=top)
     emit_tables(tables(r), fmt, table=table, out_dir=out_dir, doc=document(r))
-
-
-def ceiling_line(r: CommReport) -> str:
-    """One line naming the ceilings the % columns are against."""
-    cs = {(c.link, c.gbps, c.source) for c in r.run.ceilings.values()}
-    if not cs:
-        return "Ceiling: none (see the notes)"
-    return "Ceiling: " + "; ".join(f"{link} {g:g} GB/s per direction ({s})"
-                                   for link, g, s in sorted(cs))
 
 
 def tables(r: CommReport) -> list[Table]:

@@ -51,8 +51,9 @@ INSTANCE_COLUMNS = (
     "busbw_kernel_gbps", "algbw_sync_gbps", "busbw_sync_gbps", "basis", "busbw_gbps",
     "ceiling_gbps", "ceiling_pct", "last_rank", "name",
 )
-#: Columns of :attr:`CommRun.members`: one row per rank's kernel of an instance.
-MEMBER_COLUMNS = ("instance", "rank", "start_ns", "kernel_ns", "busbw_kernel_gbps",
+#: Columns of :attr:`CommRun.members`: one row per rank's kernel of an instance (``row``:
+#: the kernel's event row in that rank's trace).
+MEMBER_COLUMNS = ("instance", "rank", "row", "start_ns", "kernel_ns", "busbw_kernel_gbps",
                   "wait_ns")
 
 _ARG_KEYS = ("Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype",
@@ -132,6 +133,7 @@ def comm_summary(trace: Trace) -> CommRank:
     if device is None and trace.meta.devices:
         device = trace.meta.devices[0]
     out = k.assign(
+        row=a["row"].to_numpy(),
         start_ns=a["ts"].to_numpy() + trace.meta.base_ns,
         dur=(a["end"] - a["ts"]).to_numpy(),
         name=a["name"].astype(str).to_numpy(),

@@ -185,6 +185,15 @@ def _findings(inst: pd.DataFrame, table: pd.DataFrame, run: CommRun) -> list[str
     return out
 
 
+def ceiling_line(r: CommReport) -> str:
+    """One line naming the ceilings the % columns are against."""
+    cs = {(c.link, c.gbps, c.source) for c in r.run.ceilings.values()}
+    if not cs:
+        return "Ceiling: none (see the notes)"
+    return "Ceiling: " + "; ".join(f"{link} {g:g} GB/s per direction ({s})"
+                                   for link, g, s in sorted(cs))
+
+
 def comm(traces: Trace | Sequence[Trace], *, link_gbps: float | None = None,
          measured_gbps: float | None = None, top: int = 10) -> CommReport:
     """Bandwidth of every collective of one rank's trace or of a run's rank traces
