@@ -248,3 +248,29 @@ def test_report_has_the_communication_section(tmp_path: Path) -> None:
     text = out.read_text()
     assert "Collective bandwidth by kind and message size" in text
     assert "NVLink 4" in text
+
+
+def test_scaling_splits_communication_into_bandwidth_and_wait() -> None:
+    from dataclasses import replace
+
+    from traceforge.analyzers.runs import TraceRun
+
+    files = sorted(shared("h200-ddp").glob("ddp_rank*.pt.trace.json.gz"))
+    ranks = tf.load_run([str(p) for p in files])
+    t0 = ranks[0]
+    single = replace(t0, events=t0.events[~t0.events["name"].astype(str).str.startswith(
+        "ncclDevKernel")], meta=replace(t0.meta, world_size=1))
+    r = tf.scaling([TraceRun("n1", (single,)), TraceRun("n2", tuple(ranks))])
+    row = r.comm.set_index("gpus").loc[2]
+    raws = [_raw_collectives(f) for f in files]
+    moved = sum(a["bytes"] * a["factor"] for a in raws[0])
+    sync = sum(max(a["end"], b["end"]) - max(a["ts"], b["ts"]) for a, b in zip(*raws,
+                                                                              strict=True))
+    assert _close(row["busbw_gbps"], moved / sync) and row["ceiling_gbps"] == 450
+    per = r.ranks[r.ranks["gpus"] == 2]
+    exposed = per["exposed_comm_ns"].mean() / 1e6
+    assert _close(row["exposed_comm_ms"], exposed)
+    assert _close(row["wait_ms"], per["straggler_wait_ns"].mean() / 1e6)
+    assert _close(row["bandwidth_ms"], exposed * (1 - moved / sync / 450))
+    assert row["bandwidth_ms"] + row["at_link_ms"] == pytest.approx(exposed)
+    assert r.comm.set_index("gpus").loc[1, "collectives"] == 0
