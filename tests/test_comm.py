@@ -274,3 +274,18 @@ def test_scaling_splits_communication_into_bandwidth_and_wait() -> None:
     assert _close(row["bandwidth_ms"], exposed * (1 - moved / sync / 450))
     assert row["bandwidth_ms"] + row["at_link_ms"] == pytest.approx(exposed)
     assert r.comm.set_index("gpus").loc[1, "collectives"] == 0
+
+
+def test_compare_and_diff_line_up_nccl_and_rccl() -> None:
+    nv = [tf.load(f) for f in sorted(shared("h200-ddp").glob("ddp_rank*.pt.trace.json.gz"))]
+    amd = tf.load(shared("external/tracelens/traces/mi300/resnet_act_checkpoint.json.gz"))
+    c = tf.compare([tf.TraceRun("h200", tuple(nv)), tf.TraceRun("mi300x", (amd,))])
+    ar = c.comm[c.comm["kind"] == "all_reduce"].set_index("run")
+    assert ar.loc["h200", "library"] == "NCCL" and ar.loc["mi300x", "library"] == "RCCL"
+    direct = tf.comm(nv).run.instances
+    moved = (direct["busbw_gbps"] * direct["sync_ns"]).sum()
+    assert _close(ar.loc["h200", "busbw_gbps"], moved / direct["sync_ns"].sum())
+    d = tf.diff(nv[0], amd).comm.set_index("kind")
+    assert d.loc["all_reduce", "a_collectives"] == 40
+    assert _close(d.loc["all_reduce", "busbw_ratio"],
+                  d.loc["all_reduce", "b_busbw_gbps"] / d.loc["all_reduce", "a_busbw_gbps"])
