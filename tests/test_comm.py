@@ -289,3 +289,24 @@ def test_compare_and_diff_line_up_nccl_and_rccl() -> None:
     assert d.loc["all_reduce", "a_collectives"] == 40
     assert _close(d.loc["all_reduce", "busbw_ratio"],
                   d.loc["all_reduce", "b_busbw_gbps"] / d.loc["all_reduce", "a_busbw_gbps"])
+
+
+# -- formats without kernel args: the enclosing NCCL NVTX range / RCCL API call -------------
+def test_sizes_from_the_enclosing_nccl_call() -> None:
+    generic = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"
+    rows = [ev("ncclAllReduce", "user_annotation", 0, 50, pid=1, tid=5),
+            ev("cudaLaunchKernel", "runtime", 10, 5, pid=1, tid=5, corr=1),
+            ev(generic, "kernel", 100, 200, stream=9, corr=1),
+            ev("ncclAllGather", "other", 400, 50, pid=1, tid=5),
+            ev("cudaLaunchKernel", "runtime", 410, 5, pid=1, tid=5, corr=2),
+            ev(generic, "kernel", 500, 100, stream=9, corr=2),
+            ev("cudaLaunchKernel", "runtime", 700, 5, pid=1, tid=5, corr=3),
+            ev(generic, "kernel", 800, 100, stream=9, corr=3)]
+    args = [{"count": 1000, "datatype": "ncclFloat32"}, {}, {},
+            {"count": 10, "datatype": "ncclBfloat16", "nranks": 4}, {}, {}, {}, {}]
+    t = tf.Trace.from_events(rows, TraceMeta(rank=0), args=args)
+    i = tf.comm(t).run.instances.sort_values("start_ns").reset_index(drop=True)
+    assert list(i["kind"]) == ["all_reduce", "all_gather", "unknown"]
+    assert i.loc[0, "bytes"] == 4000 and i.loc[1, "bytes"] == 10 * 4 * 2
+    assert i.loc[1, "busbw_gbps"] == pytest.approx(80 * 0.75 / 100)
+    assert math.isnan(i.loc[2, "bytes"])

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.communication.collectives import comm_kernels, match
+from traceforge.analyzers.communication.host_calls import enclosing_calls, sizes_of_calls
 from traceforge.analyzers.communication.links import Ceiling, group_ceiling
 from traceforge.analyzers.communication.sizes import (
     bus_factor,
@@ -127,6 +128,12 @@ def comm_summary(trace: Trace) -> CommRank:
     it = iter(oargs)
     args = [{**(next(it) if h else {}), **{x: y for x, y in ka.items() if x in _ARG_KEYS}}
             for ka, h in zip(kargs, has_op, strict=True)]
+    bare = np.array([not ("In msg nelems" in x or "Collective name" in x) for x in args],
+                    dtype=bool)
+    if bare.any():  # nsys NVTX ranges, RCCL API calls: the launch's enclosing call
+        calls = sizes_of_calls(trace, enclosing_calls(trace, a.iloc[np.flatnonzero(bare)]))
+        for i, c in zip(np.flatnonzero(bare).tolist(), calls, strict=True):
+            args[i] = {**c, **args[i]}
     devs = {d.id: d for d in trace.meta.devices}
     dev_ids = a["device"].to_numpy() if len(a) else np.array([], dtype=np.int64)
     device = devs.get(int(dev_ids[0])) if len(dev_ids) else None
@@ -198,6 +205,8 @@ def comm_reduce(parts: Sequence[CommRank], *, link_gbps: float | None = None,
     })
     out, more = _sized(inst_df)
     notes.extend(more)
+    if out["bytes"].isna().any():
+        notes.extend(_where_sizes_are({p.format for p in parts if len(p.kernels)}))
     ceilings, cnotes = _ceilings(out, parts, link_gbps, measured_gbps)
     notes.extend(cnotes)
     gb = np.array([ceilings[x].gbps if x in ceilings else math.nan for x in out["group"]])
@@ -214,6 +223,20 @@ def comm_reduce(parts: Sequence[CommRank], *, link_gbps: float | None = None,
     return CommRun(cast("pd.DataFrame", out[list(INSTANCE_COLUMNS)].reset_index(drop=True)),
                    cast("pd.DataFrame", members[list(MEMBER_COLUMNS)].reset_index(drop=True)),
                    len(parts), bool(len(m.members)), ceilings, tuple(notes))
+
+
+def _where_sizes_are(formats: set[str]) -> list[str]:
+    """Per trace format, where the sizes of unsized collectives could come from."""
+    out = []
+    if any(f.startswith("nsys") for f in formats):
+        out.append("nsys: sizes come from NCCL's NVTX ranges (ncclAllReduce ...) around the "
+                   "launch, with their payload; these kernels have none (NCCL_NVTX_DISABLE, "
+                   "or an NCCL without NVTX payloads): kind from the kernel name only")
+    if any(f.startswith(("rocprof", "rocpd")) for f in formats):
+        out.append("rocprof: sizes come from RCCL's API calls (rocprofv3 --rccl-trace) around "
+                   "the launch; none enclose these kernels: kind from the kernel name only "
+                   "(RCCL's ncclDevKernel_Generic names none)")
+    return out
 
 
 def _sized(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

@@ -34,7 +34,7 @@ DTYPE_BYTES: dict[str, int] = {
     "i64": 8, "u64": 8, "uint64": 8, "short": 2, "int16": 2, "uint16": 2,
     "char": 1, "int8": 1, "i8": 1, "byte": 1, "uint8": 1, "u8": 1, "bool": 1,
     "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
-    "f8e4m3": 1, "f8e5m2": 1, "fp8": 1,
+    "f8e4m3": 1, "f8e5m2": 1, "fp8": 1, "fp8e4m3": 1, "fp8e5m2": 1,
     "complexfloat": 8, "complexdouble": 16, "complexhalf": 4,
 }
 
@@ -94,7 +94,8 @@ def _kernel_part(kernel: str) -> str:
 
 def dtype_bytes(dtype: str) -> int | None:
     """Bytes per element of a dtype name, or None when it is not one traceforge knows."""
-    return DTYPE_BYTES.get(dtype.strip().lower().replace("torch.", "").replace(" ", ""))
+    d = dtype.strip().lower().replace("torch.", "").replace(" ", "")
+    return DTYPE_BYTES.get(d.removeprefix("nccl").removeprefix("rccl"))
 
 
 def message_bytes(kind: str, in_nelems: float, out_nelems: float, elem: int) -> float:
