@@ -22,12 +22,20 @@ COLORS = {"all_reduce": "#1f77b4", "all_gather": "#ff7f0e", "reduce_scatter": "#
           "send_recv": "#e377c2"}
 
 
+def _binary(v: float) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if v >= 2**shift:
+            return f"{v / 2**shift:g} {unit}"
+    return f"{v:g} B"
+
+
 def busbw_svg(points: pd.DataFrame, ceiling_gbps: float | None, ceiling_label: str = "",
               *, width_in: float = 7.5, height_in: float = 3.6) -> str:
     """Log-log scatter of busbw (GB/s) against message size (bytes), one colour per kind,
     with the ceiling as a dashed line."""
     try:
         import matplotlib
+        import matplotlib.ticker
     except ImportError:
         raise UsageError("charts need matplotlib: pip install 'traceforge[charts]'") from None
     from matplotlib.figure import Figure
@@ -45,6 +53,8 @@ def busbw_svg(points: pd.DataFrame, ceiling_gbps: float | None, ceiling_label: s
             ax.axhline(ceiling_gbps, color="#444444", linestyle="--", linewidth=1,
                        label=f"ceiling {ceiling_gbps:g} GB/s {ceiling_label}".rstrip())
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+            lambda v, _pos: _binary(v)))
         ax.set_yscale("log")
         ax.set_xlabel("message size (bytes, nccl-tests' S)")
         ax.set_ylabel("bus bandwidth (GB/s)")

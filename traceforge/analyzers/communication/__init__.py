@@ -1,14 +1,22 @@
 """Communication: which kernels of a run's ranks are one collective, and how fast each ran.
 
-Owns the matching of collectives across ranks (:mod:`.collectives`), the message size
-of each collective and nccl-tests' bandwidth conventions (:mod:`.sizes`: the size ``S``
-of each kind, ``algbw = S / t``, ``busbw = algbw x factor``), the link ceilings a
-collective is held against (:mod:`.links`, figures in ``traceforge/data/links.json``),
-the per-instance table of a run (:mod:`.instances`: one rank's summary and the driver's
-reduce, so the engine can run the summaries where the files are), and the ``comm``
-tables (:mod:`.table`: kind x message size, slowest instances, histogram, findings).
+Owns:
 
-May import: :mod:`traceforge.model`, :mod:`traceforge.errors`, and the analyzers it
-builds on (the timeline, device peaks). Nothing above analyzers imports it except
-through these modules' public names.
+* :mod:`.collectives`: matching collectives across ranks (the k-th kernel of a group);
+* :mod:`.sizes`: collective kinds, dtype sizes, nccl-tests' size ``S`` and busbw factor;
+* :mod:`.host_calls`: sizes from the enclosing NCCL NVTX range / RCCL API call (nsys,
+  rocprof) where kernels carry none;
+* :mod:`.links`: link ceilings (figures and sources in ``traceforge/data/links.json``),
+  ``--link-gbps``, the measured all-reduce busbw of a peaks file;
+* :mod:`.instances`: every collective of a run, per rank summary (for the engine) and the
+  driver's reduce: bytes, kernel and synchronized time, algbw/busbw, wait per rank;
+* :mod:`.table`: the ``comm`` answer (kind x log2 size, slowest, histogram, findings) and
+  ``tf.comm``;
+* :mod:`.losses`: scaling's communication split into bandwidth and wait;
+* :mod:`.runs`: busbw per kind across runs, for ``compare`` and ``diff``.
+
+May import: :mod:`traceforge.model`, :mod:`traceforge.errors`, and other analyzers
+(the timeline, device peaks). Analyzers that use it (scaling, compare, diff, the
+critical path's matching) import these modules' public names; nothing here imports
+them back.
 """
