@@ -310,3 +310,20 @@ def test_sizes_from_the_enclosing_nccl_call() -> None:
     assert i.loc[0, "bytes"] == 4000 and i.loc[1, "bytes"] == 10 * 4 * 2
     assert i.loc[1, "busbw_gbps"] == pytest.approx(80 * 0.75 / 100)
     assert math.isnan(i.loc[2, "bytes"])
+
+
+def test_report_finding_on_large_collectives_below_the_link() -> None:
+    from traceforge.report.findings import findings
+    from traceforge.report.run import analyze
+
+    files = sorted(shared("h200-ddp").glob("ddp_rank*.pt.trace.json.gz"))
+    ranks = [tf.load(f) for f in files]
+    # At 450 GB/s the 128 MiB all-reduces run at 58%: no finding; against 1000 GB/s, one.
+    assert not any(f.rule == "comm_below_link" for f in findings(analyze(ranks)))
+    r = analyze(ranks)
+    slow = r.comm.assign(ceiling_gbps=1000.0,
+                         ceiling_pct=100 * r.comm["busbw_median_gbps"] / 1000.0)
+    from dataclasses import replace
+
+    got = [f for f in findings(replace(r, comm=slow)) if f.rule == "comm_below_link"]
+    assert len(got) == 1 and "128 MiB+" in got[0].evidence
