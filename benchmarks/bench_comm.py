@@ -43,7 +43,7 @@ def _case(spec: dict[str, Any]) -> dict[str, Any]:
     import traceforge as tf
     from traceforge.analyzers.communication.instances import comm_summary
     from traceforge.analyzers.communication.table import comm_report
-    from traceforge.analyzers.rank_summaries import TIMELINE_KINDS
+    from traceforge.analyzers.runs.rank_summaries import TIMELINE_KINDS
 
     files = [Path(f) for f in spec["files"]]
     base = _rss_mib()

@@ -253,7 +253,7 @@ def test_report_has_the_communication_section(tmp_path: Path) -> None:
 def test_scaling_splits_communication_into_bandwidth_and_wait() -> None:
     from dataclasses import replace
 
-    from traceforge.analyzers.runs import TraceRun
+    from traceforge.analyzers.runs.inputs import TraceRun
 
     files = sorted(shared("h200-ddp").glob("ddp_rank*.pt.trace.json.gz"))
     ranks = tf.load_run([str(p) for p in files])
@@ -314,7 +314,7 @@ def test_sizes_from_the_enclosing_nccl_call() -> None:
 
 def test_report_finding_on_large_collectives_below_the_link() -> None:
     from traceforge.report.findings import findings
-    from traceforge.report.run import analyze
+    from traceforge.report.analysis import analyze
 
     files = sorted(shared("h200-ddp").glob("ddp_rank*.pt.trace.json.gz"))
     ranks = [tf.load(f) for f in files]

@@ -8,7 +8,7 @@ import click
 from traceforge.analyzers.communication.instances import comm_summary
 from traceforge.analyzers.communication.links import measured_busbw
 from traceforge.analyzers.communication.table import CommReport, ceiling_line, comm_report
-from traceforge.analyzers.rank_summaries import TIMELINE_KINDS
+from traceforge.analyzers.runs.rank_summaries import TIMELINE_KINDS
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import format_option, traces_argument
 from traceforge.commands.tables import Table, emit_tables, table_options

@@ -42,7 +42,7 @@ from traceforge.analyzers.communication.sizes import (
     kind_of,
     message_bytes,
 )
-from traceforge.analyzers.timeline import timeline
+from traceforge.analyzers.timeline.core import timeline
 from traceforge.model import Device, Trace
 
 #: Columns of :attr:`CommRun.instances`.

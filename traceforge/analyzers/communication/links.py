@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from traceforge.analyzers.devices import load_peaks, match_device
+from traceforge.analyzers.costs.devices import load_peaks, match_device
 from traceforge.errors import TraceFormatError
 from traceforge.model import Device
 

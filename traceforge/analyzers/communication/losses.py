@@ -1,7 +1,7 @@
 """Communication's share of a scaling loss, split into bandwidth and wait.
 
 ``scaling`` partitions each rank's step into compute, exposed communication, straggler
-wait and the rest (:mod:`traceforge.analyzers.scaling`). This module splits the exposed
+wait and the rest (:mod:`traceforge.analyzers.runs.scaling`). This module splits the exposed
 communication (wait already taken out) further by how fast the collectives ran: with
 ``B`` the run's bus bandwidth on synchronized time (sum of bytes x nccl-tests factor over
 the sum of synchronized times, over the collectives with a size) and ``C`` the link
