@@ -313,8 +313,8 @@ def test_sizes_from_the_enclosing_nccl_call() -> None:
 
 
 def test_report_finding_on_large_collectives_below_the_link() -> None:
-    from traceforge.report.findings import findings
     from traceforge.report.analysis import analyze
+    from traceforge.report.findings import findings
 
     files = sorted(shared("h200-ddp").glob("ddp_rank*.pt.trace.json.gz"))
     ranks = [tf.load(f) for f in files]
@@ -327,3 +327,17 @@ def test_report_finding_on_large_collectives_below_the_link() -> None:
 
     got = [f for f in findings(replace(r, comm=slow)) if f.rule == "comm_below_link"]
     assert len(got) == 1 and "128 MiB+" in got[0].evidence
+
+
+def test_cli_bad_input_is_one_line(tmp_path: Path) -> None:
+    from tests.conftest import cli_main
+
+    bad = tmp_path / "x.pt.trace.json"
+    bad.write_text('{"traceEvents": [')
+    code, out, err = cli_main("comm", str(bad))
+    assert code == 2 and "Traceback" not in err and str(bad.name) in err
+    peaks = tmp_path / "p.json"
+    peaks.write_text('{"schema": "traceforge-peaks/1", "matmul_tflops": {}, '
+                     '"allreduce_busbw_gb_s": "fast"}')
+    code, _, err = cli_main("comm", str(shared("h200-ddp")), "--peaks", str(peaks))
+    assert code == 2 and "allreduce_busbw_gb_s" in err

@@ -148,10 +148,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from traceforge import report as report
+    from traceforge.analyzers.communication.table import CommReport, comm
     from traceforge.analyzers.costs.devices import DevicePeaks, device_peaks, load_peaks
     from traceforge.analyzers.costs.mfu import MFUReport, mfu
     from traceforge.analyzers.costs.roofline import RooflineReport, roofline
-    from traceforge.analyzers.communication.table import CommReport, comm
     from traceforge.analyzers.critical_path import CriticalPath, critical_path
     from traceforge.analyzers.names.kernel_names import classify, display_names, short_name
     from traceforge.analyzers.runs.compare import Comparison, compare

@@ -19,6 +19,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.communication.table import CommReport, ceiling_line, comm
 from traceforge.analyzers.names.kernel_names import classify
 from traceforge.analyzers.runs.inputs import TraceRun
 from traceforge.analyzers.runs.scaling import ScalingReport, scaling
@@ -32,7 +33,6 @@ from traceforge.analyzers.timing.ops import ops
 from traceforge.analyzers.timing.overlap import overlap
 from traceforge.analyzers.timing.stalls import host_copies, sync_calls
 from traceforge.analyzers.timing.summary import summary
-from traceforge.analyzers.communication.table import CommReport, ceiling_line, comm
 from traceforge.errors import TraceforgeError
 from traceforge.forks import Child, ForkError, can_fork, cores
 from traceforge.model import Tables, Trace

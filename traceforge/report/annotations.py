@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.costs.roofline import kernel_rates, roofline
 from traceforge.analyzers.communication.table import comm
+from traceforge.analyzers.costs.roofline import kernel_rates, roofline
 from traceforge.analyzers.critical_path import PathTrack, critical_path, path_tracks
 from traceforge.analyzers.names.kernel_names import classify
 from traceforge.analyzers.timeline import intervals as iv

@@ -16,13 +16,13 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.communication.collectives import comm_kernels
 from traceforge.analyzers.critical_path.edges import GRAPH, LAUNCH, STREAM, WORK, Edges
 from traceforge.analyzers.critical_path.host import Chain, contract, host_chain, host_table
 from traceforge.analyzers.critical_path.streams import last_on_streams, stream_table
 from traceforge.analyzers.critical_path.sync import bind, event_candidates, sync_edges
 from traceforge.analyzers.timeline.core import timeline
 from traceforge.analyzers.timing.breakdown import rank_of
-from traceforge.analyzers.communication.collectives import comm_kernels
 from traceforge.errors import AnalysisError
 from traceforge.model import Trace
 

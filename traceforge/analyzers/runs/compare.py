@@ -24,9 +24,9 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.communication.runs import comm_by_run
 from traceforge.analyzers.runs.inputs import RunInput, TraceRun, as_runs
 from traceforge.analyzers.runs.vendor import (
-from traceforge.analyzers.communication.runs import comm_by_run
     HEADLINE_CLASSES,
     NEUTRAL_CLASSES,
     neutral_columns,

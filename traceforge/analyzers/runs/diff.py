@@ -26,10 +26,10 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.communication.runs import comm_diff
 from traceforge.analyzers.names.kernel_names import classify, fused_ops
 from traceforge.analyzers.runs.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
 from traceforge.analyzers.timeline.core import Timeline, busy_table, step_time_ns, timeline
-from traceforge.analyzers.communication.runs import comm_diff
 from traceforge.model import Tables, Trace
 
 #: Columns of :attr:`TraceDiff.summary`.

@@ -57,12 +57,12 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.communication.instances import CommRank, comm_summary
+from traceforge.analyzers.communication.losses import comm_losses
 from traceforge.analyzers.runs.inputs import Fact, RunInput, as_runs, numeric_fact
 from traceforge.analyzers.timeline import intervals as iv
 from traceforge.analyzers.timeline.core import step_time_ns, timeline
 from traceforge.analyzers.timing.breakdown import breakdown, rank_of
-from traceforge.analyzers.communication.instances import CommRank, comm_summary
-from traceforge.analyzers.communication.losses import comm_losses
 from traceforge.errors import AnalysisError
 from traceforge.model import Tables, Trace
 
