@@ -341,3 +341,19 @@ def test_cli_bad_input_is_one_line(tmp_path: Path) -> None:
                      '"allreduce_busbw_gb_s": "fast"}')
     code, _, err = cli_main("comm", str(shared("h200-ddp")), "--peaks", str(peaks))
     assert code == 2 and "allreduce_busbw_gb_s" in err
+
+
+def test_link_table_covers_the_devices_with_sources() -> None:
+    from traceforge.analyzers.communication.links import device_link, links_table
+    from traceforge.analyzers.costs.devices import known_devices
+
+    t = links_table()
+    keys = set(known_devices()["key"])
+    assert set(t["devices"]) <= keys
+    want = {"a100-sxm4-80gb": 300, "h100-sxm": 450, "h200": 450, "b200": 900,
+            "mi300x": 448, "mi325x": 448, "mi350x": 537.6}
+    for k, g in want.items():
+        assert t["devices"][k]["gb_s"] == g and t["devices"][k]["source"] in t["sources"]
+    c = device_link(Device(0, "NVIDIA H100 80GB HBM3", "nvidia", 132, 80 * 2**30))
+    assert c is not None and c.gbps == 450 and "NVLink 4" in c.link and "datasheet" in c.source
+    assert device_link(Device(0, "Tesla V100-SXM2-32GB", "nvidia")) is None
