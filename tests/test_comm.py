@@ -294,7 +294,7 @@ def test_compare_and_diff_line_up_nccl_and_rccl() -> None:
 # -- formats without kernel args: the enclosing NCCL NVTX range / RCCL API call -------------
 def test_sizes_from_the_enclosing_nccl_call() -> None:
     generic = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"
-    rows = [ev("ncclAllReduce", "user_annotation", 0, 50, pid=1, tid=5),
+    rows = [ev("NCCL:ncclAllReduce", "user_annotation", 0, 50, pid=1, tid=5),
             ev("cudaLaunchKernel", "runtime", 10, 5, pid=1, tid=5, corr=1),
             ev(generic, "kernel", 100, 200, stream=9, corr=1),
             ev("ncclAllGather", "other", 400, 50, pid=1, tid=5),

@@ -24,7 +24,8 @@ import pandas as pd
 from traceforge.model import Trace
 
 _HOST_KINDS = ("user_annotation", "runtime", "other", "cpu_op")
-_CALL = r"^(?:nccl|rccl)(?!DevKernel|Kernel)[A-Z][A-Za-z]*$"
+#: ``ncclAllReduce``; nsys names a range of NCCL's NVTX domain ``NCCL:ncclAllReduce``.
+_CALL = r"^(?:[NR]CCL:)?(?:nccl|rccl)(?!DevKernel|Kernel)[A-Z][A-Za-z]*$"
 
 
 def enclosing_calls(trace: Trace, acts: pd.DataFrame) -> np.ndarray:
@@ -71,7 +72,7 @@ def sizes_of_calls(trace: Trace, rows: np.ndarray) -> list[dict[str, Any]]:
             out.append({})
             continue
         a = next(it)
-        op = names[r][4:]
+        op = names[r].rsplit(":", 1)[-1][4:]
         d: dict[str, Any] = {"Collective name": op}
         count = _get(a, "count", "Count", "sendcount", "recvcount")
         dtype = _get(a, "datatype", "Data type", "dtype")
