@@ -357,3 +357,26 @@ def test_link_table_covers_the_devices_with_sources() -> None:
     c = device_link(Device(0, "NVIDIA H100 80GB HBM3", "nvidia", 132, 80 * 2**30))
     assert c is not None and c.gbps == 450 and "NVLink 4" in c.link and "datasheet" in c.source
     assert device_link(Device(0, "Tesla V100-SXM2-32GB", "nvidia")) is None
+
+
+def test_rocprofv3_csv_rccl_api_names_the_generic_kernels(tmp_path: Path) -> None:
+    # rocprofv3 --kernel-trace --hip-runtime-trace --rccl-trace writes these three CSVs;
+    # RCCL's kernel is ncclDevKernel_Generic, the RCCL API call around its launch names it.
+    d = tmp_path / "host" / "77"
+    d.mkdir(parents=True)
+    (d / "77_kernel_trace.csv").write_text(
+        '"Kind","Agent_Id","Queue_Id","Thread_Id","Dispatch_Id","Kernel_Id","Kernel_Name",'
+        '"Correlation_Id","Start_Timestamp","End_Timestamp"\n'
+        '"KERNEL_DISPATCH",1,1,77,1,16,"ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"'
+        ',5,2000,2600\n')
+    (d / "77_hip_api_trace.csv").write_text(
+        '"Domain","Function","Process_Id","Thread_Id","Correlation_Id","Start_Timestamp",'
+        '"End_Timestamp"\n"HIP_RUNTIME_API","hipExtLaunchKernel",77,77,5,1100,1200\n')
+    (d / "77_rccl_api_trace.csv").write_text(
+        '"Domain","Function","Process_Id","Thread_Id","Correlation_Id","Start_Timestamp",'
+        '"End_Timestamp"\n"RCCL_API","ncclAllReduce",77,77,4,1000,1500\n')
+    r = tf.comm(tf.load(tmp_path))
+    inst = r.run.instances
+    assert list(inst["kind"]) == ["all_reduce"] and inst["kernel_ns"].iloc[0] == 600
+    assert any("carry no message size" in n for n in r.notes)
+    assert any(n.startswith("rocprof: the kind comes from") for n in r.notes)

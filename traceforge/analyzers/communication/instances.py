@@ -229,13 +229,14 @@ def _where_sizes_are(formats: set[str]) -> list[str]:
     """Per trace format, where the sizes of unsized collectives could come from."""
     out = []
     if any(f.startswith("nsys") for f in formats):
-        out.append("nsys: sizes come from NCCL's NVTX ranges (ncclAllReduce ...) around the "
-                   "launch, with their payload; these kernels have none (NCCL_NVTX_DISABLE, "
-                   "or an NCCL without NVTX payloads): kind from the kernel name only")
+        out.append("nsys: the kind comes from the kernel name or NCCL's NVTX range "
+                   "(NCCL:ncclAllReduce ...) around its launch; sizes would come from that "
+                   "range's payload, which this export does not carry")
     if any(f.startswith(("rocprof", "rocpd")) for f in formats):
-        out.append("rocprof: sizes come from RCCL's API calls (rocprofv3 --rccl-trace) around "
-                   "the launch; none enclose these kernels: kind from the kernel name only "
-                   "(RCCL's ncclDevKernel_Generic names none)")
+        out.append("rocprof: the kind comes from the kernel name or RCCL's API call around "
+                   "its launch (rocprofv3 --rccl-trace; RCCL's ncclDevKernel_Generic names "
+                   "none); sizes would come from that call's arguments, which this output "
+                   "does not carry")
     return out
 
 
