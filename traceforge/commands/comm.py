@@ -58,11 +58,13 @@ def command(traces: tuple[str, ...], link_gbps: float | None, peaks_path: str | 
                          kinds=TIMELINE_KINDS)
     r = comm_report([x.value for x in ranks], link_gbps=link, measured_gbps=measured,
                     top=top)
-    emit_tables(tables(r), fmt, table=table, out_dir=out_dir, doc=document(r))
+    emit_tables(tables(r, full=fmt in ("json", "csv")), fmt, table=table, out_dir=out_dir,
+                doc=document(r))
 
 
-def tables(r: CommReport) -> list[Table]:
-    """The verb's tables (also what the report shows)."""
+def tables(r: CommReport, *, full: bool = True) -> list[Table]:
+    """The verb's tables; ``full``: every column (JSON, CSV), else without the columns the
+    size label and the ceiling line already say (a terminal's width)."""
     n = r.run.ranks
     basis = ("synchronized time (last rank's start to the end)" if r.run.matched
              else "kernel time")
@@ -70,12 +72,16 @@ def tables(r: CommReport) -> list[Table]:
     if r.run.instances.empty:
         notes = ("No communication kernels (NCCL/RCCL) in these traces: nothing to report.",
                  *r.notes)
+    by_size, hist = r.table, r.histogram
+    if not full:
+        by_size = by_size.drop(columns=["min_bytes", "ceiling_gbps"])
+        hist = hist.drop(columns=["min_bytes"])
     return [
-        Table("by_size", r.table, f"Collectives by kind and message size ({n} rank"
+        Table("by_size", by_size, f"Collectives by kind and message size ({n} rank"
                                   f"{'s' if n != 1 else ''}; busbw on {basis})", notes),
         Table("slowest", r.slowest, "Slowest collectives (mean kernel time over the ranks; "
                                     "last_rank started last)"),
-        Table("histogram", r.histogram, "Message sizes (log2 buckets)"),
+        Table("histogram", hist, "Message sizes (log2 buckets)"),
     ]
 
 
