@@ -82,6 +82,15 @@ def test_two_ranks_sync_time_and_wait_match_raw_json() -> None:
     # Per rank: the first rank to start waits for the last.
     m = r.members
     assert (m.groupby("instance")["wait_ns"].min() == 0).all()
+    # Per rank: the wait is from its own start to the last rank's, within its kernel.
+    br = tf.comm([tf.load(f) for f in files]).by_rank.set_index("rank")
+    for rank, mine in enumerate(raws):
+        other = raws[1 - rank]
+        want = sum(min(max(0, o["ts"] - x["ts"]), x["end"] - x["ts"])
+                   for x, o in zip(mine, other, strict=True))
+        assert br.loc[rank, "wait_ns"] == want
+        assert br.loc[rank, "last_count"] == sum(x["ts"] > o["ts"]
+                                                 for x, o in zip(mine, other, strict=True))
 
 
 def test_issue_example_all_reduce_of_32768000_floats() -> None:

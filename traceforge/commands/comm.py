@@ -50,7 +50,8 @@ def command(traces: tuple[str, ...], link_gbps: float | None, peaks_path: str | 
     rank's start to the end, and the wait for the slowest rank). busbw = size / time x
     nccl-tests' factor (all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all
     (n-1)/n on the total size; broadcast, reduce, send/recv 1), in GB/s (1e9 bytes/s),
-    against the link's per-direction ceiling. Tables: by_size, slowest, histogram.
+    against the link's per-direction ceiling. Tables: by_size, slowest, histogram,
+    ranks.
     """
     link = check_link(link_gbps)
     measured = measured_busbw(peaks_path)
@@ -82,12 +83,16 @@ def tables(r: CommReport, *, full: bool = True) -> list[Table]:
         Table("slowest", r.slowest, "Slowest collectives (mean kernel time over the ranks; "
                                     "last_rank started last)"),
         Table("histogram", hist, "Message sizes (log2 buckets)"),
+        *([Table("ranks", r.by_rank, "Per rank: collective kernel time, the part spent "
+                 "waiting for the slowest rank, how often it was the last to start")]
+          if r.run.matched or not full else []),
     ]
 
 
 def document(r: CommReport) -> dict[str, object]:
     """The JSON document: every table, the ceilings, findings and notes."""
     return {"by_size": r.table, "slowest": r.slowest, "histogram": r.histogram,
+            "ranks": r.by_rank,
             "ceilings": {g: {"gbps": c.gbps, "link": c.link, "source": c.source}
                          for g, c in r.run.ceilings.items()},
             "findings": list(r.findings), "notes": list(r.notes)}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 import numpy as np
@@ -35,6 +35,9 @@ TABLE_COLUMNS = ("kind", "size", "min_bytes", "count", "total_ns", "busbw_p10_gb
 #: Columns of :attr:`CommReport.slowest`.
 SLOWEST_COLUMNS = ("instance", "kind", "bytes", "kernel_ns", "sync_ns", "wait_ns",
                    "busbw_gbps", "ceiling_pct", "last_rank", "ranks", "group")
+#: Columns of :attr:`CommReport.by_rank`.
+RANK_COLUMNS = ("rank", "collectives", "kernel_ns", "wait_ns", "wait_pct", "last_count",
+                "busbw_kernel_median_gbps")
 #: Columns of :attr:`CommReport.histogram`.
 HISTOGRAM_COLUMNS = ("size", "min_bytes", "count", "count_pct", "total_bytes", "total_ns",
                      "time_pct")
@@ -54,7 +57,9 @@ WAIT_PCT = 25.0
 class CommReport:
     """:func:`comm_report`: the run's collectives (``run``), ``table`` (kind x size),
     ``slowest`` (the instances that took longest), ``histogram`` (message sizes),
-    ``findings`` and ``notes`` in plain words."""
+    ``findings`` and ``notes`` in plain words; ``by_rank``: per rank, its collective
+    kernels' time, how much of it was waiting for the slowest rank, how often it was that
+    rank (``last_count``), and its median busbw on its own kernel time."""
 
     run: CommRun
     table: pd.DataFrame
@@ -62,6 +67,7 @@ class CommReport:
     histogram: pd.DataFrame
     findings: tuple[str, ...]
     notes: tuple[str, ...]
+    by_rank: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def size_label(nbytes: float) -> str:
@@ -96,7 +102,26 @@ def comm_report(parts: Sequence[CommRank], *, link_gbps: float | None = None,
     slowest = inst.sort_values("kernel_ns", ascending=False, kind="stable").head(top)
     return CommReport(run, table,
                       cast("pd.DataFrame", slowest[list(SLOWEST_COLUMNS)].reset_index(drop=True)),
-                      _histogram(inst), tuple(_findings(inst, table, run)), tuple(notes))
+                      _histogram(inst), tuple(_findings(inst, table, run)), tuple(notes),
+                      _by_rank(run))
+
+
+def _by_rank(run: CommRun) -> pd.DataFrame:
+    m = run.members
+    if m.empty:
+        return cast("pd.DataFrame", pd.DataFrame(columns=list(RANK_COLUMNS)))
+    g = m.groupby("rank", sort=True)
+    k = g["kernel_ns"].sum()
+    w = g["wait_ns"].sum()
+    last = run.instances[run.instances["n_ranks"] > 1]["last_rank"].value_counts()
+    out = pd.DataFrame({
+        "rank": k.index.to_numpy(), "collectives": g.size().to_numpy(),
+        "kernel_ns": k.to_numpy(), "wait_ns": w.to_numpy(),
+        "wait_pct": np.where(k.to_numpy() > 0, 100 * w.to_numpy() / np.maximum(k.to_numpy(),
+                                                                               1), np.nan),
+        "last_count": last.reindex(k.index, fill_value=0).to_numpy(),
+        "busbw_kernel_median_gbps": g["busbw_kernel_gbps"].median().to_numpy()})
+    return cast("pd.DataFrame", out[list(RANK_COLUMNS)])
 
 
 def _q(s: pd.Series, q: float) -> float:
