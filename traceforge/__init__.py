@@ -58,6 +58,8 @@ _EXPORTS: dict[str, str] = {
     "LaunchReport": "traceforge.analyzers.timing.launch",
     "gpu_activity": "traceforge.analyzers.timeline.activity",
     "launch_overhead": "traceforge.analyzers.timing.launch",
+    "comm": "traceforge.analyzers.communication.table",
+    "CommReport": "traceforge.analyzers.communication.table",
     "CriticalPath": "traceforge.analyzers.critical_path",
     "critical_path": "traceforge.analyzers.critical_path",
     "TraceDiff": "traceforge.analyzers.runs.diff",
@@ -86,6 +88,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "AnalysisError",
     "CaptureError",
+    "CommReport",
     "Comparison",
     "CriticalPath",
     "Device",
@@ -109,6 +112,7 @@ __all__ = [
     "breakdown",
     "capture",
     "classify",
+    "comm",
     "compare",
     "critical_path",
     "device_peaks",
@@ -148,6 +152,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from traceforge import report as report
+    from traceforge.analyzers.communication.table import CommReport, comm
     from traceforge.analyzers.costs.devices import DevicePeaks, device_peaks, load_peaks
     from traceforge.analyzers.costs.mfu import MFUReport, mfu
     from traceforge.analyzers.costs.roofline import RooflineReport, roofline

@@ -5,7 +5,9 @@ idle cause (each gap a slice named by its cause), a thread of step windows, a th
 repeats the top-N kernels' slices, counter tracks of communication overlapped / exposed,
 and global instants at step starts; every kernel gets ``class``/``family`` args (and
 ``top_kernel`` when it is among the top N) and, where its work is known, its roofline
-rates (``achieved_tflops_per_s``, ``achieved_tb_per_s``, ``bound``, ``pct_of_bound``).
+rates (``achieved_tflops_per_s``, ``achieved_tb_per_s``, ``bound``, ``pct_of_bound``);
+every collective kernel its ``collective_kind``, ``msg_bytes``, ``algbw_gbps``,
+``busbw_gbps`` and ``pct_of_ceiling`` (``traceforge comm`` on this one trace).
 A "critical path" process per rank holds each step's critical path as a track, with flow
 arrows where the path moves between threads and streams
 (:mod:`traceforge.render.critical_path`). Everything is formatted from
@@ -137,6 +139,27 @@ def tag_rates(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
             events[p].setdefault("args", {}).update(args)
 
 
+def tag_comm(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
+    """Add each collective kernel's kind, message bytes, algbw/busbw (GB/s, nccl-tests on
+    its own kernel time) and % of the link ceiling to its event of ``doc``, in place."""
+    c = ann.comm
+    if c.empty:
+        return
+    events = doc.get("traceEvents", [])
+    pos = trace.events.index.get_indexer(c.index)
+    names = trace.events["name"].astype(str).to_numpy()
+    for rec, p in zip(c.to_dict("records"), pos.tolist(), strict=True):
+        if p < 0 or p >= len(events) or events[p].get("name") != names[p]:
+            continue
+        args: dict[str, Any] = {"collective_kind": str(rec["kind"])}
+        for key, digits in (("msg_bytes", 0), ("algbw_gbps", 3), ("busbw_gbps", 3),
+                            ("pct_of_ceiling", 2)):
+            v = float(rec[key])
+            if not math.isnan(v):
+                args[key] = int(v) if digits == 0 else round(v, digits)
+        events[p].setdefault("args", {}).update(args)
+
+
 def tag_counters(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
     """Add each matched kernel's profiled counters (``ncu_sm_pct``, ``ncu_dram_bytes``,
     ...) to its event of ``doc`` (rows in trace order, as in :func:`tag_rates`), in place."""
@@ -178,5 +201,6 @@ def annotated_document(trace: Trace, ann: Annotations) -> dict[str, Any]:
     doc = trace_to_chrome(trace, [*annotation_events(trace, ann), *path_events(trace, ann)])
     tag_kernels(doc, ann)
     tag_rates(doc, trace, ann)
+    tag_comm(doc, trace, ann)
     tag_counters(doc, trace, ann)
     return doc

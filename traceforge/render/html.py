@@ -237,6 +237,7 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
                             "(NCCL/RCCL) in the steps: nothing overlaps."))
     if len(r.skew):
         out.append("<h3>Collective start skew per rank</h3>" + table(r.skew))
+    out.append(_comm(r))
 
     out.append("<h3>Launch overhead per step</h3>" + _unavailable(r, "launch") + table(r.launch))
     for title, df, why in (
@@ -254,6 +255,19 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
         out.append(f"<h3>Timeline of {_e(title)}</h3>")
         out.append(_chart(charts.timeline, r.timeline, win))
     return "\n".join(out)
+
+
+def _comm(r: RunAnalysis) -> str:
+    """Collective bandwidth: busbw against message size with the ceiling, the table."""
+    if r.comm.empty:
+        return ""
+    from traceforge.render.comm_chart import busbw_svg
+
+    ceil = r.comm_ceiling
+    return ("<h3>Collective bandwidth by kind and message size</h3>"
+            + _chart(busbw_svg, r.comm_points, ceil[0] if ceil else None,
+                     ceil[1] if ceil else "")
+            + _notes(r.comm_notes) + table(r.comm))
 
 
 def _notes(notes: Sequence[str]) -> str:
