@@ -41,6 +41,7 @@ COMMANDS: tuple[str, ...] = (
     "critical_path",
     "scaling",
     "compare",
+    "comm",
 )
 
 

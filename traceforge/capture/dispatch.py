@@ -1,6 +1,6 @@
 """Which way a ``traceforge capture`` command line runs: a ``--nproc`` sweep, several modes
 (one process each, then a comparison), a torchrun launch (one trace per rank), a program
-under nsys or rocprof, or the program in this process under torch.profiler. The CLI
+under ncu, nsys or rocprof, or the program in this process under torch.profiler. The CLI
 parses the options and shows what :func:`dispatch` returns.
 
 Imports nothing heavy at module level: the in-process path loads only what the capture
@@ -10,13 +10,14 @@ session needs (no pandas, no numpy), since the target runs in this very process.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from traceforge.capture.options import CaptureOptions
 from traceforge.capture.target import Launch, Target
-from traceforge.errors import UsageError
+from traceforge.errors import CaptureError, UsageError
 
 
 @dataclass
@@ -33,8 +34,11 @@ class Dispatched:
 
 def dispatch(words: list[str], modes: tuple[str, ...], opts: CaptureOptions,
              launch_spec: Launch | None, target: Target, *, nproc_text: str | None,
-             batch: float | None, tokens_per_step: float | None) -> Dispatched:
-    """Run the capture ``words`` (the target command line) ask for, as parsed by the CLI."""
+             batch: float | None, tokens_per_step: float | None,
+             ncu: Callable[[], int] | None = None) -> Dispatched:
+    """Run the capture ``words`` (the target command line) ask for, as parsed by the CLI.
+    ``ncu`` runs ``--backend ncu`` and returns its exit status: choosing the kernels to
+    profile reads a trace, which the CLI does (this layer reads none)."""
     out, backend = opts.out, opts.backend
     if nproc_text is None and (batch is not None or tokens_per_step is not None):
         raise UsageError("--batch and --tokens-per-step go with --nproc")
@@ -68,6 +72,10 @@ def dispatch(words: list[str], modes: tuple[str, ...], opts: CaptureOptions,
             if extra.get(key):
                 lines.append(f"traceforge: nsys {key} (all ranks): {out / extra[key]}")
         return Dispatched(rc, messages=lines)
+    if backend == "ncu":
+        if ncu is None:
+            raise CaptureError("--backend ncu: the kernels to profile are chosen by the CLI")
+        return Dispatched(ncu())
     if backend in ("nsys", "rocprof"):
         from traceforge.capture import nsys, rocprof
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from traceforge.render.output_formats import FORMATS
+
 if TYPE_CHECKING:
     from traceforge.render.frame import render_frame
-
-#: What ``--format`` accepts.
-FORMATS: tuple[str, ...] = ("table", "csv", "json", "md")
 
 
 def __getattr__(name: str) -> Any:

@@ -25,7 +25,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from traceforge.render import FORMATS
+from traceforge.render.output_formats import FORMATS
 
 #: Columns that hold integer nanoseconds besides those named ``*_ns`` (model columns).
 NS_COLUMNS = ("ts", "dur", "end")
