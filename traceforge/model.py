@@ -69,7 +69,7 @@ _INT_COLUMNS = [c for c, t in EVENT_COLUMNS.items() if t == "int64"]
 #: Columns of ``Trace.memory()``, one row per allocator event: ``event`` alloc/free/oom,
 #: ``delta_bytes`` +alloc/-free (oom: the request), totals after it (-1: not recorded), device
 #: -1 for host memory, ``row`` in ``events`` or -1. See :mod:`traceforge.formats.memory`.
-MEMORY_COLUMNS: dict[str, str] = dict(
+MEMORY_COLUMNS: dict[str, str] = dict(  # noqa: C408 - names, not string keys: shorter
     ts="int64", device="int64", device_type="category", event="category", addr="int64",
     delta_bytes="int64", allocated_bytes="int64", reserved_bytes="int64", pid="int64",
     tid="int64", row="int64")

@@ -10,7 +10,8 @@ Sources, one row per event in :data:`traceforge.model.MEMORY_COLUMNS`:
   analyses label their peaks as growth since the window began.
 * nsys ``CUDA_GPU_MEMORY_USAGE_EVENTS`` (``--cuda-memory-usage=true``): ``cudaMalloc`` /
   ``cudaFree`` level, i.e. what a caching allocator reserves; no totals.
-* rocprofv3 ``*memory_allocation_trace.csv`` beside the kernel trace (``--memory-allocation-trace``).
+* rocprofv3 ``*memory_allocation_trace.csv`` beside the kernel trace
+  (``--memory-allocation-trace``).
 
 Loading a trace costs nothing for it: :class:`MemorySource` is the trace's
 ``memory_provider``, called on first use. With the cache on, the table it builds is kept as
@@ -26,7 +27,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 import numpy as np
@@ -62,7 +63,7 @@ def frame(cols: dict[str, Any], notes: list[str], source: str) -> pd.DataFrame:
     df = df.iloc[np.argsort(df["ts"].to_numpy(), kind="stable")].reset_index(drop=True)
     df.attrs["notes"] = list(notes)
     df.attrs["source"] = source
-    return df
+    return cast(pd.DataFrame, df)
 
 
 def _int(v: Any) -> int | None:
@@ -295,7 +296,7 @@ def read_file(f: Path, key: str) -> pd.DataFrame | None:
     df.attrs["call_stacks"] = bool(head.get("call_stacks", False))
     with contextlib.suppress(OSError):
         os.utime(f)
-    return df
+    return cast(pd.DataFrame, df)
 
 
 def _column(arr: pa.ChunkedArray) -> Any:

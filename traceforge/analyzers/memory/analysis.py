@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -149,7 +150,8 @@ def memory(trace: Trace, *, top: int = 20) -> MemoryReport:
     free_at = free_positions(label, m["addr"].to_numpy(), event)
     notes = list(p.notes)
     dev_rows, step_rows, op_frames, live_frames = [], [], [], []
-    for lab, idx in m.groupby("label", sort=True).indices.items():
+    for lab, where in m.groupby("label", sort=True).indices.items():
+        idx = np.asarray(where, dtype=np.int64)
         d = m.iloc[idx]
         dev_rows.append(_device_row(str(lab), d, p.totals[str(lab)]))
         step_rows += _step_rows(str(lab), d, st.ranges)
@@ -215,7 +217,7 @@ def _step_rows(lab: str, d: pd.DataFrame, ranges: pd.DataFrame) -> list[dict[str
 
 
 def _leak_notes(steps: pd.DataFrame) -> list[str]:
-    out = []
+    out: list[str] = []
     if steps.empty:
         return out
     for lab, g in steps.groupby("device", sort=True):
@@ -233,7 +235,7 @@ def _live_at(m: pd.DataFrame, idx: np.ndarray, pos: int, free_at: np.ndarray,
     rows = idx[(idx <= pos) & (event[idx] == "alloc")]
     f = free_at[rows]
     rows = rows[(f < 0) | (f > pos)]
-    return m.iloc[rows]
+    return cast(pd.DataFrame, m.iloc[rows])
 
 
 def _stacks(trace: Trace, d: pd.DataFrame) -> list[str]:
@@ -243,14 +245,17 @@ def _stacks(trace: Trace, d: pd.DataFrame) -> list[str]:
     out = []
     legacy = bool(d.attrs.get("call_stacks")) or bool(
         trace.memory().attrs.get("call_stacks"))
-    for r in d.itertuples(index=False):
+    pp, pt, ps = (py[c].to_numpy() for c in ("pid", "tid", "ts"))
+    pe = ps + py["dur"].to_numpy()
+    for pid, tid, ts, op_row in zip(d["pid"].tolist(), d["tid"].tolist(), d["ts"].tolist(),
+                                    d["op_row"].tolist(), strict=True):
         text = ""
-        if not py.empty:
-            sel = py[(py["pid"] == r.pid) & (py["tid"] == r.tid) & (py["ts"] <= r.ts)
-                     & (py["ts"] + py["dur"] > r.ts)].sort_values("ts", kind="stable")
-            text = " > ".join(_frames([str(x) for x in sel["name"]]))
-        if not text and legacy and r.op_row >= 0:
-            cs = trace.args([int(r.op_row)])[0].get("Call stack", "")
+        if len(pp):
+            sel = np.flatnonzero((pp == pid) & (pt == tid) & (ps <= ts) & (pe > ts))
+            sel = sel[np.argsort(ps[sel], kind="stable")]
+            text = " > ".join(_frames([str(x) for x in py["name"].to_numpy()[sel]]))
+        if not text and legacy and op_row >= 0:
+            cs = trace.args([int(op_row)])[0].get("Call stack", "")
             text = " > ".join(_frames(str(cs).split(";")[::-1])) if cs else ""
         out.append(text)
     return out
@@ -312,7 +317,7 @@ def _oom(m: pd.DataFrame, free_at: np.ndarray, event: np.ndarray
     if not oom_live.empty:
         oom_live = oom_live.sort_values(["oom", "live_bytes"], ascending=[True, False],
                                         kind="stable").reset_index(drop=True)
-    return pd.DataFrame(rows), oom_live
+    return pd.DataFrame(rows), cast(pd.DataFrame, oom_live)
 
 
 def series(trace: Trace, max_points: int = 4000) -> pd.DataFrame:
@@ -336,7 +341,8 @@ def series(trace: Trace, max_points: int = 4000) -> pd.DataFrame:
                                    "allocated_bytes": s["allocated"].to_numpy(),
                                    "reserved_bytes": s["reserved"].to_numpy()}))
     cols = ["device", "totals", "ts", "allocated_bytes", "reserved_bytes"]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+    return cast(pd.DataFrame, pd.concat(parts, ignore_index=True) if parts
+                else pd.DataFrame(columns=cols))
 
 
 def run_peak_memory(traces: Sequence[Trace], summary_peak_bytes: float | None = None

@@ -137,7 +137,8 @@ def _timeline(snap: dict[str, Any], devices: pd.DataFrame) -> tuple[pd.DataFrame
     parts, peaks = [], []
     for dev, g in tl.groupby("device", sort=True):
         g = g.copy()
-        act, res = np.cumsum(g["active_delta"].to_numpy()), np.cumsum(g["reserved_delta"].to_numpy())
+        act = np.cumsum(g["active_delta"].to_numpy())
+        res = np.cumsum(g["reserved_delta"].to_numpy())
         a_end = int(end.loc[dev, "active_bytes"]) if dev in end.index else int(act[-1])
         r_end = int(end.loc[dev, "reserved_bytes"]) if dev in end.index else int(res[-1])
         g["active_bytes"] = act + (a_end - int(act[-1]))
