@@ -322,3 +322,43 @@ def test_series_keeps_the_peak_when_thinned(tmp_path: Path) -> None:
 
 def test_shared_fixture_folder_is_where_the_oracle_reads() -> None:
     assert SHARED.name == "fixtures"
+
+
+def test_capture_memory_records_memory_events_on_cpu(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    with tf.capture(mode="sdpa", out=tmp_path, name="m", steps="1,1,2", memory=True,
+                    memory_snapshot=True, quiet=True) as run:
+        for _ in range(5):
+            torch.ones(256, 256) @ torch.ones(256, 256)
+            tf.step()
+    assert run.trace_path is not None
+    rep = memory(tf.load(run.trace_path))
+    assert "cpu" in set(rep.devices["device"]) and rep.steps["step"].tolist() == [2, 3]
+    # No GPU here: no snapshot, and the summary says why.
+    assert "no CUDA device: no memory snapshot" in run.notes
+    assert not (tmp_path / "m.sdpa.memory.pickle").exists()
+
+
+def test_snapshot_window_follows_the_schedule(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from traceforge.capture.memory import MemorySnapshot
+    from traceforge.capture.options import parse_steps
+
+    calls: list[Any] = []
+
+    class FakeMemory:
+        def _record_memory_history(self, **kw: Any) -> None:
+            calls.append(("record", kw.get("enabled", "all")))
+
+        def _dump_snapshot(self, path: str) -> None:
+            calls.append(("dump", Path(path).name))
+            Path(path).write_bytes(pickle.dumps(_snap()))
+
+    snap = MemorySnapshot(tmp_path / "x.memory.pickle", [])
+    monkeypatch.setattr(snap, "_memory", lambda: FakeMemory())
+    steps = parse_steps("1,1,2")
+    for k in range(1, 7):
+        snap.on_step(k, steps)
+    snap.finish()
+    assert calls == [("record", "all"), ("dump", "x.memory.pickle"), ("record", None)]
+    assert snap.written and tf.memory_snapshot(tmp_path / "x.memory.pickle").devices.size

@@ -79,6 +79,10 @@ _EXPORTS: dict[str, str] = {
     "roofline": "traceforge.analyzers.roofline",
     "MFUReport": "traceforge.analyzers.mfu",
     "mfu": "traceforge.analyzers.mfu",
+    "MemoryReport": "traceforge.analyzers.memory",
+    "memory": "traceforge.analyzers.memory",
+    "SnapshotReport": "traceforge.analyzers.memory",
+    "memory_snapshot": "traceforge.commands.memory",
 }
 
 __all__ = [
@@ -91,10 +95,12 @@ __all__ = [
     "IdleReport",
     "LaunchReport",
     "MFUReport",
+    "MemoryReport",
     "OverlapReport",
     "Report",
     "RooflineReport",
     "ScalingReport",
+    "SnapshotReport",
     "Summary",
     "Timeline",
     "Trace",
@@ -126,6 +132,8 @@ __all__ = [
     "load_run",
     "load_runs",
     "map_ranks",
+    "memory",
+    "memory_snapshot",
     "mfu",
     "open_in_perfetto",
     "ops",
@@ -156,6 +164,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.kernels import kernel_table, launch_config, top_kernels
     from traceforge.analyzers.launch import LaunchReport, launch_overhead
     from traceforge.analyzers.launch import launch_overhead as launch
+    from traceforge.analyzers.memory import MemoryReport, SnapshotReport, memory
     from traceforge.analyzers.mfu import MFUReport, mfu
     from traceforge.analyzers.ops import ops
     from traceforge.analyzers.overlap import OverlapReport, overlap
@@ -168,6 +177,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.summary import summary as info
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
+    from traceforge.commands.memory import memory_snapshot
     from traceforge.commands.report import write_report
     from traceforge.commands.runs import load_runs
     from traceforge.engine import map_ranks

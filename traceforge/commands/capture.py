@@ -44,7 +44,12 @@ from traceforge.render import render_frame
 @click.option("--record-shapes/--no-record-shapes", default=True, show_default=True,
               help="Record operator input shapes.")
 @click.option("--with-stack", is_flag=True, help="Record Python stacks of operators.")
-@click.option("--memory", is_flag=True, help="Record memory allocations (profile_memory).")
+@click.option("--memory", is_flag=True,
+              help="Record memory allocations: [memory] events (profile_memory), nsys "
+                   "--cuda-memory-usage, rocprofv3 --memory-allocation-trace.")
+@click.option("--memory-snapshot", is_flag=True,
+              help="Also write NAME.MODE.memory.pickle: a torch.cuda.memory snapshot with "
+                   "the allocation history of the recorded steps (traceforge memory reads it).")
 @click.option("--compile-mode", type=click.Choice(COMPILE_MODES), default="default",
               show_default=True, help="torch.compile mode for calls that set none (compiled).")
 @click.option("--name", default=None, help="Output file stem [default: the script's name].")
@@ -62,7 +67,8 @@ from traceforge.render import render_frame
 @format_option
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
-            record_shapes: bool, with_stack: bool, memory: bool, compile_mode: str,
+            record_shapes: bool, with_stack: bool, memory: bool, memory_snapshot: bool,
+            compile_mode: str,
             name: str | None, nsys_path: str | None, rocprof_path: str | None,
             nproc_text: str | None, batch: float | None, tokens_per_step: float | None,
             fmt: str, cmd: tuple[str, ...]) -> None:
@@ -87,7 +93,7 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         mode=modes[0], backend=backend, out=out,
         steps=parse_steps(steps_text) if steps_text else None,
         record_shapes=record_shapes, with_stack=with_stack, memory=memory,
-        compile_mode=compile_mode, name=name or target.stem,
+        memory_snapshot=memory_snapshot, compile_mode=compile_mode, name=name or target.stem,
         profiler_path=nsys_path if backend == "nsys" else rocprof_path,
     )
     opts.check()

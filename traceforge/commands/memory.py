@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,6 +11,9 @@ from traceforge.commands import values
 from traceforge.commands.options import format_option, load_trace, resolve_steps, step_options
 from traceforge.commands.tables import Table, emit_tables, table_options
 from traceforge.errors import TraceFormatError
+
+if TYPE_CHECKING:
+    from traceforge.analyzers.memory import SnapshotReport
 
 #: What the memory analysis reads besides the memory table: step ranges and the ops
 #: allocations are attributed to, and Python frames for their stacks.
@@ -78,12 +82,19 @@ def command(trace: str, limit: int, steps_from: str | None, steps_text: str | No
              "oom": rep.oom, "oom_live": rep.oom_live})
 
 
-def _snapshot(path: str, top: int, table: str | None, out_dir: str | None, fmt: str) -> None:
+def memory_snapshot(path: str | Path, top: int = 20) -> SnapshotReport:
+    """A PyTorch memory snapshot pickle (``torch.cuda.memory._dump_snapshot``) analysed:
+    segments, largest blocks, largest free block, the active-memory timeline. The file is
+    read as plain data (anything else is refused, never run)."""
     from traceforge.analyzers.memory import snapshot
     from traceforge.formats import resolve
     from traceforge.formats.snapshot import read
 
-    rep = snapshot(read(Path(resolve(path))), top=top)
+    return snapshot(read(Path(resolve(str(path)))), top=top)
+
+
+def _snapshot(path: str, top: int, table: str | None, out_dir: str | None, fmt: str) -> None:
+    rep = memory_snapshot(path, top)
     emit_tables(
         [Table("devices", rep.devices, f"Memory snapshot per device: {path}", rep.notes),
          Table("segments", rep.segments, "Largest segments (cudaMalloc'd by the allocator)"),

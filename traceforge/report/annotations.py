@@ -12,6 +12,7 @@ from traceforge.analyzers.critical_path import PathTrack, critical_path, path_tr
 from traceforge.analyzers.idle import idle_gaps
 from traceforge.analyzers.kernel_names import classify
 from traceforge.analyzers.kernels import top_kernels
+from traceforge.analyzers.memory import series
 from traceforge.analyzers.roofline import kernel_rates, roofline
 from traceforge.analyzers.timeline import timeline
 from traceforge.errors import TraceforgeError
@@ -31,8 +32,10 @@ class Annotations:
     roofline rates (:func:`~traceforge.analyzers.roofline.kernel_rates`: achieved TFLOP/s
     and TB/s, bound, % of bound), the numbers ``traceforge roofline --by kernel`` sums.
     ``path``: the pieces of each step's critical path on this trace and the hops between
-    its tracks (:func:`~traceforge.analyzers.critical_path.path_tracks`). ``notes``: what
-    could not be drawn, and why.
+    its tracks (:func:`~traceforge.analyzers.critical_path.path_tracks`). ``memory``:
+    allocated and reserved bytes over time per device
+    (:func:`~traceforge.analyzers.memory.series`; empty without memory events).
+    ``notes``: what could not be drawn, and why.
     """
 
     rank: int
@@ -44,6 +47,7 @@ class Annotations:
     step_source: str = ""
     rates: pd.DataFrame = field(default_factory=pd.DataFrame)
     path: tuple[PathTrack, ...] = ()
+    memory: pd.DataFrame = field(default_factory=pd.DataFrame)
     notes: tuple[str, ...] = ()
 
 
@@ -109,5 +113,6 @@ def annotation_data(trace: Trace, *, top_n: int = 10, min_gap_ns: int = 1000) ->
         step_source=tl.step_source,
         rates=rates,
         path=path,
+        memory=series(trace),
         notes=tuple(notes),
     )
