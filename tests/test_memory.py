@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 import traceforge as tf
-from tests.conftest import SHARED, shared
-from traceforge.analyzers.memory import memory, snapshot
+from tests.conftest import FIXTURES, SHARED, shared
+from traceforge.analyzers.memory import memory, run_peak_memory, series, snapshot
 from traceforge.cli import main
 from traceforge.errors import TraceFormatError
+from traceforge.formats import cache
+from traceforge.formats import snapshot as snapshot_file
 
 #: Every shared fixture that carries Kineto [memory] events.
 MEMORY_FIXTURES = (
@@ -100,7 +102,7 @@ def test_memory_is_lazy_and_kept_beside_the_cache_entry(cdir: Path) -> None:
     again = tf.load(path, kinds=["kernel"]).memory()
     assert again.equals(m)
     # cache info lists the entry once, with the memory table counted in its size
-    assert len(tf.formats.cache.entries()) == 1
+    assert len(cache.entries()) == 1
 
 
 def _kineto(path: Path, events: list[dict[str, Any]]) -> Path:
@@ -222,7 +224,7 @@ def test_snapshot_segments_free_blocks_and_timeline(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "snap.pickle"
     p.write_bytes(pickle.dumps(_snap()))
-    rep = snapshot(tf.formats.snapshot.read(p))
+    rep = snapshot(snapshot_file.read(p))
     d = rep.devices.iloc[0]
     assert (d.reserved_bytes, d.allocated_bytes, d.free_bytes) == (2 * 2**20, 2**20, 2**20)
     assert d.largest_free_bytes == 3 * 2**18 and d.fragmentation_pct == 25.0
@@ -244,7 +246,7 @@ def test_a_snapshot_with_objects_never_runs_code(tmp_path: Path,
     assert r.exit_code == 2 and not marker.exists()
     assert "not a plain memory snapshot" in r.output and len(r.output.strip().splitlines()) == 1
     with pytest.raises(TraceFormatError, match="refused io.open"):
-        tf.formats.snapshot.read(p)
+        snapshot_file.read(p)
     # A hand-made protocol-0 pickle that would run a shell command.
     p0 = tmp_path / "evil0.pkl"
     p0.write_bytes(b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.")
@@ -307,15 +309,15 @@ def test_rocprofv3_memory_allocation_trace(tmp_path: Path) -> None:
 
 def test_run_peak_memory_prefers_the_trace(tmp_path: Path) -> None:
     t = tf.load(_synthetic(tmp_path))
-    assert tf.analyzers.memory.run_peak_memory([t], 99.0) == (130.0, "trace")
+    assert run_peak_memory([t], 99.0) == (130.0, "trace")
     empty = tf.load(_kineto(tmp_path / "e.json", [_op("aten::mm", 0, 5)]))
-    assert tf.analyzers.memory.run_peak_memory([empty], 99.0) == (99.0, "capture summary")
-    assert tf.analyzers.memory.run_peak_memory([empty]) == (None, "")
+    assert run_peak_memory([empty], 99.0) == (99.0, "capture summary")
+    assert run_peak_memory([empty]) == (None, "")
 
 
 def test_series_keeps_the_peak_when_thinned(tmp_path: Path) -> None:
     t = tf.load(_synthetic(tmp_path))
-    s = tf.analyzers.memory.series(t, max_points=3)
+    s = series(t, max_points=3)
     assert s["allocated_bytes"].max() == 130 and len(s) <= 4
     assert np.isfinite(s["reserved_bytes"]).all()
 
@@ -362,3 +364,34 @@ def test_snapshot_window_follows_the_schedule(tmp_path: Path,
     snap.finish()
     assert calls == [("record", "all"), ("dump", "x.memory.pickle"), ("record", None)]
     assert snap.written and tf.memory_snapshot(tmp_path / "x.memory.pickle").devices.size
+
+
+#: An H100 capture of examples/memory_train.py with --memory and --memory-snapshot.
+GPU = FIXTURES / "capture_h100.memory_train.both"
+
+
+def test_gpu_capture_step_peaks_equal_max_memory_allocated() -> None:
+    t = tf.load(f"{GPU}.pt.trace.json.gz")
+    summary = json.loads(Path(f"{GPU}.summary.json").read_text())
+    want = {i: summary["steps"]["peak_memory_bytes"][i] for i in summary["steps"]["recorded"]}
+    rep = memory(t)
+    got = rep.steps[rep.steps["device"] == "cuda:0"].set_index("step")["peak_bytes"].to_dict()
+    assert got == want  # torch.cuda.max_memory_allocated per step, to the byte
+    assert set(want.values()) == {746_520_576}
+    d = rep.devices.set_index("device").loc["cuda:0"]
+    assert (d.peak_allocated_bytes, d.peak_reserved_bytes) == (746_520_576, 769_654_784)
+    # the gradients (one per parameter: 134,414,336 bytes) are live at the peak
+    assert rep.ops.set_index("op").loc["aten::empty_strided", "live_at_peak_bytes"] == 134_414_336
+    peak, source = run_peak_memory([t], 1.0)
+    assert (peak, source) == (746_520_576, "trace")
+
+
+def test_gpu_snapshot_agrees_with_the_trace() -> None:
+    rep = tf.memory_snapshot(f"{GPU}.memory.pickle")
+    d = rep.devices.iloc[0]
+    # dumped after the last recorded step: what the trace has allocated at that step's end
+    assert (d.allocated_bytes, d.reserved_bytes) == (477_691_904, 769_654_784)
+    assert rep.peaks.iloc[0]["peak_active_bytes"] == 746_520_576
+    # the peak is inside AdamW's step; the blocks live at the dump (parameters, optimizer
+    # state) were allocated before the history started: no stack recorded for them
+    assert rep.peaks.iloc[0]["where"].startswith("_multi_tensor_adam (adam.py:")

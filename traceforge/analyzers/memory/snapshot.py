@@ -48,8 +48,8 @@ def _where(frames: Any, n: int = 3) -> str:
             continue
         name = str(f.get("name", ""))
         fname = str(f.get("filename", ""))
-        if fname.startswith("??") or not name or name.startswith(("c10::", "at::", "torch::")):
-            continue  # C++ frames of the allocator itself
+        if not fname.endswith(".py") or fname.endswith("torch/nn/modules/module.py"):
+            continue  # C++ frames (the allocator, the dispatcher), nn.Module plumbing
         out.append(f"{name} ({fname.rsplit('/', 1)[-1]}:{_int(f.get('line'))})")
         if len(out) >= n:
             break
@@ -66,7 +66,7 @@ def snapshot(snap: dict[str, Any], top: int = 20) -> SnapshotReport:
         free = [_int(b.get("size")) for b in blocks if b.get("state") == "inactive"]
         dev = _int(s.get("device"))
         seg_rows.append({
-            "device": dev, "address": _int(s.get("address")),
+            "device": dev, "address": hex(_int(s.get("address"))),
             "total_size_bytes": _int(s.get("total_size")),
             "allocated_bytes": _int(s.get("allocated_size")),
             "active_bytes": _int(s.get("active_size")),
