@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from traceforge.analyzers.memory import memory, series
-from traceforge.analyzers.steps import host_steps
+from traceforge.analyzers.timeline.steps import host_steps
 from traceforge.model import Trace
 
 

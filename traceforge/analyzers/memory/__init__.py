@@ -7,8 +7,9 @@ start/peak/end/growth, the ops that allocate, what is live at the peak, reserved
 allocated, OOM events, the series for charts and counter tracks, and a run's peak memory
 beside its step time.
 
-May import: :mod:`traceforge.model`, :mod:`traceforge.errors` and other analyzers (steps,
-stacks); never formats, report or render.
+May import: :mod:`traceforge.model`, :mod:`traceforge.errors`, analyzers' ``names`` and
+``timeline`` (steps, stacks); never formats, report or render. ``runs`` imports it (a run's
+peak memory beside its step time).
 """
 
 from traceforge.analyzers.memory.analysis import (

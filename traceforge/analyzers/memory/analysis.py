@@ -9,7 +9,7 @@ Definitions (one place; the report, annotate and the run tables use these):
 * *peak allocated*: the largest allocated value, at its first event; *reserved at the
   peak* minus the peak is memory the caching allocator holds but no tensor uses then
   (cache and fragmentation).
-* *per step* (host step ranges, :mod:`traceforge.analyzers.steps`): allocated just before
+* *per step* (host step ranges, :mod:`traceforge.analyzers.timeline.steps`): allocated just before
   the step starts, its peak inside the step, the value at its last event, and the growth
   (end - start). Growth in every step of three or more is noted as a possible leak.
 * *an allocation's op*: the innermost ``cpu_op`` on the allocating thread at the time (the
@@ -27,8 +27,8 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.stacks import innermost
-from traceforge.analyzers.steps import host_steps
+from traceforge.analyzers.timeline.stacks import innermost
+from traceforge.analyzers.timeline.steps import host_steps
 from traceforge.model import Tables, Trace, pair_codes
 
 RECORDED = "recorded"
