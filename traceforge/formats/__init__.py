@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 
@@ -135,7 +136,7 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None,
     p = resolve(path)
     k = cache_mod.key(p) if cache_mod.enabled(cache) and not p.is_dir() else None
     entry, key = k if k is not None else (None, None)
-    return memory.attach(trace, p, kinds is None, entry, key)
+    return memory.attach(trace, p, kinds is None, partial(load, p, cache=cache), entry, key)
 
 
 def _load(path: str | Path, *, kinds: Collection[str] | None = None,

@@ -26,6 +26,7 @@ import csv
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -236,9 +237,10 @@ class MemorySource:
     Picklable (traces cross processes): the trace it holds is dropped and re-read there.
     """
 
-    def __init__(self, path: Path, trace: Trace | None, entry: Path | None = None,
-                 key: str | None = None) -> None:
+    def __init__(self, path: Path, trace: Trace | None, reload: Callable[[], Trace],
+                 entry: Path | None = None, key: str | None = None) -> None:
         self.path, self.trace, self.entry, self.key = path, trace, entry, key
+        self.reload = reload  # the whole trace again (picklable: a partial of load)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "trace": None}
@@ -252,11 +254,7 @@ class MemorySource:
             got = read_file(f, self.key)
             if got is not None:
                 return got
-        trace = self.trace
-        if trace is None:
-            from traceforge.formats import load
-
-            trace = load(self.path, cache=self.entry is not None)
+        trace = self.trace if self.trace is not None else self.reload()
         try:
             table = build(self.path, trace)
         except (OSError, ValueError, KeyError, TypeError, msgspec.DecodeError) as e:
@@ -266,12 +264,13 @@ class MemorySource:
         return table
 
 
-def attach(trace: Trace, path: Path, full: bool, entry: Path | None = None,
-           key: str | None = None) -> Trace:
-    """``trace`` with a :class:`MemorySource`; ``full``: it holds every row its reader made."""
+def attach(trace: Trace, path: Path, full: bool, reload: Callable[[], Trace],
+           entry: Path | None = None, key: str | None = None) -> Trace:
+    """``trace`` with a :class:`MemorySource`; ``full``: it holds every row its reader made;
+    ``reload`` reads the whole trace when it does not."""
     from dataclasses import replace
 
-    src = MemorySource(path, trace if full else None, entry, key)
+    src = MemorySource(path, trace if full else None, reload, entry, key)
     out = replace(trace, memory_provider=src)
     object.__setattr__(out, "store", trace.store)
     if full:

@@ -85,14 +85,14 @@ def annotation_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
         ev.append({"ph": "C", "cat": CAT, "name": series, "pid": pid, "tid": 0,
                    "ts": _us(int(r["ts"])),
                    "args": {"overlapped": int(r["overlapped"]), "exposed": int(r["exposed"])}})
-    for dev, g in ann.memory.groupby("device", sort=True) if len(ann.memory) else ():
+    for dev, mg in ann.memory.groupby("device", sort=True) if len(ann.memory) else ():
         # One counter track per device: allocated and reserved bytes (Perfetto: two series).
         name = f"memory {dev} (rank {ann.rank})"
-        for ts, a, r in zip(g["ts"].tolist(), g["allocated_bytes"].tolist(),
-                            g["reserved_bytes"].tolist(), strict=True):
+        for ts, a, res in zip(mg["ts"].tolist(), mg["allocated_bytes"].tolist(),
+                              mg["reserved_bytes"].tolist(), strict=True):
             args = {"allocated_bytes": int(a)}
-            if r == r:  # NaN: not recorded
-                args["reserved_bytes"] = int(r)
+            if res == res:  # NaN: not recorded
+                args["reserved_bytes"] = int(res)
             ev.append({"ph": "C", "cat": CAT, "name": name, "pid": pid, "tid": 0,
                        "ts": _us(int(ts)), "args": args})
     return ev

@@ -136,7 +136,7 @@ def _mib(df: pd.DataFrame) -> pd.DataFrame:
         elif c.endswith("_at_ns"):
             out[c] = out[c].astype(float) / 1e6
             out = out.rename(columns={c: c[:-3] + "_ms"})
-    return out
+    return cast(pd.DataFrame, out)
 
 
 def memory_devices(r: RunAnalysis) -> pd.DataFrame:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import pandas as pd
 
@@ -54,9 +55,9 @@ def gather(traces: Sequence[Trace], top: int = 10) -> MemoryTables:
     def cat(key: str) -> pd.DataFrame:
         got = parts.get(key)
         if not got:
-            return pd.DataFrame()
+            return cast(pd.DataFrame, pd.DataFrame())
         df = pd.concat(got, ignore_index=True)
-        return df[["rank", *[c for c in df.columns if c != "rank"]]]
+        return cast(pd.DataFrame, df[["rank", *[c for c in df.columns if c != "rank"]]])
 
     return MemoryTables(cat("devices"), cat("steps"), cat("ops").drop(columns=["stack"],
                         errors="ignore"), cat("series"), cat("steps_ns"), source, tuple(notes))
