@@ -395,3 +395,20 @@ def test_gpu_snapshot_agrees_with_the_trace() -> None:
     # the peak is inside AdamW's step; the blocks live at the dump (parameters, optimizer
     # state) were allocated before the history started: no stack recorded for them
     assert rep.peaks.iloc[0]["where"].startswith("_multi_tensor_adam (adam.py:")
+
+
+def test_capture_table_takes_the_trace_peak_else_the_summary() -> None:
+    import pandas as pd
+
+    from traceforge.capture import compare as capture_compare
+    from traceforge.commands.capture import _with_peaks
+
+    summary = json.loads(Path(f"{GPU}.summary.json").read_text())
+    summary["trace"]["path"] = GPU.name + ".pt.trace.json.gz"
+    other = {**summary, "trace": None}
+    rows = capture_compare.comparison([summary, other])
+    df = _with_peaks(pd.DataFrame(rows, columns=list(capture_compare.COLUMNS)),
+                     [summary, other], FIXTURES)
+    assert df["peak_memory_from"].tolist() == ["trace", "capture summary"]
+    assert df["peak_memory_bytes"].tolist() == [746_520_576] * 2
+    assert "peak_gib" not in df.columns

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import pandas as pd
@@ -113,7 +114,8 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
             _scaling_table(root, fmt)
     elif len(modes) > 1:
         rc, summaries = compare.run_modes(modes, opts, words)
-        df = pd.DataFrame(compare.comparison(summaries), columns=list(compare.COLUMNS))
+        df = _with_peaks(pd.DataFrame(compare.comparison(summaries),
+                                      columns=list(compare.COLUMNS)), summaries, out)
         emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
                           digits=2, notes=_notes(summaries)))
     elif launch_spec is not None:
@@ -176,3 +178,27 @@ def _notes(summaries: list[dict[str, object]]) -> tuple[str, ...]:
         for w in m.get("warnings", []) if isinstance(m.get("warnings"), list) else []:
             notes.append(f"{m.get('mode')}: {w}")
     return tuple(notes)
+
+
+def _with_peaks(df: pd.DataFrame, summaries: list[dict[str, Any]], out: Path) -> pd.DataFrame:
+    """The capture table with each mode's peak memory in place of ``peak_gib``: from its
+    trace's memory events (``--memory``), else the summary's max_memory_allocated, and
+    which (:func:`traceforge.analyzers.memory.peak_columns`)."""
+    from traceforge.analyzers.memory import PEAK_COLUMNS, peak_columns
+    from traceforge.errors import TraceforgeError
+    from traceforge.formats import load
+
+    rows = []
+    for s, gib in zip(summaries, df["peak_gib"].tolist(), strict=True):
+        name = (s.get("trace") or {}).get("path")
+        traces = []
+        if name and (out / name).is_file():
+            try:
+                traces = [load(out / name)]
+            except TraceforgeError:
+                traces = []
+        rows.append(peak_columns(traces, None if gib is None or gib != gib else gib * 2**30))
+    at = list(df.columns).index("peak_gib")
+    peaks = pd.DataFrame(rows, columns=list(PEAK_COLUMNS), index=df.index)
+    joined: pd.DataFrame = pd.concat([df.iloc[:, :at], peaks, df.iloc[:, at + 1:]], axis=1)
+    return joined

@@ -13,11 +13,14 @@ peak memory beside its step time).
 """
 
 from traceforge.analyzers.memory.analysis import (
+    PEAK_COLUMNS,
     MemoryReport,
     memory,
+    peak_columns,
     run_peak_memory,
     series,
 )
 from traceforge.analyzers.memory.snapshot import SnapshotReport, snapshot
 
-__all__ = ["MemoryReport", "SnapshotReport", "memory", "run_peak_memory", "series", "snapshot"]
+__all__ = ["PEAK_COLUMNS", "MemoryReport", "SnapshotReport", "memory", "peak_columns",
+           "run_peak_memory", "series", "snapshot"]

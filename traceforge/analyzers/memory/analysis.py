@@ -345,6 +345,19 @@ def series(trace: Trace, max_points: int = 4000) -> pd.DataFrame:
                 else pd.DataFrame(columns=cols))
 
 
+#: Columns a run table shows beside its step time (:func:`peak_columns`).
+PEAK_COLUMNS = ("peak_memory_bytes", "peak_memory_from")
+
+
+def peak_columns(traces: Sequence[Trace], summary_peak_bytes: float | None = None
+                 ) -> dict[str, object]:
+    """:func:`run_peak_memory` as the two columns of :data:`PEAK_COLUMNS` (NaN, "" when
+    unknown): the one place diff, compare, scaling and the capture table take it from."""
+    peak, source = run_peak_memory(traces, summary_peak_bytes)
+    return {"peak_memory_bytes": float("nan") if peak is None else peak,
+            "peak_memory_from": source}
+
+
 def run_peak_memory(traces: Sequence[Trace], summary_peak_bytes: float | None = None
                     ) -> tuple[float | None, str]:
     """A run's peak memory and where it comes from, for the run tables (diff, compare,
