@@ -60,10 +60,12 @@ class MemoryReport(Tables):
 
 
 def _labels(m: pd.DataFrame) -> np.ndarray:
-    kind = m["device_type"].astype(str).str.lower().to_numpy(dtype=object)
-    dev = m["device"].to_numpy()
-    return np.array([k if d < 0 else f"{k}:{d}" for k, d in zip(kind, dev, strict=True)],
-                    dtype=object)
+    """``cuda:0``, ``hip:1``, ``cpu``: one string per distinct (type, device), not per row."""
+    kind = m["device_type"].astype(str).to_numpy(dtype=object)
+    codes, uniq = pd.factorize(pd.MultiIndex.from_arrays([kind, m["device"].to_numpy()]))
+    names = np.array([k.lower() if d < 0 else f"{k.lower()}:{d}" for k, d in uniq],
+                     dtype=object)
+    return names[codes] if len(codes) else np.zeros(0, dtype=object)
 
 
 @dataclass(frozen=True)
