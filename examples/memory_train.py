@@ -1,7 +1,10 @@
 """A training loop with known sizes, captured by traceforge's Python API (GPU check for
 traceforge memory): 8 blocks of Linear(2048,2048) + LayerNorm + GELU, fp32, AdamW.
 
-    python3 train_mem.py CONFIG OUTDIR   (CONFIG: base, mem, snap, both)
+    python3 examples/memory_train.py CONFIG OUTDIR [STEPS] [WAIT,WARMUP,ACTIVE]
+
+CONFIG: base (no memory options), mem (--memory), snap (--memory-snapshot), both. The
+H100 run behind README's Memory figures used 70 steps and 2,1,30, four rounds each.
 """
 import sys
 import time
