@@ -41,6 +41,7 @@ COMMANDS: tuple[str, ...] = (
     "scaling",
     "compare",
     "memory",
+    "comm",
 )
 
 

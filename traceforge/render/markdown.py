@@ -73,6 +73,7 @@ def _run(r: RunAnalysis) -> str:
          "(traceforge capture --memory records them)"),
         (sections.memory_steps(r) if not r.memory.empty else pd.DataFrame(),
          "Allocated memory per step", "no memory events"),
+        (r.comm, COMM_TITLE, "no collectives (NCCL/RCCL)"),
         (r.launch, "Launch overhead per step", ""),
         (r.copies, "Host-device copies inside steps", "none inside steps"),
         (r.syncs, "Synchronizing calls inside steps", "none inside steps"),
@@ -83,6 +84,7 @@ def _run(r: RunAnalysis) -> str:
              "FLOPs utilization per step": [sections.HFU_NOTE],
              "Memory per device": [f"From {r.memory.source}. {sections.MEMORY_NOTE}",
                                    *r.memory.notes],
+             COMM_TITLE: list(r.comm_notes),
              f"{sections.path_title(r)}: time by category":
                  [*sections.path_lines(r), *cp.notes]}
     skipped = []
@@ -95,6 +97,10 @@ def _run(r: RunAnalysis) -> str:
     if skipped:
         parts.append("_Left out: " + "; ".join(skipped) + "._\n")
     return "\n".join(parts)
+
+
+#: The report's section of ``traceforge comm``'s by_size table.
+COMM_TITLE = "Collective bandwidth by kind and message size (busbw as nccl-tests)"
 
 
 def render_markdown(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
