@@ -29,7 +29,7 @@ import pandas as pd
 
 from traceforge.analyzers.timeline.stacks import innermost
 from traceforge.analyzers.timeline.steps import host_steps
-from traceforge.model import Tables, Trace, pair_codes
+from traceforge.model import Tables, Trace, coded, pair_codes
 
 RECORDED = "recorded"
 GROWTH = "growth"  # since the window began: see the module docstring
@@ -61,11 +61,16 @@ class MemoryReport(Tables):
 
 def _labels(m: pd.DataFrame) -> np.ndarray:
     """``cuda:0``, ``hip:1``, ``cpu``: one string per distinct (type, device), not per row."""
-    kind = m["device_type"].astype(str).to_numpy(dtype=object)
-    codes, uniq = pd.factorize(pd.MultiIndex.from_arrays([kind, m["device"].to_numpy()]))
-    names = np.array([k.lower() if d < 0 else f"{k.lower()}:{d}" for k, d in uniq],
-                     dtype=object)
-    return names[codes] if len(codes) else np.zeros(0, dtype=object)
+    if m.empty:
+        return np.zeros(0, dtype=object)
+    kinds, labels = coded(m["device_type"])
+    dev = m["device"].to_numpy()
+    codes, _ = pair_codes(kinds, dev)
+    first = np.unique(codes, return_index=True)[1]
+    names = np.array([str(labels[kinds[i]]).lower() + ("" if dev[i] < 0 else f":{dev[i]}")
+                      for i in first.tolist()], dtype=object)
+    out: np.ndarray = names[codes]
+    return out
 
 
 @dataclass(frozen=True)
@@ -96,8 +101,10 @@ def prepare(trace: Trace, ops: bool = True) -> Prepared:
             resv[idx] = np.nan  # not recorded; host memory has no reserve
     m["allocated"] = alloc.astype(np.int64)
     m["reserved"] = resv
-    op, op_row = _ops(trace, m) if ops else (np.full(len(m), "", dtype=object),
-                                             np.full(len(m), -1, dtype=np.int64))
+    # Kept with the trace's derived tables: a warm run reads the ops instead of a lookup
+    # among every op range (the memory table's rows are the source's, in a fixed order).
+    op, op_row = (trace.derived("memory_ops", lambda: _ops(trace, m)) if ops else
+                  (np.full(len(m), "", dtype=object), np.full(len(m), -1, dtype=np.int64)))
     m["op"], m["op_row"] = op, op_row
     return Prepared(m, totals, tuple(notes))
 
