@@ -18,6 +18,7 @@ from types import ModuleType
 
 from traceforge import samples
 from traceforge.errors import TraceFormatError
+from traceforge.formats import timestamps
 from traceforge.formats.source import read_head
 from traceforge.model import Trace
 
@@ -85,7 +86,7 @@ def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> 
     from traceforge.formats import cache
 
     k = cache.key(p)  # taken before parsing: a file changed meanwhile is never stored as current
-    full: Trace = mod.read(p)
+    full: Trace = timestamps.noted(mod.read(p))
     name = mod.__name__.rsplit(".", 1)[-1]
     stored = cache.write(p, full, name, k)
     if stored and kinds is not None:
@@ -102,9 +103,9 @@ def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> 
 
 def _read_kinds(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
     if kinds is not None and getattr(mod, "ACCEPTS_KINDS", False):
-        trace: Trace = mod.read(p, kinds=kinds)
+        trace: Trace = timestamps.noted(mod.read(p, kinds=kinds))
         return trace
-    trace = mod.read(p)
+    trace = timestamps.noted(mod.read(p))
     if kinds is None:
         return trace
     ev = trace.events
