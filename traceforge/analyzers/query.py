@@ -91,6 +91,7 @@ def _targets_input(query: str, inputs: Sequence[Path]) -> str | None:
     """A quoted path in a writing query (COPY, EXPORT, ATTACH) that is one of ``inputs``."""
     if not re.search(r"\b(copy|export|attach)\b", query, re.IGNORECASE):
         return None
+    lit: str
     for lit in re.findall(r"'((?:[^']|'')*)'", query):
         cand = Path(lit.replace("''", "'")).expanduser()
         for p in inputs:
