@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import traceforge as tf
+from tests import hostile_files, rocpd_schema
 from tests.test_inputs import one_line_error, run_cli
 from traceforge import samples
 
@@ -94,3 +95,165 @@ def test_sql_allow_files_reads_but_never_writes_an_input(
                              "--allow-files")
         one_line_error(rc, err, "an input of this run")
     assert src.read_bytes() == before
+
+
+# -- SQLite: nothing written beside, WAL, views, corruption (items 3, 4, 8) ----------------------
+
+def _beside(d: Path) -> set[str]:
+    return {p.name for p in d.iterdir()}
+
+
+def test_wal_database_writes_nothing_beside_it(tmp_path: Path) -> None:
+    """A WAL-mode export (checkpointed): read-only opens once created -wal and -shm next
+    to it; with the rows still in its -wal file, those rows are read from a private copy."""
+    d = tmp_path / "in"
+    d.mkdir()
+    p = hostile_files.wal_checkpointed(d / "report.sqlite")
+    before = _beside(d)
+    assert len(tf.load(p, cache=False).kernels()) == 50
+    assert _beside(d) == before
+    d2 = tmp_path / "in2"
+    d2.mkdir()
+    q = hostile_files.nsys_db(d2 / "live.sqlite", kernels=30, wal=True)
+    (d2 / "live.sqlite.build").unlink()
+    Path(f"{d2}/live.sqlite.build-wal").unlink(missing_ok=True)
+    before = _beside(d2)
+    assert len(tf.load(q, cache=False).kernels()) == 30
+    assert _beside(d2) == before
+
+
+def test_database_in_an_unwritable_directory(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "ro"
+    d.mkdir()
+    p = hostile_files.wal_checkpointed(d / "report.sqlite")
+    d.chmod(0o555)
+    try:
+        rc, out, err = run_cli(capsys, "top-kernels", str(p))
+        assert rc == 0 and "gemm_kernel" in out, err
+        assert _beside(d) == {"report.sqlite"}
+    finally:
+        d.chmod(0o755)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_corrupt_database_is_called_corrupt(damage: str, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Truncated or bit-flipped: "corrupt ... SQLite database", not "missing tables"."""
+    p = hostile_files.nsys_db(tmp_path / "r.sqlite", kernels=2000)
+    raw = bytearray(p.read_bytes())
+    if damage == "truncate":
+        raw = raw[:len(raw) // 3]
+    else:
+        for i in range(100, 4096, 7):  # the schema page
+            raw[i] ^= 0x5A
+    p.write_bytes(bytes(raw))
+    rc, _, err = run_cli(capsys, "info", str(p))
+    one_line_error(rc, err, "SQLite database")
+    assert "missing tables" not in err
+
+
+def test_looping_views_end_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A view over an infinite WITH RECURSIVE in place of a table the reader needs (nsys
+    kernels, rocpd's documented views) never hangs: recursive views are not tables."""
+    monkeypatch.setenv("TRACEFORGE_SQLITE_SECONDS", "5")
+    p = hostile_files.nsys_db(tmp_path / "r.sqlite")
+    hostile_files.looping_view(p, "CUPTI_ACTIVITY_KIND_KERNEL",
+                               "x AS start, x + 1 AS \"end\", 0 AS deviceId, 7 AS streamId, "
+                               "x AS correlationId, 0 AS globalPid, 1 AS demangledName, "
+                               "2 AS shortName, 1 AS gridX")
+    for verb in ("info", "top-kernels", "critical-path"):
+        rc, _, err = run_cli(capsys, verb, str(p))
+        one_line_error(rc, err, "missing tables")
+    q = rocpd_schema.build(tmp_path / "results.db")
+    hostile_files.looping_view(q, "kernels", "x AS name, x AS start, x + 1 AS \"end\"")
+    rc, out, err = run_cli(capsys, "top-kernels", str(q))
+    assert rc == 0, err  # read from the base tables
+
+
+def test_deadline_and_row_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A view that multiplies rows (a 4-way cross join) is stopped by the row cap while it
+    is read; a slow query by the deadline. One line each, naming the limit."""
+    p = hostile_files.nsys_db(tmp_path / "r.sqlite", kernels=200)
+    hostile_files.multiplying_view(p, "CUPTI_ACTIVITY_KIND_KERNEL",
+                                   "CUPTI_ACTIVITY_KIND_KERNEL_orig")
+    rc, _, err = run_cli(capsys, "top-kernels", str(p))
+    one_line_error(rc, err, "more than", "rows")
+    q = hostile_files.nsys_db(tmp_path / "slow.sqlite", kernels=200)
+    hostile_files.multiplying_view(q, "CUPTI_ACTIVITY_KIND_KERNEL",
+                                   "CUPTI_ACTIVITY_KIND_KERNEL_orig", empty=True)
+    monkeypatch.setenv("TRACEFORGE_SQLITE_SECONDS", "1")
+    rc, _, err = run_cli(capsys, "top-kernels", str(q))
+    one_line_error(rc, err, "ran past 1 s", "TRACEFORGE_SQLITE_SECONDS")
+
+
+# -- gzip bombs (item 2) ------------------------------------------------------------------------
+
+def test_gzip_bomb_is_stopped_with_the_limit_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``{"traceEvents": [`` + 64 MiB of spaces + ``]}`` in 70 KB of gzip: the stream stops
+    at the ratio (floor lowered for the test) or the size cap, one line naming the env var;
+    the temporary file is gone."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    from traceforge.formats import gunzip
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setattr(gunzip, "_scratch", None)
+    monkeypatch.setattr(gunzip, "RATIO_FLOOR", 2**20)
+    bomb = hostile_files.gzip_bomb(tmp_path / "bomb.json.gz", b" ", b'{"traceEvents": [', b"]}")
+    assert bomb.stat().st_size < 200_000
+    rc, _, err = run_cli(capsys, "info", str(bomb))
+    one_line_error(rc, err, "expands more than 200x", "TRACEFORGE_GUNZIP_MAX_RATIO")
+    monkeypatch.setenv("TRACEFORGE_GUNZIP_MAX_RATIO", "1e6")
+    monkeypatch.setenv("TRACEFORGE_GUNZIP_MAX_BYTES", str(16 * 2**20))
+    rc, _, err = run_cli(capsys, "info", str(bomb))
+    one_line_error(rc, err, "larger than 0.015625 GiB", "TRACEFORGE_GUNZIP_MAX_BYTES")
+    monkeypatch.setenv("TRACEFORGE_GUNZIP_MAX_BYTES", str(2**30))
+    rc, _, err = run_cli(capsys, "info", str(bomb))  # within the limits: read, and empty
+    one_line_error(rc, err, "bomb.json.gz")
+    db = hostile_files.gzip_bomb(tmp_path / "bomb.sqlite.gz", b"\0",
+                                 hostile_files.nsys_db(tmp_path / "x.sqlite").read_bytes())
+    monkeypatch.setenv("TRACEFORGE_GUNZIP_MAX_BYTES", str(16 * 2**20))
+    rc, _, err = run_cli(capsys, "info", str(db))
+    one_line_error(rc, err, "TRACEFORGE_GUNZIP_MAX_BYTES")
+    leftovers = [p for p in (tmp_path / "tmp").rglob("*") if p.is_file()]
+    assert leftovers == []
+
+
+def test_sigterm_removes_the_decompressed_copy(tmp_path: Path) -> None:
+    """A run ended by SIGTERM while it reads a decompressed database (a slow view keeps it
+    busy) exits 143 and leaves nothing in the temporary directory."""
+    import gzip
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    db = hostile_files.nsys_db(tmp_path / "slow.sqlite", kernels=300)
+    hostile_files.multiplying_view(db, "CUPTI_ACTIVITY_KIND_KERNEL",
+                                   "CUPTI_ACTIVITY_KIND_KERNEL_orig", empty=True)
+    gz = tmp_path / "slow.sqlite.gz"
+    gz.write_bytes(gzip.compress(db.read_bytes()))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "TRACEFORGE_NO_CACHE": "1",
+           "TRACEFORGE_SQLITE_SECONDS": "60"}
+    proc = subprocess.Popen([sys.executable, "-m", "traceforge", "info", str(gz)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        end = time.monotonic() + 30
+        while not any(p.is_file() for p in tmp.rglob("*.sqlite")) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert any(p.is_file() for p in tmp.rglob("*.sqlite")), "no decompressed copy seen"
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert list(tmp.iterdir()) == []

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
+import threading
 from typing import Any
 
 import click
 
+from traceforge import errors
 from traceforge.commands import values
 from traceforge.errors import TraceforgeError
 
@@ -97,8 +100,18 @@ def _restore(var: str, old: str | None) -> None:
         os.environ[var] = old
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    """SIGTERM ends the run as an exit does: ``finally`` blocks and ``atexit`` hooks run,
+    so temporary files (a decompressed database, a half-written output) are removed."""
+    errors.TERMINATED.append(signum)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI; errors become one line on stderr and an exit code, never a traceback."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         return cli.main(args=argv, prog_name="traceforge", standalone_mode=False)
     except TraceforgeError as e:
