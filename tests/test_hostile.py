@@ -257,3 +257,109 @@ def test_sigterm_removes_the_decompressed_copy(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert list(tmp.iterdir()) == []
+
+
+# -- diagnoses and the cache (items 8, 9) -------------------------------------------------------
+
+def test_special_files_are_not_regular_files(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    for p in (fifo, Path("/dev/zero")):
+        rc, _, err = run_cli(capsys, "info", str(p))
+        one_line_error(rc, err, "not a regular file")
+
+
+def test_file_under_an_unenterable_directory(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    if os.geteuid() == 0:
+        pytest.skip("root enters every directory")
+    d = tmp_path / "locked"
+    d.mkdir()
+    (d / "t.json").write_text("{}")
+    d.chmod(0)
+    try:
+        for verb in ("info", "overlap"):
+            rc, _, err = run_cli(capsys, verb, str(d / "t.json"))
+            one_line_error(rc, err, "permission denied")
+    finally:
+        d.chmod(0o755)
+
+
+def test_unenterable_directory_as_root_is_simulated(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``Path.stat`` raising PermissionError (what a directory one cannot enter gives a
+    non-root user): one line, in ``load`` and in the run reader, not an internal error."""
+    p = tmp_path / "t.json"
+    p.write_text("{}")
+    real = Path.stat
+
+    def denied(self: Path, **kw: object) -> object:
+        if self == p:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "stat", denied)
+    for verb in ("info", "overlap"):
+        rc, _, err = run_cli(capsys, verb, str(p))
+        one_line_error(rc, err, "permission denied")
+
+
+def test_cache_entry_replaced_by_a_directory_heals(cdir: Path) -> None:
+    from traceforge.formats import cache
+
+    src = samples.path("h100-compiled")
+    tf.load(src)
+    entries = list(cdir.rglob("*" + cache.SUFFIX))
+    assert entries
+    for e in entries:
+        e.unlink()
+        e.mkdir()
+        (e / "junk").write_text("x")
+    assert len(tf.load(src).kernels()) > 0  # a miss, then the entry is written again
+    assert all(e.is_file() for e in entries)
+
+
+class _Planted:
+    """A pickle that, if ever loaded, touches a marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (Path.touch, (str(self.marker),))  # type: ignore[return-value]
+
+
+def test_derived_tables_refuse_symlinks_and_shared_directories(cdir: Path,
+                                                                tmp_path: Path) -> None:
+    """A symlink planted where a derived table belongs, pointing at a file of the user's
+    holding attacker bytes, is never read (O_NOFOLLOW); neither is anything in a cache
+    directory others may write."""
+    import pickle
+
+    from traceforge.formats.derived import SUFFIX, DiskStore
+
+    t = tf.load(samples.path("h100-compiled"))
+    store = t.store
+    assert isinstance(store, DiskStore)
+    marker = tmp_path / "pwned"
+    full = f"{store.prefix}|k"
+    target = store._file(full)
+    evil = tmp_path / "evil.pickle"
+    evil.write_bytes(pickle.dumps((full, _Planted(marker))))
+    target.symlink_to(evil)
+    assert store.get("k") is None and not marker.exists()
+    target.unlink()
+    store.put("k", {"a": 1})
+    assert store.get("k") == {"a": 1}
+    target.parent.chmod(0o777)
+    try:
+        assert store.get("k") is None
+    finally:
+        target.parent.chmod(0o700)
+    assert target.name.endswith(SUFFIX)
