@@ -90,3 +90,69 @@ def gzip_bomb(path: Path, inner: bytes, prefix: bytes = b"", suffix: bytes = b""
     parts += [z.compress(suffix), z.flush()]
     path.write_bytes(b"".join(parts))
     return path
+
+
+# -- invalid intervals, one file per format (item 7) --------------------------------------------
+
+KERNEL_CSV_HEADER = ('"Kind","Agent_Id","Queue_Id","Thread_Id","Dispatch_Id","Kernel_Id",'
+                     '"Kernel_Name","Correlation_Id","Start_Timestamp","End_Timestamp"\n')
+
+
+def rocprofv3_csv(path: Path, bad: tuple[int, int] | None) -> Path:
+    """A rocprofv3 kernel trace CSV with 20 dispatches; ``bad`` replaces the first times."""
+    rows = [(T0 + 1000 * i, T0 + 1000 * i + 500) for i in range(20)]
+    if bad:
+        rows[0] = bad
+    path.write_text(KERNEL_CSV_HEADER + "".join(
+        f'"KERNEL_DISPATCH",1,1,7,{i},3,"gemm",{i},{s},{e}\n' for i, (s, e) in enumerate(rows)))
+    return path
+
+
+def rocprof_db(path: Path, bad: tuple[int, int] | None) -> Path:
+    """A legacy rocprof results.db (table KERN) with 20 dispatches."""
+    conn = sqlite3.connect(path)
+    conn.execute('CREATE TABLE KERN (KernelName TEXT, BeginNs INTEGER, EndNs INTEGER, '
+                 '"gpu-id" INTEGER, "queue-id" INTEGER, pid INTEGER)')
+    rows = [(T0 + 1000 * i, T0 + 1000 * i + 500) for i in range(20)]
+    if bad:
+        rows[0] = bad
+    conn.executemany("INSERT INTO KERN VALUES ('gemm', ?, ?, 0, 1, 42)", rows)
+    conn.commit()
+    conn.close()
+    return path
+
+
+def rocpd_bad(path: Path, sql: str) -> Path:
+    """The rocpd test database with ``sql`` run on its kernel dispatch table ``{t}``."""
+    from tests import rocpd_schema
+
+    rocpd_schema.build(path)
+    conn = sqlite3.connect(path)
+    (t,) = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE "
+                        "'rocpd_kernel_dispatch%'").fetchone()
+    conn.execute(sql.format(t=t))
+    conn.commit()
+    conn.close()
+    return path
+
+
+def pftrace_end_before_begin() -> bytes:
+    """A Perfetto TrackEvent trace whose one slice ends 50 ns before it begins."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    tr = pb.Trace()
+    p = tr.packet.add()
+    p.trusted_packet_sequence_id = 1
+    p.track_descriptor.uuid = 9
+    p.track_descriptor.thread.pid, p.track_descriptor.thread.tid = 4, 5
+    for ts, typ in ((1000, pb.TrackEvent.TYPE_SLICE_BEGIN), (950, pb.TrackEvent.TYPE_SLICE_END),
+                    (2000, pb.TrackEvent.TYPE_SLICE_BEGIN), (2500, pb.TrackEvent.TYPE_SLICE_END)):
+        p = tr.packet.add()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp = ts
+        p.track_event.type = typ
+        p.track_event.track_uuid = 9
+        if typ == pb.TrackEvent.TYPE_SLICE_BEGIN:
+            p.track_event.name = "hipLaunchKernel"
+    data: bytes = tr.SerializeToString()
+    return data

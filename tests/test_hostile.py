@@ -363,3 +363,61 @@ def test_derived_tables_refuse_symlinks_and_shared_directories(cdir: Path,
     finally:
         target.parent.chmod(0o700)
     assert target.name.endswith(SUFFIX)
+
+
+# -- invalid intervals: one policy in every reader (item 7) -------------------------------------
+
+def _invalid(kind: str, d: Path) -> Path:
+    hf = hostile_files
+    if kind == "kineto dur=-1":
+        doc = {"traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10,
+             "dur": -1, "args": {"device": 0, "stream": 7, "correlation": 1}}]}
+        (d / "t.json").write_text(json.dumps(doc))
+        return d / "t.json"
+    if kind.startswith("nsys"):
+        bad = {"nsys end<start": (hf.T0 + 500, hf.T0 + 100), "nsys end NULL": (hf.T0, None),
+               "nsys start=-1": (-1, hf.T0)}[kind]
+        return hf.nsys_db(d / "r.sqlite", start_end=[bad])
+    if kind == "rocprof-db EndNs<BeginNs":
+        return hf.rocprof_db(d / "results.db", (hf.T0 + 500, hf.T0 + 100))
+    if kind == "rocprofv3-csv end<start":
+        return hf.rocprofv3_csv(d / "1_kernel_trace.csv", (hf.T0 + 500, hf.T0 + 100))
+    if kind == "rocprofv3-csv start=-1":
+        return hf.rocprofv3_csv(d / "1_kernel_trace.csv", (-1, hf.T0))
+    if kind == "rocpd end<start":
+        return hf.rocpd_bad(d / "results.db",
+                            'UPDATE "{t}" SET "end" = start - 100 WHERE rowid = 1')
+    if kind == "perfetto end<begin":
+        (d / "t.pftrace").write_bytes(hf.pftrace_end_before_begin())
+        return d / "t.pftrace"
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", [
+    "kineto dur=-1", "nsys end<start", "nsys end NULL", "nsys start=-1",
+    "rocprof-db EndNs<BeginNs", "rocprofv3-csv end<start", "rocprofv3-csv start=-1",
+    "rocpd end<start", "perfetto end<begin"])
+def test_invalid_intervals_are_refused_in_every_format(kind: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    """One policy: an event that ends before it starts, has no end, or starts before 0 on
+    a counter clock makes the read fail with one line naming the event (they once loaded
+    as 0 µs kernels, or 1.27 s kernels in a 0.65 s trace)."""
+    p = _invalid(kind, tmp_path)
+    for verb in ("info", "top-kernels"):
+        rc, _, err = run_cli(capsys, verb, str(p))
+        one_line_error(rc, err, p.name)
+        assert any(w in err for w in ("before", "no end", "negative")), err
+
+
+@pytest.mark.parametrize("builder", ["nsys", "rocprof-db", "rocprofv3-csv"])
+def test_valid_versions_of_those_files_load(builder: str, tmp_path: Path) -> None:
+    hf = hostile_files
+    p = {"nsys": lambda: hf.nsys_db(tmp_path / "r.sqlite"),
+         "rocprof-db": lambda: hf.rocprof_db(tmp_path / "results.db", None),
+         "rocprofv3-csv": lambda: hf.rocprofv3_csv(tmp_path / "1_kernel_trace.csv", None)}[
+        builder]()
+    t = tf.load(p, cache=False)
+    assert len(t.kernels()) in (20, 50)
+    assert (t.kernels()["dur"] > 0).all()
