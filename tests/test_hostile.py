@@ -421,3 +421,42 @@ def test_valid_versions_of_those_files_load(builder: str, tmp_path: Path) -> Non
     t = tf.load(p, cache=False)
     assert len(t.kernels()) in (20, 50)
     assert (t.kernels()["dur"] > 0).all()
+
+
+# -- memory guard (item 5) ----------------------------------------------------------------------
+
+def test_memory_guard_ends_the_run_with_one_line(tmp_path: Path) -> None:
+    """--max-memory below what a run needs (an interpreter with pandas alone passes 60 MB):
+    exit 2, one line naming the limit and how to raise it; 0 turns the guard off."""
+    import os
+    import subprocess
+    import sys
+
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "pid": 0, "tid": 7, "ts": 2 * i,
+         "dur": 1, "args": {"device": 0, "stream": 7, "correlation": i}}
+        for i in range(100_000)]}))
+    env = {**os.environ, "TRACEFORGE_NO_CACHE": "1"}
+    r = subprocess.run([sys.executable, "-m", "traceforge", "--max-memory", "60MB",
+                        "critical-path", str(p)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "memory limit of 0.1 GiB" in r.stderr, r.stderr
+    assert "--max-memory" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "traceforge", "--max-memory", "lots", "info",
+                        str(p)], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--max-memory" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_memory_in_use_is_measured() -> None:
+    from traceforge import limits
+
+    if not Path("/proc/self/smaps_rollup").exists():
+        pytest.skip("no /proc/self/smaps_rollup")
+    before = limits.in_use()
+    block = bytearray(64 * 2**20)
+    assert limits.in_use() - before > 50 * 2**20
+    del block
+    assert limits.parse_limit("0") == 0 and limits.parse_limit("2GB") == 2 * 10**9
+    assert limits.parse_limit(None) is None

@@ -72,8 +72,13 @@ class _LazyGroup(click.Group):
 @click.option("--cache-size", metavar="SIZE", callback=values.check_size,
               help="Cap on the cache directory, e.g. 5GB (default; also "
               "TRACEFORGE_CACHE_SIZE); least recently used entries are evicted.")
+@click.option("--max-memory", metavar="SIZE",
+              help="End the run with one line once it (with its workers) uses more memory "
+              "than SIZE, e.g. 8GB (also TRACEFORGE_MAX_MEMORY; default 90% of the memory "
+              "available at start; 0 turns the guard off).")
 @click.pass_context
-def cli(ctx: click.Context, no_cache: bool, cache_size: str | None) -> None:
+def cli(ctx: click.Context, no_cache: bool, cache_size: str | None,
+        max_memory: str | None) -> None:
     """Analyze GPU traces of ML workloads: Kineto JSON, Nsight Systems, rocprof, Perfetto.
 
     Parsed traces are cached as Arrow files in $TRACEFORGE_CACHE (default
@@ -83,6 +88,15 @@ def cli(ctx: click.Context, no_cache: bool, cache_size: str | None) -> None:
     """
     # Environment variables, not globals: worker processes of multi-rank verbs inherit them.
     # They are restored when the command ends (the CLI also runs in-process, in tests).
+    from traceforge import limits
+
+    try:
+        limit = limits.parse_limit(max_memory or os.environ.get("TRACEFORGE_MAX_MEMORY"))
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--max-memory") from None
+    stop = limits.guard(limit)
+    if stop is not None:
+        ctx.call_on_close(stop.set)
     settings = {"TRACEFORGE_NO_CACHE": "1" if no_cache else None,
                 "TRACEFORGE_CACHE_SIZE": cache_size}
     for var, value in settings.items():

@@ -43,6 +43,12 @@ def scratch() -> Path:
     return _scratch
 
 
+def cleanup() -> None:
+    """Remove the private temporary directory now (a process about to ``os._exit``)."""
+    if _scratch is not None:
+        shutil.rmtree(_scratch, True)
+
+
 def _remove(d: Path, owner: int) -> None:
     """Remove ``d`` at exit of the process that made it (a forked worker leaves it)."""
     if os.getpid() == owner:
