@@ -19,6 +19,7 @@ with more rows than all base tables together hold (no documented view multiplies
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -152,13 +153,23 @@ def _tables(path: str, mtime_ns: int, size: int) -> frozenset[str]:
         rows = conn.execute(
             "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
         ).fetchall()
-    return frozenset(str(name) for name, kind, text in rows
-                     if kind == "table" or not _recursive(str(text or "")))
+    views = {str(name): str(text or "") for name, kind, text in rows if kind == "view"}
+    # A view that recurses, or reads one that does (rocpd's views over a base table that
+    # was replaced by a looping view), could yield rows forever: not a table.
+    bad = {v for v, text in views.items() if "RECURSIVE" in text.upper()}
+    grew = True
+    while grew:
+        grew = False
+        for v, text in views.items():
+            if v not in bad and any(_names(text, b) for b in bad):
+                bad.add(v)
+                grew = True
+    return frozenset(str(name) for name, kind, _ in rows if str(name) not in bad)
 
 
-def _recursive(view_sql: str) -> bool:
-    """Whether a view's definition may recurse (and so yield rows forever)."""
-    return "RECURSIVE" in view_sql.upper()
+def _names(sql: str, name: str) -> bool:
+    """Whether ``sql`` mentions ``name`` as a word (quoted or not)."""
+    return re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", sql, re.IGNORECASE) is not None
 
 
 def tables(path: Path) -> frozenset[str]:
