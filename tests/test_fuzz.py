@@ -412,7 +412,7 @@ def _digest(folder: Path) -> dict[str, str]:
 @pytest.mark.parametrize("name", list(SEEDS))
 def test_reader_survives_mutants(name: str, seed_dir: Path, tmp_path: Path,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from traceforge.analyzers.timeline import timeline
+    from traceforge.analyzers.timeline.core import timeline
     from traceforge.formats import gunzip
 
     monkeypatch.setenv("TRACEFORGE_GUNZIP_MAX_BYTES", str(8 * 2**20))

@@ -18,6 +18,7 @@ with more rows than all base tables together hold (no documented view multiplies
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -251,6 +252,10 @@ def args_from_cache(path: Path, columns: dict[str, np.ndarray]) -> ColumnArgs:
     return provider
 
 
+#: Args columns a reader keeps as JSON text (nested lists), decoded when args are read.
+JSON_COLUMNS = frozenset({"Input Dims"})
+
+
 class ColumnArgs:
     """Args provider for readers that build a frame: per-row source fields as dicts.
 
@@ -276,6 +281,11 @@ class ColumnArgs:
                 v = v.item() if hasattr(v, "item") else v
                 if k == "host_pid" and v < 0:
                     continue
+                if k in JSON_COLUMNS and isinstance(v, str):
+                    try:
+                        v = json.loads(v)
+                    except ValueError:
+                        continue
                 # Columns with gaps come back as floats from pandas; ids stay integers.
                 d[k] = int(v) if isinstance(v, float) and v.is_integer() else v
             out.append(d)

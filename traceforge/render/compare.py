@@ -1,4 +1,4 @@
-"""How a :class:`~traceforge.analyzers.compare.Comparison` is shown: the runs table, the
+"""How a :class:`~traceforge.analyzers.runs.compare.Comparison` is shown: the runs table, the
 class and family tables lined up run by run (printed by the command), its JSON object, a
 comparison chart and a Markdown/HTML report."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.compare import Comparison
+from traceforge.analyzers.runs.compare import Comparison
 from traceforge.render.figures import (
     drop_empty,
     html_page,
@@ -25,7 +25,7 @@ from traceforge.render.figures import (
 from traceforge.render.tables import Table
 
 #: The table names (``--table``), in the order they are shown.
-TABLE_NAMES: tuple[str, ...] = ("runs", "classes", "families", "counts")
+TABLE_NAMES: tuple[str, ...] = ("runs", "classes", "families", "counts", "comm")
 
 _NOTE = ("times: GPU activity launched in the steps, durations summed, per step and per GPU "
          "(mean over ranks); step_ms: slowest rank's mean host step; latency/hz/peak from "
@@ -56,6 +56,8 @@ def compare_tables(c: Comparison, *, wide: bool = True) -> list[Table]:
                                     "library per run", digits=3),
         Table("counts", counts, "GPU activities (kernels, copies, memsets) per step by class",
               digits=3),
+        Table("comm", c.comm, "Collective bus bandwidth by kind (GB/s, nccl-tests; NCCL and "
+                              "RCCL lined up)", () if len(c.comm) else ("(none)",)),
     ]
 
 
@@ -63,7 +65,8 @@ def compare_document(c: Comparison) -> dict[str, Any]:
     """The JSON object of ``traceforge compare``: the long tables and the runs' step
     sources."""
     return {"baseline": c.baseline, "runs": c.runs, "by_class": c.by_class,
-            "by_family": c.by_family, "steps_from": c.step_sources, "notes": list(c.notes)}
+            "by_family": c.by_family, "comm": c.comm, "steps_from": c.step_sources,
+            "notes": list(c.notes)}
 
 
 def compare_chart(c: Comparison, stem: Path) -> list[Path]:

@@ -1,11 +1,11 @@
-"""How a :class:`~traceforge.analyzers.diff.TraceDiff` is shown: the one list of its
+"""How a :class:`~traceforge.analyzers.runs.diff.TraceDiff` is shown: the one list of its
 sections, used by ``traceforge diff`` and by both report formats."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from traceforge.analyzers.diff import TraceDiff
+from traceforge.analyzers.runs.diff import TraceDiff
 from traceforge.render.frame import render_frame
 
 #: (attribute of TraceDiff, title, rows shown in a report) in the order they are shown.
@@ -18,6 +18,7 @@ SECTIONS: tuple[tuple[str, str, int], ...] = (
     ("only_a", "Kernels only in A (per step)", 10),
     ("only_b", "Kernels only in B (per step)", 10),
     ("ops", "Operators in both runs (self GPU us per step)", 10),
+    ("comm", "Collective bus bandwidth by kind (GB/s, nccl-tests; ratio = B / A)", 10),
 )
 
 

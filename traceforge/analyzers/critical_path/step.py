@@ -4,9 +4,9 @@ start and one window end per rank) and the longest path into a rank's window end
 The graph is kept as edge arrays (``u``, ``v``, ``w``) and its topological order and
 in-edge lists are built once per step and shared by every rank's path and every what-if,
 which only change edge weights. The longest path is worked out on those arrays
-(:func:`_longest_into`), exactly as ``networkx.dag_longest_path`` picks it (the first
+(:func:`longest_into`), exactly as ``networkx.dag_longest_path`` picks it (the first
 best predecessor in edge order): a networkx graph holds a dict per edge, ~1 KB, which
-made 1M kernels cost 3.6 GiB. The ``DiGraph`` (:attr:`_Step.graph`) is built only when
+made 1M kernels cost 3.6 GiB. The ``DiGraph`` (:attr:`StepGraph.graph`) is built only when
 someone asks for it (``CriticalPath.graphs``).
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.critical_path.edges import END, START
-from traceforge.analyzers.critical_path.run import _Run
+from traceforge.analyzers.critical_path.run_graph import RunGraph
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -29,12 +29,12 @@ if TYPE_CHECKING:
 S_NODE = -1
 
 
-def _t_node(ri: int) -> int:
+def t_node(ri: int) -> int:
     return -2 - ri
 
 
 @dataclass(eq=False)
-class _Step:
+class StepGraph:
     """The graph of one step: every rank's nodes from the earliest window start (``lo``)
     to the latest window end; ``w0``/``w1`` each rank's window in the common clock."""
 
@@ -61,7 +61,7 @@ class _Step:
     @property
     def node_ids(self) -> np.ndarray:
         """Every node of the graph: S, the rank ends and the ends of every edge, sorted."""
-        ends = np.array([S_NODE, *(_t_node(ri) for ri in range(len(self.w0)))], np.int64)
+        ends = np.array([S_NODE, *(t_node(ri) for ri in range(len(self.w0)))], np.int64)
         return np.unique(np.concatenate([ends, self.u, self.v]))
 
     @property
@@ -71,7 +71,7 @@ class _Step:
 
         g = nx.DiGraph()
         g.add_node(S_NODE)
-        g.add_nodes_from(_t_node(ri) for ri in range(len(self.w0)))
+        g.add_nodes_from(t_node(ri) for ri in range(len(self.w0)))
         g.add_weighted_edges_from(zip(self.u.tolist(), self.v.tolist(), self.w.tolist(),
                                       strict=True))
         return g
@@ -87,7 +87,7 @@ class StepGraphs(Mapping[int, "nx.DiGraph"]):
     """Step -> its graph as a networkx DiGraph, built when asked for (a big step's graph
     costs ~1 KB per edge as networkx objects; the analysis itself needs only arrays)."""
 
-    def __init__(self, steps: dict[int, _Step]) -> None:
+    def __init__(self, steps: dict[int, StepGraph]) -> None:
         self._steps = steps
 
     def __getitem__(self, step: int) -> nx.DiGraph:
@@ -141,7 +141,7 @@ class _Dag:
         return cls(ids, ui, vi, indptr.tolist(), by_v.tolist(), topo)
 
 
-def _step_graph(run: _Run, step: int, wins: list[pd.DataFrame]) -> _Step:
+def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
     w0s = np.array([int(w["ts"].iloc[0]) for w in wins], dtype=np.int64) + run.offset
     w1s = np.array([int(w["end"].iloc[0]) for w in wins], dtype=np.int64) + run.offset
     lo, hi = int(w0s.min()), int(w1s.max())
@@ -191,10 +191,10 @@ def _step_graph(run: _Run, step: int, wins: list[pd.DataFrame]) -> _Step:
     ref = np.concatenate([ref, np.full(len(orphan) + len(te), -1)])
     ref2 = np.concatenate([ref2, np.full(len(orphan) + len(te), -1)])
     erk = np.concatenate([erk, run.node_rank[orphan], tr])
-    return _Step(step, w0s, w1s, lo, nodes, u, v, w, t, ref, ref2, erk, notes)
+    return StepGraph(step, w0s, w1s, lo, nodes, u, v, w, t, ref, ref2, erk, notes)
 
 
-def _longest_into(sp: _Step, ri: int, changed: Mapping[tuple[int, int], int] | None = None
+def longest_into(sp: StepGraph, ri: int, changed: Mapping[tuple[int, int], int] | None = None
                   ) -> list[int]:
     """The longest path into rank ``ri``'s window end, with some edge weights changed.
 
@@ -206,11 +206,11 @@ def _longest_into(sp: _Step, ri: int, changed: Mapping[tuple[int, int], int] | N
     dag = sp.order()
     w = sp.w.astype(np.int64).tolist()
     if changed:
-        idx = _edge_index_pairs(sp, list(changed))
+        idx = edge_index_pairs(sp, list(changed))
         for (k, new) in zip(idx.tolist(), changed.values(), strict=True):
             if k >= 0:
                 w[k] = int(new)
-    t_pos = int(np.searchsorted(dag.ids, _t_node(ri)))
+    t_pos = int(np.searchsorted(dag.ids, t_node(ri)))
     big = int(sp.w.sum()) + 1
     vi = dag.vi.tolist()
     ui = dag.ui.tolist()
@@ -218,7 +218,7 @@ def _longest_into(sp: _Step, ri: int, changed: Mapping[tuple[int, int], int] | N
         w[k] = big
     for tj in range(len(sp.w0)):  # the other ranks' ends weigh nothing, as in the graph
         if tj != ri:
-            p = int(np.searchsorted(dag.ids, _t_node(tj)))
+            p = int(np.searchsorted(dag.ids, t_node(tj)))
             for k in dag.into[dag.indptr[p]:dag.indptr[p + 1]]:
                 w[k] = 0
     n = len(dag.ids)
@@ -247,7 +247,7 @@ def _longest_into(sp: _Step, ri: int, changed: Mapping[tuple[int, int], int] | N
         cur = x
         x = prev[x]
     path = [int(dag.ids[i]) for i in reversed(path_pos)]
-    t = _t_node(ri)
+    t = t_node(ri)
     if not path or path[-1] != t:
         path.append(t)
     if path[0] != S_NODE:
@@ -255,7 +255,7 @@ def _longest_into(sp: _Step, ri: int, changed: Mapping[tuple[int, int], int] | N
     return path
 
 
-def _edge_index_pairs(sp: _Step, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+def edge_index_pairs(sp: StepGraph, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
     """Row of each ``(u, v)`` pair in the step's edge arrays (-1: not an edge)."""
     if not pairs:
         return np.zeros(0, dtype=np.int64)
@@ -269,7 +269,7 @@ def _edge_index_pairs(sp: _Step, pairs: Sequence[tuple[int, int]]) -> np.ndarray
     return np.asarray(np.where(key[order][i] == q, order[i], -1))
 
 
-def _edge_index(sp: _Step, path: Sequence[int]) -> np.ndarray:
+def edge_index(sp: StepGraph, path: Sequence[int]) -> np.ndarray:
     """Row of each consecutive path pair in the step's edge arrays (-1: not an edge)."""
     p = np.asarray(path, dtype=np.int64) + sp.shift
     n = int(max(sp.u.max(initial=0), sp.v.max(initial=0))) + 1 + sp.shift
