@@ -46,7 +46,7 @@ TOP_KERNELS = pd.DataFrame({
 
 
 def _table(df: pd.DataFrame) -> str:
-    return render_frame(df, "table")
+    return render_frame(df, "table", width=160)
 
 
 def test_ns_columns_in_ms_with_the_unit_in_the_header() -> None:
@@ -77,7 +77,7 @@ def test_small_values_keep_a_significant_digit() -> None:
 
 
 def test_whole_number_floats_are_counts() -> None:
-    out = render_frame(DIFF_SUMMARY, "table", digits=3)
+    out = render_frame(DIFF_SUMMARY, "table", digits=3, width=160)
     assert "1,791" in out and "1,791.000" not in out and "2.000" not in out
     assert "222.576" in out and "0.661" in out and "-608" in out
     md = render_frame(TOP_KERNELS, "md")
@@ -101,7 +101,7 @@ def test_json_and_csv_keep_exact_integer_ns() -> None:
 
 
 def test_the_verbs_on_a_real_trace() -> None:
-    r = CliRunner().invoke(cli, ["launch", EAGER])
+    r = CliRunner().invoke(cli, ["launch", EAGER, "--width", "160"])
     assert r.exit_code == 0, r.output
     assert "window (ms)" in r.output and "78.898" in r.output
     assert all(len(ln) <= 160 for ln in r.output.splitlines())

@@ -69,6 +69,10 @@ class _LazyGroup(click.Group):
 @click.option("--cache-size", metavar="SIZE", callback=values.check_size,
               help="Cap on the cache directory, e.g. 5GB (default; also "
               "TRACEFORGE_CACHE_SIZE); least recently used entries are evicted.")
+@click.option("--width", type=values.WIDTH, default=None, metavar="N", expose_value=False,
+              callback=values.set_width, is_eager=True,
+              help="Fit tables in N columns (default: the terminal's; unlimited when "
+              "piped or redirected; also TRACEFORGE_WIDTH).")
 @click.pass_context
 def cli(ctx: click.Context, no_cache: bool, cache_size: str | None) -> None:
     """Analyze GPU traces of ML workloads: Kineto JSON, Nsight Systems, rocprof, Perfetto.
@@ -102,7 +106,9 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         return cli.main(args=argv, prog_name="traceforge", standalone_mode=False)
     except TraceforgeError as e:
-        click.echo(f"traceforge: error: {e}", err=True)
+        from traceforge.commands.options import say
+
+        say(f"traceforge: error: {e}")
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
         click.echo("traceforge: aborted", err=True)

@@ -25,11 +25,20 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from traceforge.render.text import csv_cell, display, plain, plain_lines
+
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "md")
 
 
 #: Columns that hold integer nanoseconds besides those named ``*_ns`` (model columns).
 NS_COLUMNS = ("ts", "dur", "end")
+
+#: Integer columns that name things (shown without thousands separators).
+ID_COLUMNS = ("step", "stream", "device", "rank", "pid", "tid", "correlation")
+
+#: Id columns where -1 stands for "all of them" (a per-device or whole-trace row).
+ALL_COLUMNS = ("step", "stream")
+ALL = "all"
 
 
 def _cell(v: Any, digits: int) -> str:
@@ -41,7 +50,27 @@ def _cell(v: Any, digits: int) -> str:
         return f"{v:,.{digits}f}"
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
-    return str(v)
+    if v is None:
+        return ""
+    return display(v)
+
+
+def _column_cells(name: str, s: pd.Series, digits: int) -> list[str]:
+    """One column's cells: a whole-number float (a count) without decimals, other floats
+    with ``digits``, but a percentage or ratio always with ``digits``; ids without
+    thousands separators, -1 as "all"."""
+    if name in ID_COLUMNS and pd.api.types.is_integer_dtype(s):
+        return [ALL if v == -1 and name in ALL_COLUMNS else str(v) for v in s.tolist()]
+    if is_fraction_column(name) and pd.api.types.is_float_dtype(s):
+        return ["" if not math.isfinite(v) else f"{v:,.{digits}f}"
+                for v in s.to_numpy(dtype=float).tolist()]
+    return [_cell(v.item() if hasattr(v, "item") else v, digits) for v in s]
+
+
+def is_fraction_column(name: str) -> bool:
+    """Whether a column holds percentages or ratios (always shown with their decimals)."""
+    return name in ("pct", "ratio", "share", "speedup") or name.endswith(
+        ("_pct", "_ratio", "_share", "_speedup"))
 
 
 def is_ns_column(name: str) -> bool:
@@ -90,8 +119,8 @@ def _human(df: pd.DataFrame, digits: int) -> tuple[list[str], list[list[str]]]:
             headers.append(ns[0])
             columns.append(ns[1])
             continue
-        headers.append(str(c))
-        columns.append([_cell(v.item() if hasattr(v, "item") else v, digits) for v in s])
+        headers.append(plain(str(c)))
+        columns.append(_column_cells(str(c), s, digits))
     rows = [list(r) for r in zip(*columns, strict=True)] if columns else []
     return headers, rows
 
@@ -122,7 +151,10 @@ def to_json_bytes(obj: Any) -> bytes:
             return o.tolist()
         raise TypeError(type(o).__name__)
 
-    return orjson.dumps(obj, default=default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    raw = orjson.dumps(obj, default=default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    # orjson escapes C0 but leaves C1 and bidirectional controls raw: written as \uXXXX,
+    # the same string to a JSON reader, and nothing a terminal acts on.
+    return plain_lines(raw.decode()).encode()
 
 
 def render_frame(
@@ -132,26 +164,34 @@ def render_frame(
     title: str = "",
     digits: int = 2,
     notes: tuple[str, ...] = (),
+    width: int | None | str = "auto",
 ) -> str:
-    """Render ``df`` in ``fmt`` (one of FORMATS); ``title``/``notes`` go to table and md only."""
+    """Render ``df`` in ``fmt`` (one of FORMATS); ``title``/``notes`` go to table and md only;
+    a table fits ``width`` columns (None: no limit; "auto": the terminal's, see
+    :func:`traceforge.render.terminal.table_width`)."""
     if fmt == "json":
         return to_json_bytes(_records(df)).decode() + "\n"
     if fmt == "csv":
         buf = io.StringIO()
-        df.to_csv(buf, index=False)
+        _csv_safe(df).to_csv(buf, index=False)
         return buf.getvalue()
     cols, cells = _human(df, digits)
     if fmt == "md":
         lines = []
         if title:
-            lines += [f"### {title}", ""]
+            lines += [f"### {plain(title)}", ""]
         lines.append("| " + " | ".join(cols) + " |")
         lines.append("|" + "|".join("---:" if _numeric(df[c]) else "---" for c in df.columns) + "|")
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
-        lines += [""] + [f"_{n}_" for n in notes] if notes else []
+        lines += [""] + [f"_{plain(n)}_" for n in notes] if notes else []
         return "\n".join(lines) + "\n"
     if fmt == "table":
-        return _rich_table(df, [_spelled(c) for c in cols], cells, title, notes)
+        from traceforge.render.terminal import render, table_width
+
+        return render([_spelled(c) for c in cols], [list(c) for c in zip(*cells, strict=True)]
+                      if cells else [[] for _ in cols], [_numeric(df[c]) for c in df.columns],
+                      title=title, notes=notes,
+                      width=table_width() if isinstance(width, str) else width)
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
@@ -159,20 +199,16 @@ def _numeric(s: pd.Series) -> bool:
     return bool(pd.api.types.is_numeric_dtype(s))
 
 
-def _rich_table(
-    df: pd.DataFrame, cols: list[str], cells: list[list[str]], title: str, notes: tuple[str, ...]
-) -> str:
-    from rich.console import Console
-    from rich.table import Table
 
-    t = Table(title=title or None, title_justify="left", show_lines=False)
-    for c, name in zip(df.columns, cols, strict=True):
-        t.add_column(name, justify="right" if _numeric(df[c]) else "left", overflow="fold")
-    for row in cells:
-        t.add_row(*row)
-    buf = io.StringIO()
-    console = Console(file=buf, width=160, force_terminal=False, color_system=None)
-    console.print(t)
-    for n in notes:
-        console.print(n)
-    return buf.getvalue()
+
+def _csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its text cells escaped and never read as spreadsheet formulas."""
+    text = [c for c in df.columns if df[c].dtype == object or pd.api.types.is_string_dtype(df[c])]
+    if not text:
+        return df
+    out = df.copy()
+    for c in text:
+        out[c] = out[c].map(csv_cell).astype(object)
+    out.columns = pd.Index([csv_cell(str(c)) for c in out.columns])
+    safe: pd.DataFrame = out
+    return safe

@@ -21,6 +21,7 @@ from traceforge.analyzers.scaling import ScalingReport
 from traceforge.errors import UsageError
 from traceforge.render import charts, sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
+from traceforge.render.text import display, plain, plain_lines
 from traceforge.report.findings import Finding
 from traceforge.report.run import RunAnalysis
 
@@ -74,7 +75,7 @@ document.querySelectorAll('table.sortable th').forEach(function (th, col) {
 
 
 def _e(s: object) -> str:
-    return html.escape(str(s), quote=True)
+    return html.escape(plain(s), quote=True)
 
 
 def _cell(v: Any, digits: int) -> tuple[str, bool]:
@@ -88,7 +89,7 @@ def _cell(v: Any, digits: int) -> tuple[str, bool]:
         return (f"{v:,.{digits}f}" if abs(v) < 1e15 else f"{v:.3e}"), True
     if isinstance(v, int):
         return f"{v:,}", True
-    return _e(v), False
+    return html.escape(display(v), quote=True), False
 
 
 def table(df: pd.DataFrame, *, digits: int = 2, limit: int | None = None) -> str:
@@ -360,7 +361,7 @@ def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
         body.append('<p class="note">No rule fired: nothing stands out.</p>')
     body += [_diff_section(a, b, d) for a, b, d in diffs]
     body += [_run_section(r, i) for i, r in enumerate(runs)]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    return plain_lines("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width\">"
             f"<link rel=\"icon\" href=\"data:,\"><title>{_e(title)}</title>"
             f"<style>{_CSS}</style></head><body><main>{''.join(body)}</main>"
