@@ -38,4 +38,4 @@ def command(trace: str, query: str, steps_from: str | None, fmt: str) -> None:
 
     rule, _ = resolve_steps(steps_from, None)
     df = sql(load_trace(trace, rule), query)
-    emit(render_frame(df, fmt, title=f"SQL on {trace}"))
+    emit(render_frame(df, fmt, title=f"SQL on {trace}", schema=False))  # the query's columns

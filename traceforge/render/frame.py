@@ -1,11 +1,13 @@
 """Render one DataFrame as a terminal table, CSV, JSON or Markdown.
 
-JSON and CSV keep every value as the frame holds it (integer ns, full float precision).
+JSON and CSV carry times as exact integer ns (``total_us`` is written as ``total_ns``),
+counts as integers and everything else at full precision (:mod:`traceforge.render.schema`).
 Tables and Markdown are for reading, and format by column-name convention so that every
 verb gets the same presentation without code of its own:
 
 - columns of integer nanoseconds (named ``*_ns``, or the model's ``ts``, ``dur``, ``end``)
-  are shown in ms when the column reaches 1 ms, else in us, with the unit in the header
+  are shown in s when the column reaches 1 s, in ms when it reaches 1 ms, else in us,
+  with the unit in the header
   (``window_ns`` -> ``window (ms)``) and enough decimals for five significant digits of the
   largest value and one of the smallest (at most 3); ``-1`` (unknown) is left blank;
 - a float that holds a whole number (a count such as ``calls`` or ``kernels per step``) is
@@ -25,6 +27,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from traceforge.render.schema import TIME_SUFFIXES, is_fraction_column, machine_frame, ns_name
 from traceforge.render.text import csv_cell, display, plain, plain_lines
 
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "md")
@@ -67,12 +70,6 @@ def _column_cells(name: str, s: pd.Series, digits: int) -> list[str]:
     return [_cell(v.item() if hasattr(v, "item") else v, digits) for v in s]
 
 
-def is_fraction_column(name: str) -> bool:
-    """Whether a column holds percentages or ratios (always shown with their decimals)."""
-    return name in ("pct", "ratio", "share", "speedup") or name.endswith(
-        ("_pct", "_ratio", "_share", "_speedup"))
-
-
 def is_ns_column(name: str) -> bool:
     """Whether a column holds integer nanoseconds, by the naming convention."""
     return name.endswith("_ns") or name in NS_COLUMNS
@@ -85,7 +82,7 @@ def _ns_column(name: str, s: pd.Series) -> tuple[str, list[str]] | None:
     if len(s) and not len(known) and s.notna().any() and not (vals == -1).any():
         return None  # not numbers after all: leave it to the generic formatter
     big = np.abs(known).max() if len(known) else 0.0
-    unit, scale = ("ms", 1e6) if big >= 1e6 else ("us", 1e3)
+    unit, scale = ("s", 1e9) if big >= 1e9 else ("ms", 1e6) if big >= 1e6 else ("us", 1e3)
     shown = known / scale
     nonzero = np.abs(shown[shown != 0])
     decimals = 0
@@ -99,7 +96,7 @@ def _ns_column(name: str, s: pd.Series) -> tuple[str, list[str]] | None:
     return f"{base} ({unit})", cells
 
 
-def _spelled(header: str) -> str:
+def spelled(header: str) -> str:
     """A terminal table header: units in parentheses, words separated by spaces."""
     for suffix, unit in (("_pct", " %"), ("_us", " (us)"), ("_ms", " (ms)")):
         if header.endswith(suffix) and len(header) > len(suffix):
@@ -108,8 +105,9 @@ def _spelled(header: str) -> str:
     return header.replace("_", " ")
 
 
-def _human(df: pd.DataFrame, digits: int) -> tuple[list[str], list[list[str]]]:
-    """Headers and cell strings for the table and Markdown formats."""
+def human(df: pd.DataFrame, digits: int = 2) -> tuple[list[str], list[list[str]]]:
+    """Headers and cell strings for people (table, Markdown, HTML): times in humane units
+    named in the header, counts whole, names escaped and capped."""
     headers: list[str] = []
     columns: list[list[str]] = []
     for c in df.columns:
@@ -125,22 +123,48 @@ def _human(df: pd.DataFrame, digits: int) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+def _records(frame: pd.DataFrame, schema: bool = True) -> list[dict[str, Any]]:
+    df = machine_frame(frame) if schema else frame
     out = []
     for row in df.itertuples(index=False, name=None):
         rec = {}
         for col, v in zip(df.columns, row, strict=True):
             if hasattr(v, "item"):
                 v = v.item()
-            if isinstance(v, float) and math.isnan(v):
+            if v is pd.NA or (isinstance(v, float) and math.isnan(v)):
                 v = None
             rec[str(col)] = v
         out.append(rec)
     return out
 
 
-def to_json_bytes(obj: Any) -> bytes:
-    """Serialize plain data (dicts, lists, DataFrames) as pretty JSON."""
+def _machine(obj: Any) -> Any:
+    """``obj`` with every key of a derived time (``*_us``, ``*_ms``) holding a number or
+    nothing renamed ``*_ns`` and its value in integer ns (:mod:`traceforge.render.schema`)."""
+    if isinstance(obj, dict):
+        out: dict[Any, Any] = {}
+        for k, v in obj.items():
+            target = ns_name(k) if isinstance(k, str) else None
+            if hasattr(v, "item") and not isinstance(v, pd.DataFrame | pd.Series):
+                v = v.item()
+            if (target is not None and target not in obj and (v is None or (
+                    isinstance(v, int | float) and not isinstance(v, bool)))):
+                out[target] = None if v is None or (isinstance(v, float) and not
+                                                    math.isfinite(v)) else (
+                    -1 if v == -1 else int(round(v * TIME_SUFFIXES[k[-3:]])))
+            else:
+                out[k] = _machine(v)
+        return out
+    if isinstance(obj, list | tuple):
+        return [_machine(v) for v in obj]
+    return obj
+
+
+def to_json_bytes(obj: Any, schema: bool = True) -> bytes:
+    """Serialize plain data (dicts, lists, DataFrames) as pretty JSON, times as integer ns
+    (:mod:`traceforge.render.schema`; ``schema=False``: keys as they are)."""
+    if schema:
+        obj = _machine(obj)
 
     def default(o: Any) -> Any:
         if isinstance(o, pd.DataFrame):
@@ -165,17 +189,19 @@ def render_frame(
     digits: int = 2,
     notes: tuple[str, ...] = (),
     width: int | None | str = "auto",
+    schema: bool = True,
 ) -> str:
     """Render ``df`` in ``fmt`` (one of FORMATS); ``title``/``notes`` go to table and md only;
     a table fits ``width`` columns (None: no limit; "auto": the terminal's, see
-    :func:`traceforge.render.terminal.table_width`)."""
+    :func:`traceforge.render.terminal.table_width`); ``schema=False`` writes JSON and CSV
+    columns as the frame names them (a user's SQL query), without the ns rule."""
     if fmt == "json":
-        return to_json_bytes(_records(df)).decode() + "\n"
+        return to_json_bytes(_records(df, schema), schema).decode() + "\n"
     if fmt == "csv":
         buf = io.StringIO()
-        _csv_safe(df).to_csv(buf, index=False)
+        _csv_safe(machine_frame(df) if schema else df).to_csv(buf, index=False)
         return buf.getvalue()
-    cols, cells = _human(df, digits)
+    cols, cells = human(df, digits)
     if fmt == "md":
         lines = []
         if title:
@@ -188,7 +214,7 @@ def render_frame(
     if fmt == "table":
         from traceforge.render.terminal import render, table_width
 
-        return render([_spelled(c) for c in cols], [list(c) for c in zip(*cells, strict=True)]
+        return render([spelled(c) for c in cols], [list(c) for c in zip(*cells, strict=True)]
                       if cells else [[] for _ in cols], [_numeric(df[c]) for c in df.columns],
                       title=title, notes=notes,
                       width=table_width() if isinstance(width, str) else width)
