@@ -111,3 +111,17 @@ def test_the_verbs_on_a_real_trace() -> None:
     r = CliRunner().invoke(cli, ["breakdown", EAGER, "--format", "json"])
     assert r.exit_code == 0, r.output
     assert all(isinstance(row["window_ns"], int) for row in json.loads(r.output)["breakdown"])
+
+
+def test_bytes_and_seconds_in_humane_units_json_exact() -> None:
+    df = pd.DataFrame({"peak_bytes": np.array([3 * 2**30, 2**20], dtype=np.int64),
+                       "span_ns": np.array([12_345_678_901, 2_000_000_000], dtype=np.int64),
+                       "calls": [3.0, 4.0], "total_us": [1.5, 2.25]})
+    out = render_frame(df, "table", width=160)
+    assert "peak (GiB)" in out and "3.000" in out and "span (s)" in out and "12.346" in out
+    assert "3.0" not in out.replace("3.000", "")  # calls is a count
+    rows = json.loads(render_frame(df, "json"))
+    assert rows[0] == {"peak_bytes": 3 * 2**30, "span_ns": 12_345_678_901, "calls": 3,
+                       "total_ns": 1500}
+    csv = render_frame(df, "csv").splitlines()
+    assert csv[0] == "peak_bytes,span_ns,calls,total_ns" and csv[2].endswith(",4,2250")

@@ -10,6 +10,8 @@ verb gets the same presentation without code of its own:
   with the unit in the header
   (``window_ns`` -> ``window (ms)``) and enough decimals for five significant digits of the
   largest value and one of the smallest (at most 3); ``-1`` (unknown) is left blank;
+- columns of bytes (``*_bytes``, ``bytes``) likewise in GiB, MiB, KiB or B
+  (``peak_bytes`` -> ``peak (GiB)``);
 - a float that holds a whole number (a count such as ``calls`` or ``kernels per step``) is
   shown without decimals; other floats with ``digits`` decimals;
 - terminal tables also spell headers out so that rich can wrap them between words:
@@ -75,14 +77,28 @@ def is_ns_column(name: str) -> bool:
     return name.endswith("_ns") or name in NS_COLUMNS
 
 
-def _ns_column(name: str, s: pd.Series) -> tuple[str, list[str]] | None:
-    """Header and cells of an ns column in ms or us; None if it holds no numbers."""
+#: Units of a column of integer ns and of one of bytes: (from, unit, divisor), largest first.
+TIME_UNITS = ((1e9, "s", 1e9), (1e6, "ms", 1e6), (0.0, "us", 1e3))
+BYTE_UNITS = ((2.0**30, "GiB", 2.0**30), (2.0**20, "MiB", 2.0**20), (2.0**10, "KiB", 2.0**10),
+              (0.0, "B", 1.0))
+
+
+def is_bytes_column(name: str) -> bool:
+    """Whether a column holds a number of bytes, by the naming convention."""
+    return name == "bytes" or name.endswith("_bytes")
+
+
+def _ns_column(name: str, s: pd.Series,
+               units: tuple[tuple[float, str, float], ...] = TIME_UNITS,
+               suffix: str = "_ns") -> tuple[str, list[str]] | None:
+    """Header and cells of an ns (or bytes) column in the unit its largest value fits;
+    None if it holds no numbers."""
     vals = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
     known = vals[np.isfinite(vals) & (vals != -1)]
     if len(s) and not len(known) and s.notna().any() and not (vals == -1).any():
         return None  # not numbers after all: leave it to the generic formatter
     big = np.abs(known).max() if len(known) else 0.0
-    unit, scale = ("s", 1e9) if big >= 1e9 else ("ms", 1e6) if big >= 1e6 else ("us", 1e3)
+    unit, scale = next((u, d) for lo, u, d in units if big >= lo)
     shown = known / scale
     nonzero = np.abs(shown[shown != 0])
     decimals = 0
@@ -92,7 +108,7 @@ def _ns_column(name: str, s: pd.Series) -> tuple[str, list[str]] | None:
     decimals = min(max(decimals, 0), 3)
     cells = ["" if not math.isfinite(v) or v == -1 else f"{v / scale:,.{decimals}f}"
              for v in vals]
-    base = name[:-3] if name.endswith("_ns") else name
+    base = name[: -len(suffix)] if name.endswith(suffix) and name != suffix[1:] else name
     return f"{base} ({unit})", cells
 
 
@@ -112,7 +128,9 @@ def human(df: pd.DataFrame, digits: int = 2) -> tuple[list[str], list[list[str]]
     columns: list[list[str]] = []
     for c in df.columns:
         s = df[c]
-        ns = _ns_column(str(c), s) if is_ns_column(str(c)) else None
+        ns = (_ns_column(str(c), s) if is_ns_column(str(c)) else
+              _ns_column(str(c), s, BYTE_UNITS, "_bytes")
+              if is_bytes_column(str(c)) and pd.api.types.is_numeric_dtype(s) else None)
         if ns is not None:
             headers.append(ns[0])
             columns.append(ns[1])
