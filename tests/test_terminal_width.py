@@ -100,6 +100,13 @@ def transcript() -> str:
     return "\n".join(parts)
 
 
-if __name__ == "__main__":
+def test_diff_head_lines_wrap_at_the_width() -> None:
+    code, out, err = cli_main("diff", *SAMPLES, "--width", "100")
+    assert code == 0, err
+    assert max(len(ln) for ln in out.splitlines()) <= 100
+    assert "step-time speedup" in out
+
+
+if __name__ == "__main__":  # pragma: no cover
     Path(TRANSCRIPT).write_text(transcript(), encoding="utf-8")
     print(f"wrote {TRANSCRIPT}")

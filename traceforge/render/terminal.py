@@ -49,6 +49,21 @@ def table_width() -> int | None:
     return shutil.get_terminal_size().columns if tty else None
 
 
+def wrap(text: str, width: int | None = None) -> str:
+    """Lines of prose (a verb's head and notes around its tables) wrapped between words to
+    ``width`` (default :func:`table_width`; unlimited: as they are)."""
+    import textwrap
+
+    width = table_width() if width is None else width
+    if width is None:
+        return text
+    out = []
+    for line in text.split("\n"):
+        out += textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False,
+                             subsequent_indent="  ") or [""]
+    return "\n".join(out)
+
+
 def _word(h: str) -> int:
     return max((len(w) for w in h.split()), default=0)
 
