@@ -19,6 +19,8 @@ Terminal tables, Markdown and HTML show the same columns in humane units (see
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -26,6 +28,7 @@ import pandas as pd
 TIME_SUFFIXES = {"_us": 1_000, "_ms": 1_000_000}
 
 _FRACTIONS = ("pct", "ratio", "share", "speedup")
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def is_fraction_column(name: str) -> bool:
@@ -34,7 +37,10 @@ def is_fraction_column(name: str) -> bool:
 
 
 def ns_name(name: str) -> str | None:
-    """``total_us`` -> ``total_ns``; None for a column that is not a derived time."""
+    """``total_us`` -> ``total_ns``; None for a column that is not a derived time (or a
+    name that is no lower-case identifier: a kernel's name used as a key stays as is)."""
+    if not _IDENTIFIER.fullmatch(name):
+        return None
     for suffix in TIME_SUFFIXES:
         if name.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)] + "_ns"
