@@ -85,7 +85,8 @@ def test_a_full_disk_leaves_each_verbs_previous_output(tmp_path: Path, verb: str
     assert _leftovers(out.parent) == []
 
 
-def test_sigterm_during_a_write_keeps_the_previous_output(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_sigterm_during_a_write_keeps_the_previous_output(tmp_path: Path, sig: str) -> None:
     out = tmp_path / "report.html"
     out.write_bytes(GOOD)
     code = textwrap.dedent(f"""
@@ -93,12 +94,12 @@ def test_sigterm_during_a_write_keeps_the_previous_output(tmp_path: Path) -> Non
         from traceforge import outputs
         with outputs.replacing({str(out)!r}) as tmp:
             tmp.write_bytes(b"half")
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.{sig})
             tmp.write_bytes(b"never")
     """)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60)
-    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    assert r.returncode == 128 + getattr(signal, sig), r.stderr
     assert out.read_bytes() == GOOD and _leftovers(tmp_path) == []
 
 

@@ -5,7 +5,8 @@ files of ``-o DIR``, charts, peaks files) goes through :func:`replacing`: the da
 written to a temporary file in the destination's own folder (``.NAME.XXXX.tmp``), flushed
 to disk, given the mode a new file would have (or the replaced file's), and then renamed
 over the final name with :func:`os.replace`, which is atomic on one file system. On any
-error (a full disk, a permission problem, an exception while rendering, Ctrl-C, SIGTERM)
+error (a full disk, a permission problem, an exception while rendering, Ctrl-C, SIGTERM,
+SIGHUP)
 the temporary file is removed and the final name keeps its previous content.
 
 A process killed outright (SIGKILL, power loss) may leave a ``.NAME.*.tmp`` file behind,
@@ -33,26 +34,33 @@ def _mode(path: Path) -> int:
         return 0o666 & ~umask
 
 
+#: Signals that unwind a write (the terminal closing, a polite kill); SIGINT already does.
+_UNWIND = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+                if s is not None)
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
 @contextlib.contextmanager
 def _sigterm_unwinds() -> Iterator[None]:
-    """While writing, SIGTERM unwinds (so the temporary file is removed) rather than
-    ending the process where it stands."""
+    """While writing, SIGTERM and SIGHUP unwind (so the temporary file is removed) rather
+    than ending the process where it stands."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    old: dict[int, Any] = {}
     try:
-        old = signal.signal(signal.SIGTERM, _on_sigterm)
-    except (ValueError, OSError):  # not allowed here: no handler, nothing to restore
-        yield
-        return
+        for sig in _UNWIND:
+            old[sig] = signal.signal(sig, _on_sigterm)
+    except (ValueError, OSError):  # not allowed here: run without the handlers
+        pass
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager
