@@ -84,11 +84,11 @@ def test_whole_number_floats_are_counts() -> None:
     assert "| 320 |" in md and "| 1,789.50 |" in md
 
 
-def test_spelled_headers_only_in_terminal_tables() -> None:
+def test_spelled_headers_in_terminal_tables_and_markdown() -> None:
     out = _table(TOP_KERNELS)
     assert "total (us)" in out and "calls" in out
     md = render_frame(LAUNCH_STEPS, "md")
-    assert "| window (ms) |" in md and "median_launch_delay_us" in md
+    assert "| window (ms) |" in md and "| median launch delay (us) |" in md  # as in HTML
 
 
 def test_json_and_csv_keep_exact_integer_ns() -> None:

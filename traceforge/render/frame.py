@@ -224,7 +224,7 @@ def render_frame(
         lines = []
         if title:
             lines += [f"### {plain(title)}", ""]
-        lines.append("| " + " | ".join(cols) + " |")
+        lines.append("| " + " | ".join(spelled(c).replace("|", "\\|") for c in cols) + " |")
         lines.append("|" + "|".join("---:" if _numeric(df[c]) else "---" for c in df.columns) + "|")
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
         lines += [""] + [f"_{plain(n)}_" for n in notes] if notes else []
