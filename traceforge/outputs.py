@@ -53,7 +53,9 @@ def _sigterm_unwinds() -> Iterator[None]:
     old: dict[int, Any] = {}
     try:
         for sig in _UNWIND:
-            old[sig] = signal.signal(sig, _on_sigterm)
+            # A handler already there (the CLI's, which also unwinds) is kept.
+            if signal.getsignal(sig) in (signal.SIG_DFL, None):
+                old[sig] = signal.signal(sig, _on_sigterm)
     except (ValueError, OSError):  # not allowed here: run without the handlers
         pass
     try:
