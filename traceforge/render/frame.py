@@ -13,9 +13,12 @@ verb gets the same presentation without code of its own:
 - columns of bytes (``*_bytes``, ``bytes``) likewise in GiB, MiB, KiB or B
   (``peak_bytes`` -> ``peak (GiB)``);
 - a float that holds a whole number (a count such as ``calls`` or ``kernels per step``) is
-  shown without decimals; other floats with ``digits`` decimals;
-- terminal tables also spell headers out so that rich can wrap them between words:
-  ``median_launch_delay_us`` -> ``median launch delay (us)``, ``host_wait_pct`` ->
+  shown without decimals; other floats with ``digits`` decimals, percentages and ratios
+  (``pct``, ``*_pct``, ``ratio``, ``speedup``) always with them;
+- ``step`` and ``stream`` -1 (a whole-trace or per-device row) is shown as ``all``; ids
+  without thousands separators; text escaped and capped (:mod:`traceforge.render.text`);
+- headers are spelled out (terminal, Markdown, HTML), so that rich can wrap them between
+  words: ``median_launch_delay_us`` -> ``median launch delay (us)``, ``host_wait_pct`` ->
   ``host wait %``.
 """
 

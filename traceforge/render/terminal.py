@@ -4,13 +4,18 @@ The width is the terminal's (``COLUMNS`` when set) when standard output is one, 
 N`` (``TRACEFORGE_WIDTH``) when given, and unlimited when output is piped or redirected
 (a file gets whole rows). A table wider than that is fitted without wrapping a row:
 
-1. numeric columns keep every digit (they never wrap or shorten); their headers wrap
-   between words first (``total (us)`` over two lines);
-2. then the widest text column is shortened in the middle (``nvjet_sm90_tst…bias_TNN``),
-   then the next widest with it, down to the width of the header's longest word (at
-   least :data:`MIN_TEXT`);
-3. a table whose numbers alone are wider than the terminal is printed whole, as wide as
-   they need.
+numeric columns keep every digit (they never wrap or shorten), and in turn
+
+1. the widest text columns are shortened in the middle (``nvjet_sm90_tst…bias_TNN``) to
+   :data:`COMFORTABLE_TEXT` characters;
+2. number headers wrap between words (``total (us)`` over two lines);
+3. text columns shorten further, the widest first, down to their header's longest word
+   (at least :data:`MIN_TEXT`);
+4. columns close up from :data:`GAP` spaces to one;
+5. a number header's word longer than its numbers breaks;
+
+and a table whose numbers alone are wider is printed whole, as wide as they need. Titles
+and notes wrap at the width too (not when piped).
 
 Every cell, title and note is a :class:`rich.text.Text`: nothing from a trace is read as
 markup or emoji, and nothing is highlighted.
