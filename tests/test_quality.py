@@ -179,8 +179,9 @@ ANALYZERS = {
     # Collectives: matching across ranks, sizes, bandwidth, link ceilings (device peaks).
     "communication": {"names", "timeline", "costs"},
     "critical_path": {"names", "timeline", "timing", "communication"},
-    "runs": {"names", "timeline", "costs", "timing", "communication"},
+    "runs": {"names", "timeline", "costs", "timing", "communication", "memory"},
     "counters": {"names", "costs"},
+    "memory": {"names", "timeline"},
 }
 ANALYZER_FILES = sorted((PKG / "analyzers").rglob("*.py"))
 

@@ -43,6 +43,7 @@ COMMANDS: tuple[str, ...] = (
     "critical_path",
     "scaling",
     "compare",
+    "memory",
     "comm",
 )
 

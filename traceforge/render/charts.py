@@ -182,3 +182,32 @@ def timeline(acts: pd.DataFrame, window_ns: int, *, title: str = "") -> str:
         if classes:
             fig.legend(loc="outside lower center", ncols=min(len(classes), 8), frameon=False)
         return _svg(fig)
+
+
+def memory(series: pd.DataFrame, steps: pd.DataFrame, *, title: str = "") -> str:
+    """Allocated (solid) and reserved (dashed) memory over time per device (rows
+    ``device, ts, allocated_bytes, reserved_bytes``, ns), a dotted line at each step's
+    start (``steps``: ts), and each device's peak allocated marked and labelled."""
+    with _style():
+        fig, ax = _figure(3.2)
+        for i, (dev, g) in enumerate(series.groupby("device", sort=True)):
+            x = (g["ts"] / 1e6).tolist()
+            c = color("", i)
+            ax.step(x, (g["allocated_bytes"] / 2**30).tolist(), where="post", color=c,
+                    label=f"{dev} allocated")
+            if g["reserved_bytes"].notna().any():
+                ax.step(x, (g["reserved_bytes"] / 2**30).tolist(), where="post", color=c,
+                        linestyle="--", linewidth=0.9, label=f"{dev} reserved")
+            k = int(g["allocated_bytes"].to_numpy().argmax())
+            px, py = x[k], float(g["allocated_bytes"].iloc[k]) / 2**30
+            ax.plot([px], [py], marker="o", color=c)
+            ax.annotate(f"peak {_num(py)} GiB", (px, py), textcoords="offset points",
+                        xytext=(4, 4), color=c)
+        for t in steps["ts"].tolist() if len(steps) else []:
+            ax.axvline(float(t) / 1e6, color="#999999", linestyle=":", linewidth=0.8)
+        ax.set_xlabel("ms since the trace start (dotted: step starts)")
+        ax.set_ylabel("GiB")
+        if title:
+            ax.set_title(title, loc="left")
+        fig.legend(loc="outside lower center", ncols=4, frameon=False)
+        return _svg(fig)

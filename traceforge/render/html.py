@@ -244,6 +244,7 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
     out.append(table(bd))
 
     out.append(_critical_path(r))
+    out.append(_memory(r))
 
     ov = r.overlap
     has_comm = len(ov) and "comm_ns" in ov and float(ov["comm_ns"].sum()) > 0
@@ -283,6 +284,20 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
     return "\n".join(out)
 
 
+def _memory(r: RunAnalysis) -> str:
+    m = r.memory
+    if m.empty:
+        return _skipped("Memory", r.unavailable.get("memory") or sections.NO_MEMORY)
+    out = ["<h3>Memory</h3>", _notes([f"From {m.source}. {sections.MEMORY_NOTE}", *m.notes])]
+    for rank, g in m.series.groupby("rank", sort=True):
+        st = m.steps_ns[m.steps_ns["rank"] == rank] if len(m.steps_ns) else m.steps_ns
+        title = f"rank {rank}" if r.ranks > 1 else ""
+        out.append(_chart(charts.memory, g, st, title=title))
+    out.append(table(sections.memory_devices(r)))
+    out.append("<h4>Allocated memory per step</h4>" + table(sections.memory_steps(r)))
+    out.append("<details><summary>Ops that allocate most</summary>"
+               + table(sections.memory_ops(r)) + "</details>")
+    return "\n".join(out)
 def _comm(r: RunAnalysis) -> str:
     """Collective bandwidth: busbw against message size with the ceiling, the table."""
     if r.comm.empty:
