@@ -11,6 +11,7 @@ from traceforge.analyzers.runs.scaling import ScalingReport
 from traceforge.render import sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
 from traceforge.render.frame import render_frame
+from traceforge.render.text import plain_lines
 from traceforge.report.analysis import RunAnalysis
 from traceforge.report.findings import Finding
 
@@ -132,4 +133,4 @@ def render_markdown(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
         out += [f"_{n}_\n" for n in d.notes]
         out += [_t(getattr(d, k), t, limit=n, digits=3) for k, t, n in DIFF_SECTIONS]
     out += [_run(r) for r in runs]
-    return "\n".join(out).rstrip() + "\n"
+    return plain_lines("\n".join(out).rstrip() + "\n")
