@@ -28,28 +28,37 @@ ALLOWED = {
     "version": set(),
     # Work done in forked children (the reader's chunks, the report's critical path).
     "forks": set(),
+    # Output files replaced whole or not at all (a leaf: every layer that writes uses it).
+    "outputs": set(),
     "formats": {"model", "errors", "samples", "executables", "forks"},
-    "capture": {"model", "errors", "executables", "step_marks"},
+    "capture": {"model", "errors", "executables", "step_marks", "outputs"},
     # Many-rank runs: reads rank files (formats) on a process pool or Dask and runs the
     # per-rank summary a verb hands it; it never imports analyzers, whose split
     # functions stay pure (Trace -> summary, summaries -> result).
     "engine": {"model", "errors", "formats"},
     # Where a command's output file is checked and written (a leaf: render and the
     # commands write through it).
-    "output_file": {"errors"},
+    "output_file": {"errors", "outputs"},
     # Runs named by path (trace files, rank folders, capture folders, sweeps) loaded
     # with their capture facts: the notebook API's load_runs and the multi-run verbs'.
     "run_loader": {"model", "errors", "analyzers", "capture", "formats"},
+    # A PyTorch memory snapshot file read (formats) and analysed (analyzers.memory): the
+    # notebook API's memory_snapshot and the memory verb's.
+    "memory_snapshots": {"model", "errors", "analyzers", "formats"},
     "analyzers": {"model", "errors", "step_marks"},
     "report": {"model", "errors", "analyzers", "forks"},
-    "render": {"model", "errors", "analyzers", "report", "formats", "output_file"},
-    "ui": {"model", "errors", "analyzers", "report", "render", "formats"},
+    "render": {"model", "errors", "analyzers", "report", "formats", "outputs", "output_file"},
+    "ui": {"model", "errors", "analyzers", "report", "render", "formats", "outputs"},
     "commands": {"model", "errors", "analyzers", "report", "formats", "render", "capture",
-                 "samples", "ui", "engine", "output_file", "run_loader", "__init__"},
-    "cli": {"errors", "commands", "version"},
+                 "samples", "ui", "engine", "output_file", "run_loader", "memory_snapshots",
+                 "__init__", "outputs"},
+    # The CLI's memory guard (reads the one size syntax from formats.cache).
+    "limits": {"errors", "formats"},
+    "cli": {"errors", "commands", "version", "limits"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
-                 "render", "ui", "engine", "run_loader"},
+                 "render", "ui", "engine", "limits", "outputs", "run_loader",
+                 "memory_snapshots"},
 }
 MODULES = {p.stem if p.is_file() else p.name for p in PKG.iterdir()
            if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}
@@ -184,8 +193,9 @@ ANALYZERS = {
     # Collectives: matching across ranks, sizes, bandwidth, link ceilings (device peaks).
     "communication": {"names", "timeline", "costs"},
     "critical_path": {"names", "timeline", "timing", "communication"},
-    "runs": {"names", "timeline", "costs", "timing", "communication"},
+    "runs": {"names", "timeline", "costs", "timing", "communication", "memory"},
     "counters": {"names", "costs"},
+    "memory": {"names", "timeline"},
 }
 ANALYZER_FILES = sorted((PKG / "analyzers").rglob("*.py"))
 

@@ -10,7 +10,7 @@ from traceforge.commands import values
 from traceforge.commands.options import steps_from_option
 from traceforge.errors import UsageError
 from traceforge.model import Trace
-from traceforge.output_file import check
+from traceforge.output_file import check, refuse_input
 from traceforge.render.report_file import report_format, write_report
 from traceforge.report.document import Report
 
@@ -65,8 +65,7 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
 
     out = Path(output)
     report_format(output)  # like the destination below: a bad name fails before the analysis
-    if any(out.resolve() == Path(t).resolve() for t in traces):
-        raise UsageError(f"{output}: is one of the input traces; name another output")
+    refuse_input(out, traces, "one of the input traces:")
     check(out)  # before the analysis: a bad destination is found in a moment
     rule, _ = resolve_steps(steps_from, None)
     measured = _latency_file(latency_path) if latency_path else None

@@ -14,6 +14,7 @@ from traceforge.analyzers.runs.compare import Comparison
 from traceforge.render.figures import new_figure, save_figure
 from traceforge.render.page import write_tables_page
 from traceforge.render.tables import Table, drop_empty
+from traceforge.render.text import display
 
 #: The table names (``--table``), in the order they are shown.
 TABLE_NAMES: tuple[str, ...] = ("runs", "classes", "families", "counts", "comm")
@@ -71,7 +72,7 @@ def compare_chart(c: Comparison, stem: Path) -> list[Path]:
     y = np.arange(len(w))
     h = 0.8 / max(1, len(c.labels))
     for i, lab in enumerate(c.labels):
-        ax.barh(y + i * h, w[f"{lab} ms"], height=h, label=lab)
+        ax.barh(y + i * h, w[f"{lab} ms"], height=h, label=display(lab, 60))
     ax.set_yticks(y + h * (len(c.labels) - 1) / 2, w["class"].tolist())
     ax.invert_yaxis()
     ax.set_xlabel("GPU time per step (ms, per GPU)")
@@ -81,8 +82,9 @@ def compare_chart(c: Comparison, stem: Path) -> list[Path]:
     sp = runs["speedup"].fillna(0.0).to_numpy(dtype=float)
     bx.bar(np.arange(len(runs)), sp, color=[f"C{i}" for i in range(len(runs))])
     bx.axhline(1.0, color="black", linewidth=0.8)
-    bx.set_xticks(np.arange(len(runs)), runs["run"].tolist(), rotation=20, ha="right")
-    bx.set_ylabel(f"step-time speedup vs {c.baseline}")
+    bx.set_xticks(np.arange(len(runs)), [display(r, 60) for r in runs["run"]], rotation=20,
+                  ha="right")
+    bx.set_ylabel(display(f"step-time speedup vs {c.baseline}", 80))
     for i, v in enumerate(sp):
         bx.annotate(f"{v:.2f}x", (i, v), ha="center", va="bottom", fontsize=8)
     return save_figure(fig, stem)

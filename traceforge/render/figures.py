@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from traceforge.errors import UsageError
+from traceforge.outputs import replacing
 
 #: Chart file formats written side by side.
 CHART_FORMATS: tuple[str, ...] = ("png", "svg")
@@ -29,6 +30,7 @@ def new_figure(width: float, height: float, cols: int = 1,
     except ImportError:
         raise UsageError("charts need matplotlib: pip install 'traceforge[charts]'") from None
     matplotlib.rcParams["svg.hashsalt"] = "traceforge"
+    matplotlib.rcParams["text.parse_math"] = False  # labels from traces are plain text
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(1, cols, width_ratios=list(widths) if widths else None)
     return fig, axes
@@ -42,7 +44,8 @@ def save_figure(fig: Any, stem: Path) -> list[Path]:
         p = stem.with_name(f"{stem.name}.{ext}")
         meta = {"Date": None} if ext == "svg" else {}
         try:
-            fig.savefig(p, format=ext, dpi=120, metadata=meta)
+            with replacing(p) as tmp:
+                fig.savefig(tmp, format=ext, dpi=120, metadata=meta)
         except OSError as e:
             raise UsageError(f"{p}: cannot write ({e.strerror or e})") from None
         out.append(p)

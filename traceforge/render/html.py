@@ -21,6 +21,7 @@ from traceforge.render import charts, sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
 from traceforge.render.page import escape as _e
 from traceforge.render.page import table
+from traceforge.render.text import plain_lines
 from traceforge.report.analysis import RunAnalysis
 from traceforge.report.findings import Finding
 
@@ -30,10 +31,13 @@ background:#fafafa}
 main{max-width:1100px;margin:0 auto;padding:16px 24px 64px}
 h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 h3{font-size:15px;margin:18px 0 6px}
-table{border-collapse:collapse;margin:6px 0 12px;font-size:12.5px;background:#fff}
+.scroll{overflow-x:auto;max-width:100%;margin:6px 0 12px}
+table{border-collapse:collapse;font-size:12.5px;background:#fff}
 th,td{border:1px solid #e2e2e2;padding:3px 7px;text-align:left;vertical-align:top}
-th{background:#f0f0f0;cursor:pointer;user-select:none}td.n{text-align:right;
-font-variant-numeric:tabular-nums}
+th{background:#f0f0f0;cursor:pointer;user-select:none;position:relative}
+th:after{content:"\\2195";color:#aaa;font-size:10px;margin-left:3px}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td[title]{text-decoration:underline dotted #bbb}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:8px 0}
 .card{background:#fff;border:1px solid #e2e2e2;border-radius:6px;padding:8px 14px;min-width:120px}
 .card b{display:block;font-size:20px}
@@ -58,9 +62,10 @@ document.querySelectorAll('table.sortable th').forEach(function (th, col) {
     th.setAttribute('data-asc', asc ? '1' : '0');
     var idx = Array.prototype.indexOf.call(th.parentNode.children, th);
     function key(r) {
-      var t = r.cells[idx] ? r.cells[idx].textContent.replace(/,/g, '') : '';
-      var v = parseFloat(t);
-      return isNaN(v) ? t : v;
+      var c = r.cells[idx];
+      if (!c) { return ''; }
+      var v = parseFloat(c.getAttribute('data-v') || c.textContent.replace(/,/g, ''));
+      return isNaN(v) ? c.textContent : v;
     }
     rows.sort(function (a, b) {
       var x = key(a), y = key(b);
@@ -181,6 +186,7 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
     out.append(table(bd))
 
     out.append(_critical_path(r))
+    out.append(_memory(r))
 
     ov = r.overlap
     has_comm = len(ov) and "comm_ns" in ov and float(ov["comm_ns"].sum()) > 0
@@ -220,6 +226,20 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
     return "\n".join(out)
 
 
+def _memory(r: RunAnalysis) -> str:
+    m = r.memory
+    if m.empty:
+        return _skipped("Memory", r.unavailable.get("memory") or sections.NO_MEMORY)
+    out = ["<h3>Memory</h3>", _notes([f"From {m.source}. {sections.MEMORY_NOTE}", *m.notes])]
+    for rank, g in m.series.groupby("rank", sort=True):
+        st = m.steps_ns[m.steps_ns["rank"] == rank] if len(m.steps_ns) else m.steps_ns
+        title = f"rank {rank}" if r.ranks > 1 else ""
+        out.append(_chart(charts.memory, g, st, title=title))
+    out.append(table(sections.memory_devices(r)))
+    out.append("<h4>Allocated memory per step</h4>" + table(sections.memory_steps(r)))
+    out.append("<details><summary>Ops that allocate most</summary>"
+               + table(sections.memory_ops(r)) + "</details>")
+    return "\n".join(out)
 def _comm(r: RunAnalysis) -> str:
     """Collective bandwidth: busbw against message size with the ceiling, the table."""
     if r.comm.empty:
@@ -342,7 +362,7 @@ def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
         body.append('<p class="note">No rule fired: nothing stands out.</p>')
     body += [_diff_section(a, b, d) for a, b, d in diffs]
     body += [_run_section(r, i) for i, r in enumerate(runs)]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    return plain_lines("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width\">"
             f"<link rel=\"icon\" href=\"data:,\"><title>{_e(title)}</title>"
             f"<style>{_CSS}</style></head><body><main>{''.join(body)}</main>"
