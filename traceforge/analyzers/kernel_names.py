@@ -97,6 +97,9 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
     )
 )
 
+#: Every family the rules above name (a what-if may name one a trace happens not to hold).
+FAMILIES: frozenset[str] = frozenset(f for _, _, f in _RULES)
+
 # Wrappers whose first type argument is the real kernel (CUTLASS, cuDNN's CUTLASS, ck_tile).
 _GENERIC_WRAPPERS = frozenset({"Kernel", "Kernel2", "device_kernel", "kentry"})
 # rocPRIM's trampoline_kernel<config..., scan_impl<...>(...)::{lambda}, ...>: the argument
