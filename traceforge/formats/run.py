@@ -56,14 +56,17 @@ def run_files(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], str
     return list(found.files), found.note()
 
 
-def rank_traces(path: Path, trace: Trace, *, only_file: bool) -> list[Trace]:
+def rank_traces(path: Path, trace: Trace, *, only_file: bool,
+                number: int | None = None) -> list[Trace]:
     """The rank traces one file of a run holds, each with its rank set.
 
     A file holding several processes with GPU work and no rank of its own (an nsys report
     of torchrun, a merged rocpd database, a rocprofv3 folder) is split into one trace per
     process, ranks as the reader numbered them. Otherwise the rank is the file's
     ``distributedInfo`` rank, else the one its name states, else 0 when it is the run's
-    ``only_file``; a rank-less file among several is an AnalysisError.
+    ``only_file``, else ``number`` (its place among the files, for verbs that count
+    several traces together whatever their ranks); a rank-less file among several is
+    otherwise an AnalysisError.
     """
     if only_file and trace.meta.rank is None and (trace.meta.world_size or 0) > 1:
         return split_processes(trace)
@@ -71,7 +74,11 @@ def rank_traces(path: Path, trace: Trace, *, only_file: bool) -> list[Trace]:
     if r is None and only_file:
         r = 0
     if r is None:
-        raise AnalysisError(f"{path}: no rank in distributedInfo or in the file name")
+        r = number
+    if r is None:
+        raise AnalysisError(f"{path}: no rank in distributedInfo or in the file name, so "
+                            "it cannot be one rank of a run of several files (separate "
+                            "runs: traceforge compare)")
     if trace.meta.rank is None:
         trace = trace.with_meta(replace(trace.meta, rank=r))
         trace.events["rank"] = r
