@@ -41,8 +41,8 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     destination.write(out, document_bytes(annotated_document(t, ann), out))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
     pieces = sum(len(p.segments) for p in ann.path)
-    click.echo(f"wrote {output}: {len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
-               f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
-               f"critical path in {pieces} pieces")
+    destination.wrote(output, f"{len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
+          f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
+          f"critical path in {pieces} pieces")
     for n in ann.notes:
         click.echo(f"note: {n}", err=True)

@@ -10,6 +10,7 @@ import pandas as pd
 from traceforge.capture import calibrate as cal
 from traceforge.commands import values
 from traceforge.commands.options import emit, format_option
+from traceforge.commands.output import wrote
 from traceforge.render import render_frame
 
 
@@ -33,6 +34,6 @@ def command(out: Path, index: int, iters: int, fmt: str) -> None:
                  f"{k} {v:,.1f}" for k, v in doc["matmul_tflops"].items()) + ".",
              f"Device-to-device copy: {doc['copy_tb_s']:.3f} TB/s copied, "
              f"{doc['read_write_tb_s']:.3f} TB/s read + written.",
-             *(f"Skipped {k}: {v}" for k, v in doc["skipped"].items()),
-             f"Wrote {out}.")
+             *(f"Skipped {k}: {v}" for k, v in doc["skipped"].items()))
     emit(render_frame(df, fmt, title=f"traceforge calibrate: {doc['device']}", notes=notes))
+    wrote(out)

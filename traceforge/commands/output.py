@@ -1,6 +1,7 @@
 """Writing a command's output file: one line naming the path when it cannot be written.
 
-Every verb that writes a file (convert, annotate, report) checks the destination before
+Every verb that writes a file (convert, annotate, report) names it on stderr
+(:func:`wrote`) and checks the destination before
 the work (a missing folder is found before a long analysis, not after) and writes through
 :func:`write`, so a missing parent folder, a folder given as the file, or a permission
 problem is ``traceforge: error: PATH: cannot write (why)``, exit 2, never a traceback.
@@ -31,6 +32,14 @@ def check(path: str | Path) -> Path:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise _fail(p, f"permission denied in {parent}")
     return p
+
+
+def wrote(path: str | Path, detail: str = "") -> None:
+    """Say on stderr that a file was written (every file a verb writes is named there, so
+    stdout stays the verb's answer and a script sees every file it got)."""
+    import click
+
+    click.echo(f"traceforge: wrote {path}" + (f" ({detail})" if detail else ""), err=True)
 
 
 def write(path: str | Path, data: bytes | str) -> Path:

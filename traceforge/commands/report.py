@@ -88,4 +88,4 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
     measured = _latency_file(latency_path) if latency_path else None
     rep = build_report(*_load_all(traces, rule), top=top, measured=measured)
     write_report(rep, out, title=title)
-    click.echo(f"wrote {output}: {len(rep.runs)} run(s), {len(rep.findings)} finding(s)")
+    destination.wrote(output, f"{len(rep.runs)} run(s), {len(rep.findings)} finding(s)")
