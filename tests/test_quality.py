@@ -37,10 +37,12 @@ ALLOWED = {
     "ui": {"model", "errors", "analyzers", "report", "render", "formats"},
     "commands": {"model", "errors", "analyzers", "report", "formats", "render", "capture",
                  "samples", "ui", "engine", "__init__"},
+    # The notebook verbs that return what the CLI shows (tf.info, tf.idle).
+    "notebook": {"model", "errors", "analyzers", "formats"},
     "cli": {"errors", "commands", "version"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
-                 "render", "ui", "commands", "cli", "engine"},
+                 "render", "ui", "commands", "cli", "engine", "notebook"},
 }
 MODULES = {p.stem if p.is_file() else p.name for p in PKG.iterdir()
            if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}

@@ -20,8 +20,11 @@ from traceforge.version import __version__ as __version__
 #: Public name -> module that defines it (``module:name`` where the function there is
 #: named otherwise: the notebook names mirror the CLI verbs).
 _EXPORTS: dict[str, str] = {
-    "idle": "traceforge.analyzers.idle:idle_gaps",
-    "info": "traceforge.analyzers.summary:summary",
+    # The CLI's tables, names and units (traceforge/notebook.py); the analyzers beneath
+    # are tf.idle_gaps and traceforge.analyzers.summary.summary.
+    "idle": "traceforge.notebook",
+    "info": "traceforge.notebook",
+    "IdleTables": "traceforge.notebook",
     "launch": "traceforge.analyzers.launch:launch_overhead",
     # The report package itself: calling it builds a Report (traceforge/report/__init__.py).
     "report": "traceforge.report:",
@@ -89,6 +92,7 @@ __all__ = [
     "Device",
     "DevicePeaks",
     "IdleReport",
+    "IdleTables",
     "LaunchReport",
     "MFUReport",
     "OverlapReport",
@@ -151,7 +155,6 @@ if TYPE_CHECKING:
     from traceforge.analyzers.devices import DevicePeaks, device_peaks, load_peaks
     from traceforge.analyzers.diff import TraceDiff, diff
     from traceforge.analyzers.idle import IdleReport, idle_gaps
-    from traceforge.analyzers.idle import idle_gaps as idle
     from traceforge.analyzers.kernel_names import classify, display_names, short_name
     from traceforge.analyzers.kernels import kernel_table, launch_config, top_kernels
     from traceforge.analyzers.launch import LaunchReport, launch_overhead
@@ -165,7 +168,6 @@ if TYPE_CHECKING:
     from traceforge.analyzers.runs import TraceRun
     from traceforge.analyzers.scaling import ScalingReport, scaling
     from traceforge.analyzers.summary import Summary
-    from traceforge.analyzers.summary import summary as info
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
     from traceforge.capture import capture, step
     from traceforge.commands.report import write_report
@@ -181,6 +183,7 @@ if TYPE_CHECKING:
     from traceforge.formats import load
     from traceforge.formats.run import load_run
     from traceforge.model import Device, Trace, TraceMeta
+    from traceforge.notebook import IdleTables, idle, info
     from traceforge.report.document import Report
     from traceforge.ui.perfetto import open_in_perfetto
 

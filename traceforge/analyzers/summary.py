@@ -27,6 +27,13 @@ class Summary(Tables):
     kinds: pd.DataFrame
     devices: pd.DataFrame
 
+    def _repr_html_(self) -> str:
+        """In Jupyter: the facts table the CLI prints first, then the other tables."""
+        base = super()._repr_html_()
+        at = base.find("<h4>") if "<h4>" in base else len(base) - len("</div>")
+        facts = self.facts_frame().to_html(index=False, border=0)
+        return f"{base[:at]}<h4>facts</h4>{facts}{base[at:]}"
+
     def facts_frame(self) -> pd.DataFrame:
         """``facts`` and notes as a two-column (field, value) table for people."""
         rows: list[tuple[str, str]] = []
