@@ -20,7 +20,7 @@ from traceforge.capture.options import (
     parse_modes,
     parse_steps,
 )
-from traceforge.capture.target import parse_launch, parse_python
+from traceforge.capture.target import parse_launch, parse_python, torch_missing
 from traceforge.capture.trace_file import check_writable
 from traceforge.commands.options import emit, format_option
 from traceforge.errors import UsageError
@@ -81,6 +81,9 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
     if not words:
         raise UsageError("no target: put the command after --, e.g. -- python infer.py")
     modes = parse_modes(mode_text)
+    no_torch = torch_missing(words)
+    if no_torch:
+        raise UsageError(no_torch)
     launch_spec = parse_launch(words)
     target = launch_spec.target if launch_spec else parse_python(words)
     opts = CaptureOptions(
