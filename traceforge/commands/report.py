@@ -8,7 +8,7 @@ import click
 
 from traceforge.commands import output as destination
 from traceforge.commands import values
-from traceforge.commands.options import steps_from_option
+from traceforge.commands.options import step_options
 from traceforge.errors import UsageError
 from traceforge.model import Trace
 from traceforge.render.report import SUFFIXES, render_report
@@ -29,14 +29,19 @@ def _latency_file(path: str) -> dict[str, dict[str, float | str]]:
                          ) from None
 
 
-def _load_all(paths: tuple[str, ...], steps_from: str | None) -> list[Trace | list[Trace]]:
+def _load_all(paths: tuple[str, ...], steps_from: str | None,
+              steps: list[int] | None = None) -> list[Trace | list[Trace]]:
     """A directory (or a file holding several processes) is one run; single files are
-    grouped into runs by the report (the ranks of one run, else one run each)."""
+    grouped into runs by the report (the ranks of one run, else one run each). ``steps``:
+    only those steps of each trace (:func:`~traceforge.analyzers.timeline.select_steps`)."""
+    from traceforge.analyzers.timeline import select_steps
     from traceforge.commands.options import load_ranks
 
     runs: list[Trace | list[Trace]] = []
     for p in paths:
         ranks = load_ranks([p], steps_from)
+        if steps is not None:
+            ranks = [select_steps(t, steps) for t in ranks]
         runs.append(ranks if Path(p).is_dir() or len(ranks) > 1 else ranks[0])
     return runs
 
@@ -71,9 +76,13 @@ def write_report(report: Report, output: str | Path, *, title: str = "traceforge
                    "runs are matched to its modes by label.")
 @click.option("-n", "top", type=values.COUNT, default=15, show_default=True,
               help="Rows in the top-kernel and operator tables.")
-@steps_from_option
+@click.option("--flops-from", "flops_from", default=None, metavar="EAGER_TRACE",
+              help="An eager trace of the same model: its ops' FLOPs per step stand for "
+                   "those of runs that record none (compiled), as in `mfu --flops-from`.")
+@step_options
 def command(traces: tuple[str, ...], output: str, title: str, latency_path: str | None,
-            top: int, steps_from: str | None) -> None:
+            top: int, flops_from: str | None, steps_from: str | None,
+            steps_text: str | None, step_list: tuple[int, ...]) -> None:
     """Write one report over TRACES: several files of one distributed run become one run
     with its ranks; otherwise each file (or directory) is a run and they are compared."""
     from traceforge.commands.options import resolve_steps
@@ -84,8 +93,12 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
     if any(out.resolve() == Path(t).resolve() for t in traces):
         raise UsageError(f"{output}: is one of the input traces; name another output")
     destination.check(out)  # before the analysis: a bad destination is found in a moment
-    rule, _ = resolve_steps(steps_from, None)
+    from traceforge.commands.options import load_trace
+
+    rule, steps = resolve_steps(steps_from, steps_text, step_list)
     measured = _latency_file(latency_path) if latency_path else None
-    rep = build_report(*_load_all(traces, rule), top=top, measured=measured)
+    eager = load_trace(flops_from, None) if flops_from else None
+    rep = build_report(*_load_all(traces, rule, steps), top=top, measured=measured,
+                       flops_from=eager)
     write_report(rep, out, title=title)
     destination.wrote(output, f"{len(rep.runs)} run(s), {len(rep.findings)} finding(s)")

@@ -261,16 +261,18 @@ def _path_ahead(ts: Sequence[Trace]) -> Iterator[Callable[[], PathTables]]:
         kid.close()
 
 
-def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: int = 15
-            ) -> RunAnalysis:
-    """Run every analyzer over one run (its ranks' traces, sorted by rank) once."""
+def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: int = 15,
+            flops_from: Trace | None = None) -> RunAnalysis:
+    """Run every analyzer over one run (its ranks' traces, sorted by rank) once;
+    ``flops_from``: FLOPs per step for the FLOPs utilization of runs without op shapes."""
     ts = [traces] if isinstance(traces, Trace) else list(traces)
     with _path_ahead(ts) as path_of:
-        return _analyze(ts, label, top, path_of)
+        return _analyze(ts, label, top, path_of, flops_from)
 
 
 def _analyze(ts: list[Trace], label: str | None, top: int,
-             path_of: Callable[[], PathTables]) -> RunAnalysis:
+             path_of: Callable[[], PathTables], flops_from: Trace | None = None
+             ) -> RunAnalysis:
     miss: dict[str, str] = {}
     per: dict[str, list[tuple[int, pd.DataFrame]]] = {}
 
@@ -303,7 +305,8 @@ def _analyze(ts: list[Trace], label: str | None, top: int,
         add("copies", r, host_copies(t))
         add("syncs", r, sync_calls(t))
     bd = _try("breakdown", lambda: breakdown(ts), _empty(["rank", "step"]), miss)
-    roof = _try("roofline", lambda: roofline_tables.gather(ts), RooflineTables(), miss)
+    roof = _try("roofline", lambda: roofline_tables.gather(ts, flops_from=flops_from),
+                RooflineTables(), miss)
     path = (_try("critical_path", path_of, PathTables(), miss)
             if any(not timeline(t).activity.empty for t in ts) else PathTables())
     ovr = _try("overlap", lambda: overlap(ts), None, miss)
