@@ -21,7 +21,7 @@ import pandas as pd
 
 from traceforge.analyzers.breakdown import breakdown, rank_of
 from traceforge.analyzers.idle import idle_gaps
-from traceforge.analyzers.kernel_names import classify
+from traceforge.analyzers.kernel_names import attention_text, classify
 from traceforge.analyzers.kernels import top_kernels
 from traceforge.analyzers.launch import launch_overhead
 from traceforge.analyzers.ops import ops
@@ -124,6 +124,20 @@ def run_label(traces: Sequence[Trace]) -> str:
             name = name.replace(r, "")
         name = f"{name.strip('_.-') or 'run'} ({len(traces)} ranks)"
     return name
+
+
+def _capture_notes(t: Trace) -> list[str]:
+    """What ``traceforge capture``'s mode changed (from the trace's own record) and which
+    attention kernels ran, by SDPA backend (from the kernel names)."""
+    ev = t.events
+    k = ev.loc[ev["kind"] == "kernel", "name"].astype(str).value_counts()
+    out = [f"attention kernels: {attention_text(dict(zip(k.index, k.to_numpy(), strict=True)))}"]
+    tf = t.meta.extra.get("traceforge")
+    mode = tf.get("mode") if isinstance(tf, dict) else None
+    if isinstance(mode, dict) and mode.get("actions"):
+        out.insert(0, f"captured in mode {mode.get('mode')}, which changed: "
+                      + "; ".join(map(str, mode["actions"])))
+    return out
 
 
 def _run_info(traces: Sequence[Trace]) -> dict[str, Any]:
@@ -279,7 +293,7 @@ def _analyze(ts: list[Trace], label: str | None, top: int,
     def add(key: str, rank: int, df: pd.DataFrame) -> None:
         per.setdefault(key, []).append((rank, df))
 
-    notes: list[str] = []
+    notes: list[str] = _capture_notes(ts[0]) if ts else []
     for i, t in enumerate(ts):
         r = rank_of(t, i)
         s = summary(t)
