@@ -106,8 +106,11 @@ def _no_such_option(e: click.NoSuchOption) -> str:
 @click.option("--cache-size", metavar="SIZE", callback=values.check_size,
               help="Cap on the cache directory, e.g. 5GB (default; also "
               "TRACEFORGE_CACHE_SIZE); least recently used entries are evicted.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="No progress display on stderr (it shows only when stderr is a "
+              "terminal; also TRACEFORGE_QUIET=1).")
 @click.pass_context
-def cli(ctx: click.Context, no_cache: bool, cache_size: str | None) -> None:
+def cli(ctx: click.Context, no_cache: bool, cache_size: str | None, quiet: bool) -> None:
     """Analyze GPU traces of ML workloads: Kineto JSON, Nsight Systems, rocprof, Perfetto.
 
     Parsed traces are cached as Arrow files in $TRACEFORGE_CACHE (default
@@ -118,7 +121,8 @@ def cli(ctx: click.Context, no_cache: bool, cache_size: str | None) -> None:
     # Environment variables, not globals: worker processes of multi-rank verbs inherit them.
     # They are restored when the command ends (the CLI also runs in-process, in tests).
     settings = {"TRACEFORGE_NO_CACHE": "1" if no_cache else None,
-                "TRACEFORGE_CACHE_SIZE": cache_size}
+                "TRACEFORGE_CACHE_SIZE": cache_size,
+                "TRACEFORGE_QUIET": "1" if quiet else None}
     for var, value in settings.items():
         if value is None:
             continue

@@ -116,9 +116,11 @@ def map_ranks(paths: Sequence[str | Path] | str | Path, fn: Callable[[Trace], S]
 def map_runs(runs: Sequence[Sequence[str | Path] | str | Path], fn: Callable[[Trace], S], *,
              kinds: Collection[str] | None = None, steps_from: str | None = None,
              engine: str = "local", scheduler: str | None = None,
-             workers: int | None = None, numbered: bool = False) -> list[list[Ranked[S]]]:
+             workers: int | None = None, numbered: bool = False,
+             done: Callable[[int, int], None] | None = None) -> list[list[Ranked[S]]]:
     """:func:`map_ranks` over several runs at once (``scaling``: one run per GPU count):
-    every file of every run is one task of the same pool or cluster."""
+    every file of every run is one task of the same pool or cluster. ``done(k, total)``
+    is called as files finish (progress)."""
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine}: want one of {', '.join(ENGINES)}")
     if workers is not None and workers < 1:
@@ -131,11 +133,12 @@ def map_runs(runs: Sequence[Sequence[str | Path] | str | Path], fn: Callable[[Tr
                        i if numbered else None), f)
              for files, _ in listed for i, f in enumerate(files)]
     n = min(len(tasks), workers or os.cpu_count() or 1)
-    done = _on_dask(tasks, scheduler, n) if engine == "dask" else _on_pool(tasks, n)
+    results = (_on_dask(tasks, scheduler, n, done) if engine == "dask"
+               else _on_pool(tasks, n, done))
     out = []
     k = 0
     for files, note in listed:
-        ranked = [r for rs in done[k:k + len(files)] for r in rs]
+        ranked = [r for rs in results[k:k + len(files)] for r in rs]
         k += len(files)
         check_one_run([(r.rank, r.path, r.facts) for r in ranked])
         ranked.sort(key=lambda r: r.rank)
@@ -159,12 +162,15 @@ def _run_job(job: Job[S]) -> list[Ranked[S]]:
     return job.task(job.path)
 
 
-def _on_pool(jobs: list[Job[S]], n: int) -> list[list[Ranked[S]]]:
+def _on_pool(jobs: list[Job[S]], n: int, done: Callable[[int, int], None] | None = None
+             ) -> list[list[Ranked[S]]]:
     return pool_map(_run_job, jobs, n, files=[j.path for j in jobs],
-                    hint="a worker process died (out of memory?); try fewer --workers")
+                    hint="a worker process died (out of memory?); try fewer --workers",
+                    done=done)
 
 
-def _on_dask(jobs: list[Job[S]], scheduler: str | None, n: int) -> list[list[Ranked[S]]]:
+def _on_dask(jobs: list[Job[S]], scheduler: str | None, n: int,
+             done: Callable[[int, int], None] | None = None) -> list[list[Ranked[S]]]:
     try:
         import distributed
     except ImportError:
@@ -188,6 +194,8 @@ def _on_dask(jobs: list[Job[S]], scheduler: str | None, n: int) -> list[list[Ran
         for job, fut in zip(jobs, futures, strict=True):
             try:
                 out.append(fut.result())
+                if done is not None:
+                    done(len(out), len(jobs))
             except dist.KilledWorker:
                 raise AnalysisError(f"{job.path}: the Dask workers reading it died (out of "
                                     "memory?)") from None

@@ -37,8 +37,12 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
         raise UsageError(f"{output}: is the input trace; name another output")
     destination.check(out)  # before the analysis: a bad destination is found in a moment
     t = load_trace(trace, steps_from)
-    ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
-    destination.write(out, document_bytes(annotated_document(t, ann), out))
+    from traceforge.commands.progress import phase
+
+    with phase("analysing (idle gaps, steps, roofline, critical path)"):
+        ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
+    with phase(f"writing {output}"):
+        destination.write(out, document_bytes(annotated_document(t, ann), out))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
     pieces = sum(len(p.segments) for p in ann.path)
     destination.wrote(output, f"{len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import pandas as pd
 
+from traceforge.analyzers.kernel_names import attention_text
 from traceforge.capture import compare, launch
 from traceforge.capture.options import (
     BACKEND_NAMES,
@@ -32,7 +34,11 @@ from traceforge.render import render_frame
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.option("--mode", "mode_text", default="sdpa", show_default=True,
-              help="eager, sdpa, fa2 or compiled; several comma-separated, or all, to compare.")
+              help="sdpa: the script as written (SDPA's own dispatch), except that "
+                   "torch.compile calls are no-ops; "
+                   "eager: SDPA forced to its unfused math backend (slower attention, like "
+                   "HF attn_implementation='eager'); fa2: FlashAttention-2 only; compiled: "
+                   "torch.compile on. Several comma-separated, or all, to compare.")
 @click.option("--backend", type=click.Choice((*BACKEND_NAMES, "nvtx")), default="torch",
               show_default=True,
               help="torch: torch.profiler in-process; nsys, rocprof: wrap the process in that "
@@ -111,8 +117,9 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
     elif len(modes) > 1:
         rc, summaries = compare.run_modes(modes, opts, words)
         df = pd.DataFrame(compare.comparison(summaries), columns=list(compare.COLUMNS))
+        df["attention"] = [attention_text(kernel_names_of(s)) for s in summaries]
         emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
-                          digits=2, notes=_notes(summaries)))
+                          digits=2, notes=mode_notes(summaries)))
     elif launch_spec is not None:
         rc, summaries = launch.run(launch_spec, opts)
         for s in summaries:
@@ -140,6 +147,9 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         run = run_target(target, opts, ["traceforge", "capture", *sys.argv[2:]]
                          if sys.argv[1:2] == ["capture"] else list(sys.argv))
         rc = run.exit_status
+        if run.summary:
+            click.echo("traceforge: attention kernels: "
+                       f"{attention_text(kernel_names_of(run.summary))}", err=True)
     if rc:
         # The target's own exit status, so `traceforge capture` composes in scripts and CI.
         raise SystemExit(rc)
@@ -164,12 +174,25 @@ def _scaling_table(root: Path, fmt: str) -> None:
                "breakdown", err=True)
 
 
-def _notes(summaries: list[dict[str, object]]) -> tuple[str, ...]:
+def kernel_names_of(summary: dict[str, Any]) -> dict[str, int]:
+    """The kernel names and counts a capture summary recorded of its trace ({} without)."""
+    trace = summary.get("trace")
+    names = trace.get("kernel_names") if isinstance(trace, dict) else None
+    return {str(k): int(v) for k, v in names.items()} if isinstance(names, dict) else {}
+
+
+def mode_notes(summaries: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The capture table's notes: what its columns mean and what each mode changed."""
     notes = ["latency: median step wall time (GPU synchronized) of the steps after the "
-             "recorded window, or of the recorded steps (profiled) when none ran after it"]
+             "recorded window, or of the recorded steps (profiled) when none ran after it",
+             "attention: the attention kernels that ran, by SDPA backend (from their names; "
+             "math: the unfused path's softmax kernels)"]
     for s in summaries:
         mode = s.get("mode")
         m = mode if isinstance(mode, dict) else {}
+        actions = m.get("actions")
+        if isinstance(actions, list) and actions:
+            notes.append(f"{m.get('mode')} changed: {'; '.join(map(str, actions))}")
         for w in m.get("warnings", []) if isinstance(m.get("warnings"), list) else []:
             notes.append(f"{m.get('mode')}: {w}")
     return tuple(notes)

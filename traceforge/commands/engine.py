@@ -38,9 +38,14 @@ class Engine:
     def runs(self, runs: Sequence[Sequence[str | Path] | str | Path], fn: Callable[[Trace], S],
              *, steps_from: str | None, kinds: Collection[str] | None = None,
              numbered: bool = False) -> list[list[Ranked[S]]]:
-        """``fn`` of every rank of several runs, as one map."""
-        return map_runs(runs, fn, kinds=kinds, steps_from=steps_from, engine=self.name,
-                        scheduler=self.scheduler, workers=self.workers, numbered=numbered)
+        """``fn`` of every rank of several runs, as one map (files counted on stderr's
+        progress display where it shows)."""
+        from traceforge.commands.progress import phase
+
+        with phase("reading and analysing the run's files") as done:
+            return map_runs(runs, fn, kinds=kinds, steps_from=steps_from, engine=self.name,
+                            scheduler=self.scheduler, workers=self.workers,
+                            numbered=numbered, done=done)
 
 
     def step_runs(self, runs: Sequence[Sequence[str | Path] | str | Path],

@@ -94,11 +94,14 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
         raise UsageError(f"{output}: is one of the input traces; name another output")
     destination.check(out)  # before the analysis: a bad destination is found in a moment
     from traceforge.commands.options import load_trace
+    from traceforge.commands.progress import phase
 
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
     measured = _latency_file(latency_path) if latency_path else None
     eager = load_trace(flops_from, None) if flops_from else None
-    rep = build_report(*_load_all(traces, rule, steps), top=top, measured=measured,
-                       flops_from=eager)
-    write_report(rep, out, title=title)
+    runs = _load_all(traces, rule, steps)
+    with phase(f"analysing {len(runs)} run(s) for the report"):
+        rep = build_report(*runs, top=top, measured=measured, flops_from=eager)
+    with phase(f"writing {output}"):
+        write_report(rep, out, title=title)
     destination.wrote(output, f"{len(rep.runs)} run(s), {len(rep.findings)} finding(s)")

@@ -95,17 +95,25 @@ def run_facts(trace: Trace) -> dict[str, object]:
 
 
 def pool_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequence[object],
-             hint: str) -> list[R]:
+             hint: str, done: Callable[[int, int], None] | None = None) -> list[R]:
     """``fn`` over ``items`` in order, on ``n`` processes (here when ``n`` <= 1). Parsing
     and analysing are CPU-bound and hold the GIL: one process per item. Errors come back
     pickled (every TraceforgeError pickles); a worker that dies (out of memory, a signal)
     breaks the pool, which is reported as ``hint`` naming ``files``, not as an
-    internal error."""
+    internal error. ``done(k, total)`` is called as results arrive (progress)."""
+    tick = done or (lambda k, total: None)
+    out: list[R] = []
     if n <= 1:
-        return [fn(x) for x in items]
+        for x in items:
+            out.append(fn(x))
+            tick(len(out), len(items))
+        return out
     try:
         with ProcessPoolExecutor(max_workers=n) as pool:
-            return list(pool.map(fn, items))
+            for r in pool.map(fn, items):
+                out.append(r)
+                tick(len(out), len(items))
+            return out
     except BrokenProcessPool:
         raise AnalysisError(f"{', '.join(map(str, files))}: {hint}") from None
 
