@@ -9,7 +9,7 @@ import pytest
 
 import traceforge as tf
 from tests.conftest import FIXTURES, cli_main
-from traceforge.analyzers.kernel_names import attention_backend, attention_counts
+from traceforge.analyzers.names.kernel_names import attention_backend, attention_counts
 from traceforge.capture.trace_file import kernel_names
 
 
@@ -54,7 +54,7 @@ def test_help_says_which_mode_is_the_script_as_written() -> None:
 
 
 def test_capture_table_has_the_attention_column_and_what_each_mode_changed() -> None:
-    from traceforge.analyzers.kernel_names import attention_text
+    from traceforge.analyzers.names.kernel_names import attention_text
     from traceforge.commands.capture import kernel_names_of, mode_notes
 
     summaries = []

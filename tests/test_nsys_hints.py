@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from tests.conftest import cli_main, ev, make_trace, shared
-from traceforge.analyzers.ops import why_no_ops
-from traceforge.analyzers.summary import summary
+from traceforge.analyzers.timing.ops import why_no_ops
+from traceforge.analyzers.timing.summary import summary
 
 NSYS = "h200-nsys/policy_fa2.sqlite.gz"
 

@@ -4,7 +4,7 @@ The CLI's ``info`` and ``idle`` read a file as a run (one trace per rank; a sing
 that names no rank is rank 0, a multi-process nsys report is split), then summarize each
 rank and reduce. These functions do the same, with the same functions
 (:func:`~traceforge.formats.run.rank_traces`,
-:func:`~traceforge.analyzers.rank_summaries.idle_summary` and ``idle_reduce``), take the
+:func:`~traceforge.analyzers.runs.rank_summaries.idle_summary` and ``idle_reduce``), take the
 CLI's option names and units (``n``, ``min_gap_us``, ``per_stream``, ``steps``,
 ``steps_from``), and return the tables the CLI prints (its JSON keys): the same numbers
 with the same names. The analyzers' raw results stay one attribute away
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from traceforge.analyzers.idle import IdleReport, idle_gaps
-from traceforge.analyzers.rank_summaries import IdleRun, idle_reduce
-from traceforge.analyzers.summary import Summary, summary
+from traceforge.analyzers.runs.rank_summaries import IdleRun, idle_reduce
+from traceforge.analyzers.timing.idle import IdleReport, idle_gaps
+from traceforge.analyzers.timing.summary import Summary, summary
 from traceforge.model import Tables, Trace
 
 #: What the notebook verbs take: a loaded trace, the rank traces of a run, or paths.
@@ -49,7 +49,7 @@ def _ranks(source: Source, steps_from: str | None) -> list[Trace]:
 
 def info(source: Source, *, steps_from: str | None = None) -> Summary | list[Summary]:
     """``traceforge info``: format, devices, ranks, span, steps, step time, events by kind,
-    GPU busy % -- the facts the CLI prints, as :class:`~traceforge.analyzers.summary.Summary`
+    GPU busy % -- the facts the CLI prints, as :class:`~traceforge.analyzers.timing.summary.Summary`
     (one per rank when the source holds several)."""
     sums = [summary(t) for t in _ranks(source, steps_from)]
     return sums[0] if len(sums) == 1 else sums
@@ -90,7 +90,7 @@ def idle(source: Source, *, n: int = 10, min_gap_us: float = 0.0, per_stream: bo
     """``traceforge idle``: GPU idle time by cause, gap histogram and the ``n`` largest gaps
     (0: all) at least ``min_gap_us`` long, as the CLI shows them. ``tf.idle_gaps`` is the
     analyzer underneath (times in ns, every gap)."""
-    from traceforge.analyzers.rank_summaries import idle_summary
+    from traceforge.analyzers.runs.rank_summaries import idle_summary
 
     ranks = _ranks(source, steps_from)
     min_gap_ns = int(min_gap_us * 1e3)

@@ -13,8 +13,8 @@ from typing import Any
 import click
 import pandas as pd
 
-from traceforge.analyzers.kernel_names import attention_text
-from traceforge.capture import compare, launch
+from traceforge.analyzers.names.kernel_names import attention_text
+from traceforge.capture import compare, torchrun
 from traceforge.capture.options import (
     BACKEND_NAMES,
     COMPILE_MODES,
@@ -121,7 +121,7 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
                           digits=2, notes=mode_notes(summaries)))
     elif launch_spec is not None:
-        rc, summaries = launch.run(launch_spec, opts)
+        rc, summaries = torchrun.run(launch_spec, opts)
         for s in summaries:
             trace = (s.get("trace") or {}).get("path")
             where = (out / trace if trace else "in the nsys report" if backend == "nsys"
@@ -157,7 +157,7 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
 
 def _scaling_table(root: Path, fmt: str) -> None:
     """The sweep's scaling table; a sweep whose runs left nothing to scale says why."""
-    from traceforge.analyzers.scaling import scaling
+    from traceforge.analyzers.runs.scaling import scaling
     from traceforge.commands.runs import load_runs
     from traceforge.commands.tables import emit_tables
     from traceforge.errors import TraceforgeError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from traceforge.analyzers.ops import ops, why_no_ops
+from traceforge.analyzers.timing.ops import ops, why_no_ops
 from traceforge.commands import values
 from traceforge.commands.options import (
     emit,

@@ -33,8 +33,8 @@ def _load_all(paths: tuple[str, ...], steps_from: str | None,
               steps: list[int] | None = None) -> list[Trace | list[Trace]]:
     """A directory (or a file holding several processes) is one run; single files are
     grouped into runs by the report (the ranks of one run, else one run each). ``steps``:
-    only those steps of each trace (:func:`~traceforge.analyzers.timeline.select_steps`)."""
-    from traceforge.analyzers.timeline import select_steps
+    only those steps of each trace (:func:`~traceforge.analyzers.timeline.core.select_steps`)."""
+    from traceforge.analyzers.timeline.core import select_steps
     from traceforge.commands.options import load_ranks
 
     runs: list[Trace | list[Trace]] = []

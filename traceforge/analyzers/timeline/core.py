@@ -1,0 +1,393 @@
+"""The analysis timeline of one trace, computed once and shared by every analysis.
+
+:func:`timeline` returns a :class:`Timeline`: the GPU activity table (launch call, op,
+annotation, graph replay and step of every kernel/copy/memset), the steps and their GPU
+windows, the graph replays and which of them the profiler did not fully record, and the
+busy time of each device. It is memoized on the trace, so a report that runs ten
+analyses builds it once. Every verb takes its numbers from here; the definitions:
+
+* **Busy** = the union of recorded GPU activity (kernels, copies, memsets) on a device.
+  A CUDA/HIP graph replay is never counted busy end to end: the holes between its nodes
+  are GPU bubbles (the reason people fuse kernels or use programmatic dependent launch),
+  idle with cause ``graph_internal``.
+* **Unrecorded**: under continuous replay the profiler can drop a replay's kernels
+  (TraceLens#728). A graph launch with no recorded activity, or a replay with fewer
+  recorded activities than other replays of the same graph (same ``graph`` id, else the
+  same launch site: thread, op and annotation of the launch), is *unrecorded*: its window
+  -- from the end of the GPU work before it to the start of the work after it -- counts as
+  neither busy nor idle, and a note says how many replays and how much time.
+* **Window** = the steps' GPU windows (see :mod:`traceforge.analyzers.timeline.steps`).
+* **Busy %** = busy / (window - unrecorded), per device; idle = window - unrecorded - busy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import cast
+
+import numpy as np
+import pandas as pd
+
+from traceforge.analyzers.timeline import intervals as iv
+from traceforge.analyzers.timeline import steps as st
+from traceforge.analyzers.timeline.activity import GRAPH_LAUNCH_APIS, gpu_activity, launch_calls
+from traceforge.errors import AnalysisError
+from traceforge.model import GPU_KINDS, Trace, coded, empty_frame
+
+#: Columns of :attr:`Timeline.replays`.
+REPLAY_COLUMNS = ("device", "replay", "launch_ts", "ts", "end", "activities", "expected",
+                  "status", "gap_ts", "gap_end")
+#: Columns of :func:`busy_table`.
+BUSY_COLUMNS = ("device", "window_ns", "unrecorded_ns", "busy_ns", "idle_ns", "busy_pct")
+
+
+@dataclass(frozen=True)
+class Sets:
+    """Interval sets of one trace: compute (non-communication kernels), communication
+    kernels, memory (copies and memsets), their union, and the unrecorded windows."""
+
+    compute: np.ndarray
+    comm: np.ndarray
+    memory: np.ndarray
+    busy: np.ndarray
+    unrecorded: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Timeline:
+    """What every analysis of one trace starts from (times in ns since the trace start).
+
+    ``activity``: :func:`traceforge.analyzers.timeline.activity.gpu_activity` plus ``step``
+    (:func:`traceforge.analyzers.timeline.steps.membership`), sorted by start.
+    ``windows``: step, host_ts, host_end, ts, end: the GPU window of every step.
+    ``steps``: the host step ranges and their source label.
+    ``replays``: one row per graph replay and device: its recorded activities, the most
+    any replay of the same graph recorded (``expected``), ``status`` complete / partial /
+    unrecorded (no activity recorded), and ``gap_ts``/``gap_end``, the window an
+    incomplete replay is taken out of busy and idle time (-1 for complete ones).
+    """
+
+    activity: pd.DataFrame
+    windows: pd.DataFrame
+    steps: st.Steps
+    replays: pd.DataFrame
+    path: str = ""
+    notes: tuple[str, ...] = ()
+    _sets: dict[tuple[str, int, int], np.ndarray] = field(default_factory=dict, repr=False)
+    _classes: dict[str, Sets] = field(default_factory=dict, repr=False)
+
+    @property
+    def step_source(self) -> str:
+        """Where the steps came from, as printed in table titles and stored in JSON."""
+        return self.steps.source
+
+    @property
+    def devices(self) -> list[int]:
+        """Devices with GPU activity, ascending."""
+        return sorted(int(d) for d in pd.unique(self.activity["device"]))
+
+    # -- interval sets (memoized) -----------------------------------------------------------
+    def _memo(self, key: tuple[str, int, int], make: Callable[[], np.ndarray]) -> np.ndarray:
+        got = self._sets.get(key)
+        if got is None:
+            got = make()
+            self._sets[key] = got
+        return got
+
+    def _acts(self, device: int, stream: int = -1) -> pd.DataFrame:
+        a = self.activity
+        sel = a["device"].to_numpy() == device
+        if stream >= 0:
+            sel &= a["stream"].to_numpy() == stream
+        return cast("pd.DataFrame", a[sel])
+
+    def recorded(self, device: int, stream: int = -1) -> np.ndarray:
+        """Union of the recorded activity of a device (or of one of its streams)."""
+        def make() -> np.ndarray:
+            a = self._acts(device, stream)
+            return iv.merge(a["ts"].to_numpy(), a["end"].to_numpy())
+        return self._memo(("recorded", device, stream), make)
+
+    def unrecorded(self, device: int) -> np.ndarray:
+        """Windows of the device's incompletely recorded replays: neither busy nor idle."""
+        def make() -> np.ndarray:
+            r = self.replays
+            r = r[(r["device"] == device) & (r["status"] != "complete")]
+            return iv.merge(r["gap_ts"].to_numpy(), r["gap_end"].to_numpy())
+        return self._memo(("unrecorded", device, -1), make)
+
+    def busy(self, device: int, stream: int = -1) -> np.ndarray:
+        """Busy time of a device (or stream): recorded activity outside unrecorded windows."""
+        return self._memo(("busy", device, stream),
+                          lambda: iv.difference(self.recorded(device, stream),
+                                                self.unrecorded(device)))
+
+    def in_graph(self, device: int, stream: int = -1) -> np.ndarray:
+        """The extents of the completely recorded graph replays on a device (or stream):
+        a gap inside one is ``graph_internal``."""
+        def make() -> np.ndarray:
+            a = self._acts(device, stream)
+            a = a[a["replay"] >= 0]
+            r = self.replays
+            complete = r.loc[(r["device"] == device) & (r["status"] == "complete"), "replay"]
+            a = a[a["replay"].isin(set(complete.tolist()))]
+            ext = a.groupby("replay")[["ts", "end"]].agg({"ts": "min", "end": "max"})
+            return iv.merge(ext["ts"].to_numpy(), ext["end"].to_numpy())
+        return self._memo(("in_graph", device, stream), make)
+
+    def sets(self) -> Sets:
+        """Compute, communication and memory time of the whole trace (all devices), each
+        a union of recorded kernels -- never of replay extents -- outside unrecorded
+        windows."""
+        got = self._classes.get("sets")
+        if got is None:
+            a = self.activity
+            u = [self.unrecorded(d) for d in self.devices] or [iv.EMPTY]
+            unrec = iv.merge(np.concatenate([x[:, 0] for x in u]),
+                             np.concatenate([x[:, 1] for x in u]))
+            is_mem = a["kind"].isin(("memcpy", "memset")).to_numpy()
+            is_comm = (a["cls"] == "communication").to_numpy() & ~is_mem
+
+            def union(sel: np.ndarray) -> np.ndarray:
+                x = a[sel]
+                return iv.difference(iv.merge(x["ts"].to_numpy(), x["end"].to_numpy()), unrec)
+
+            comp, comm, mem = union(~is_mem & ~is_comm), union(is_comm), union(is_mem)
+            got = Sets(comp, comm, mem, iv.union(iv.union(comp, comm), mem), unrec)
+            self._classes["sets"] = got
+        return got
+
+    # -- steps ------------------------------------------------------------------------------
+    def select(self, steps: Sequence[int] | None) -> pd.DataFrame:
+        """The windows of the given step numbers (all when None); a step the trace does
+        not have is an AnalysisError naming the steps it has."""
+        if steps is None:
+            return self.windows
+        have = self.windows["step"].tolist()
+        missing = sorted(set(steps) - set(have))
+        if missing:
+            listed = ", ".join(str(s) for s in have if s >= 0) or "none"
+            raise AnalysisError(f"{self.path or 'trace'}: no step {missing[0]} "
+                                f"(steps: {listed}; from {self.step_source})")
+        return cast("pd.DataFrame", self.windows[self.windows["step"].isin(list(steps))])
+
+    def window_set(self, steps: Sequence[int] | None = None) -> np.ndarray:
+        """The selected steps' GPU windows as one interval set."""
+        w = self.select(steps)
+        return iv.merge(w["ts"].to_numpy(), w["end"].to_numpy())
+
+    def in_steps(self, steps: Sequence[int] | None = None) -> pd.DataFrame:
+        """Activity that belongs to the selected steps (by membership, see
+        :func:`traceforge.analyzers.timeline.steps.membership`); all of it when the trace has no
+        steps and none are asked for."""
+        a = self.activity
+        if self.steps.empty:
+            self.select(steps)  # raises for a step the trace does not have
+            return a
+        wanted = self.select(steps)["step"].tolist()
+        return cast("pd.DataFrame", a[a["step"].isin(wanted)])
+
+
+def timeline(trace: Trace) -> Timeline:
+    """The trace's :class:`Timeline`, built on first use and kept on the trace (and with a
+    cached trace's derived tables, for the next process: ``Trace.derived``)."""
+    return trace.derived("timeline", lambda: _build(trace))
+
+
+def _build(trace: Trace) -> Timeline:
+    steps = st.host_steps(trace)
+    acts = gpu_activity(trace)
+    lts, ts, end = (acts[c].to_numpy() for c in ("launch_ts", "ts", "end"))
+    win = st.windows(steps, lts, ts, end)
+    acts["step"] = st.membership(steps, win, lts, ts)
+    replays = _replays(trace, acts)
+    notes = _notes(replays)
+    return Timeline(acts, win, steps, replays, trace.meta.path, notes)
+
+
+def _replays(trace: Trace, acts: pd.DataFrame) -> pd.DataFrame:
+    """Every graph replay per device, with how completely the profiler recorded it."""
+    rep = acts[acts["replay"] >= 0]
+    rows = pd.DataFrame(columns=list(REPLAY_COLUMNS))
+    if not rep.empty:
+        site_cols = ["launch_tid", "op_name", "annotation"]
+        g = rep.groupby(["device", "replay"], sort=False)
+        rows = g.agg(launch_ts=("launch_ts", "first"), ts=("ts", "min"), end=("end", "max"),
+                     activities=("ts", "size"), graph=("graph", "max")).reset_index()
+        site = g[site_cols].first().reset_index(drop=True)
+        # Which replays are the same graph: its id when the trace has one, else the launch
+        # site. Replays whose launch is not in the trace (profiling began mid-replay) are
+        # compared with nothing: their missing kernels ran before the trace started.
+        key = np.where(rows["graph"].to_numpy() >= 0,
+                       "g" + rows["graph"].astype(str).to_numpy(),
+                       "s" + site.astype(str).agg("|".join, axis=1).to_numpy())
+        rows["key"] = key
+        known = rows["launch_ts"].to_numpy() >= 0
+        most = rows[known].groupby(["device", "key"])["activities"].max()
+        exp = most.reindex(pd.MultiIndex.from_arrays([rows["device"], rows["key"]]))
+        rows["expected"] = np.where(known, exp.fillna(0).to_numpy(), rows["activities"])
+        rows["status"] = np.where(rows["activities"] < rows["expected"], "partial", "complete")
+        rows = rows.drop(columns=["graph", "key"])
+    missing = _unreplayed(trace, acts)
+    if len(missing):
+        rows = pd.concat([rows, missing], ignore_index=True) if len(rows) else missing
+    if rows.empty:
+        return empty_frame({c: "object" if c == "status" else "int64" for c in REPLAY_COLUMNS})
+    ints = ("device", "replay", "launch_ts", "ts", "end", "activities", "expected")
+    rows = rows.astype(dict.fromkeys(ints, np.int64))
+    gap_ts, gap_end = _gaps_of_incomplete(acts, rows)
+    rows["gap_ts"], rows["gap_end"] = gap_ts, gap_end
+    out = rows[list(REPLAY_COLUMNS)].sort_values(["device", "ts"], kind="stable")
+    return cast("pd.DataFrame", out.reset_index(drop=True))
+
+
+def _unreplayed(trace: Trace, acts: pd.DataFrame) -> pd.DataFrame:
+    """Graph launches whose replay left no activity in the trace (status unrecorded)."""
+    if not np.isin(coded(trace.events["name"])[1], list(GRAPH_LAUNCH_APIS)).any():
+        return cast("pd.DataFrame", pd.DataFrame(columns=list(REPLAY_COLUMNS)))  # no launches
+    calls = launch_calls(trace.events)
+    calls = calls[calls["launch_name"].isin(GRAPH_LAUNCH_APIS)]
+    if calls.empty or acts.empty:
+        return cast("pd.DataFrame", pd.DataFrame(columns=list(REPLAY_COLUMNS)))
+    seen = pd.MultiIndex.from_arrays([acts["rank"], acts["corr"]])
+    have = pd.MultiIndex.from_arrays([calls["rank"], calls["corr"]]).isin(seen)
+    calls = calls[~have]
+    if calls.empty:
+        return cast("pd.DataFrame", pd.DataFrame(columns=list(REPLAY_COLUMNS)))
+    # The device that ran it: that of the next activity the same thread launched.
+    launched = acts[acts["launch_ts"] >= 0].sort_values("launch_ts", kind="stable")
+    dev = np.full(len(calls), int(acts["device"].mode().iloc[0]), dtype=np.int64)
+    if len(launched):
+        i = np.searchsorted(launched["launch_ts"].to_numpy(), calls["launch_ts"].to_numpy())
+        ok = i < len(launched)
+        dev[ok] = launched["device"].to_numpy()[i[ok]]
+    lts = calls["launch_ts"].to_numpy()
+    out: pd.DataFrame = pd.DataFrame({"device": dev, "replay": calls["corr"].to_numpy(),
+                                      "launch_ts": lts, "ts": lts, "end": lts, "activities": 0,
+                                      "expected": 0, "status": "unrecorded"})
+    return out
+
+
+def _gaps_of_incomplete(acts: pd.DataFrame, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The window each incomplete replay is taken out of busy and idle time.
+
+    From the end of the other GPU work before it (never before its launch call) to the
+    start of the other work after it: the stretch in which its unrecorded kernels ran.
+    Complete replays get -1, -1.
+    """
+    gap_ts = np.full(len(rows), -1, dtype=np.int64)
+    gap_end = np.full(len(rows), -1, dtype=np.int64)
+    bad = np.flatnonzero(rows["status"].to_numpy() != "complete")
+    for i in bad:
+        r = rows.iloc[i]
+        d, rep = int(r["device"]), int(r["replay"])
+        a = acts[(acts["device"].to_numpy() == d) & (acts["replay"].to_numpy() != rep)]
+        other = iv.merge(a["ts"].to_numpy(), a["end"].to_numpy())
+        lo, hi, lts = int(r["ts"]), int(r["end"]), int(r["launch_ts"])
+        if len(other):
+            # The other work's interval holding lo (the GPU was busy: the replay waited).
+            k = np.searchsorted(other[:, 0], lo, side="right") - 1
+            if k >= 0 and other[k, 1] > lo and r["status"] == "unrecorded":
+                lo = hi = int(other[k, 1])
+            before = other[other[:, 1] <= lo]
+            start = int(before[-1, 1]) if len(before) else lo
+            after = other[other[:, 0] >= hi]
+            stop = int(after[0, 0]) if len(after) else hi
+        else:
+            start, stop = lo, hi
+        if lts >= 0:
+            start = max(start, min(lts, lo))
+        gap_ts[i], gap_end[i] = start, max(stop, start)
+    return gap_ts, gap_end
+
+
+def _notes(replays: pd.DataFrame) -> tuple[str, ...]:
+    bad = replays[replays["status"] != "complete"]
+    if bad.empty:
+        return ()
+    ms = float((bad["gap_end"] - bad["gap_ts"]).sum()) / 1e6
+    none = int((bad["status"] == "unrecorded").sum())
+    part = len(bad) - none
+    return (f"{len(bad)} of {len(replays)} graph replays were not recorded in full "
+            f"({none} with no kernels, {part} with fewer than other replays of the same "
+            f"graph): {ms:,.3f} ms around them count as neither busy nor idle",)
+
+
+def busy_table(tl: Timeline, steps: Sequence[int] | None = None) -> pd.DataFrame:
+    """Busy and idle time per device inside the selected steps' windows: the one busy %.
+
+    ``busy_pct`` = busy / (window - unrecorded); a last row ``device == -1`` sums every
+    device (its busy % divides the summed busy time by the summed windows).
+    """
+    win = tl.window_set(steps)
+    w = iv.total(win)
+    rows: list[tuple[int, ...]] = []
+    for d in tl.devices:
+        unrec = iv.total(iv.intersect(tl.unrecorded(d), win))
+        busy = iv.total(iv.intersect(tl.busy(d), win))
+        rows.append((d, w, unrec, busy))
+    if len(rows) > 1:
+        rows.append((-1, *(sum(r[k] for r in rows) for k in (1, 2, 3))))
+    out = pd.DataFrame(rows, columns=["device", "window_ns", "unrecorded_ns", "busy_ns"])
+    out["idle_ns"] = out["window_ns"] - out["unrecorded_ns"] - out["busy_ns"]
+    denom = (out["window_ns"] - out["unrecorded_ns"]).to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["busy_pct"] = np.where(denom > 0, 100.0 * out["busy_ns"] / denom, 0.0)
+    return cast("pd.DataFrame", out[list(BUSY_COLUMNS)])
+
+
+def busy_pct(tl: Timeline, steps: Sequence[int] | None = None) -> float | None:
+    """The trace's GPU busy % (all devices), or None without GPU activity."""
+    b = busy_table(tl, steps)
+    if b.empty:
+        return None
+    return float(b["busy_pct"].iloc[-1])
+
+
+def step_time_ns(tl: Timeline) -> float | None:
+    """The trace's step time: the mean duration of its host step ranges (wall time per
+    iteration as the host saw it); without steps, the GPU window from the first activity
+    to the last. None without steps and without GPU activity."""
+    r = tl.steps.ranges
+    if len(r):
+        return float((r["end"] - r["ts"]).mean())
+    if tl.activity.empty:
+        return None
+    w = tl.windows
+    return float((w["end"] - w["ts"]).sum())
+
+
+def host_in_steps(trace: Trace, steps: Sequence[int] | None = None) -> np.ndarray:
+    """Which event rows start inside a selected step's host range (all rows when the
+    trace has no steps). The host half of :func:`select_steps`."""
+    tl = timeline(trace)
+    win = tl.select(steps)
+    t = trace.events["ts"].to_numpy()
+    if tl.steps.empty:
+        return np.ones(len(t), dtype=bool)
+    r = tl.steps.ranges
+    r = r[r["step"].isin(win["step"].tolist())]
+    if r.empty:
+        return np.zeros(len(t), dtype=bool)
+    k = np.searchsorted(r["ts"].to_numpy(), t, side="right") - 1
+    return np.asarray((k >= 0) & (t < r["end"].to_numpy()[np.clip(k, 0, None)]))
+
+
+def select_steps(trace: Trace, steps: Sequence[int] | None = None) -> Trace:
+    """``trace`` with only the rows of the given steps (all steps when None).
+
+    Host rows are kept when they start inside a selected step's host range; GPU rows
+    when they belong to a selected step (:func:`traceforge.analyzers.timeline.steps.membership`:
+    the step that launched them). A trace without steps is returned whole when ``steps``
+    is None; asking it for a step is an AnalysisError.
+    """
+    tl = timeline(trace)
+    if tl.steps.empty:
+        tl.select(steps)
+        return trace
+    ev = trace.events
+    keep = host_in_steps(trace, steps) & ~ev["kind"].isin(GPU_KINDS).to_numpy()
+    # Activity rows are event labels, which stay those of the loaded file after a cut.
+    keep[ev.index.get_indexer(pd.Index(tl.in_steps(steps)["row"]))] = True
+    return replace(trace, events=ev[keep])

@@ -1,0 +1,139 @@
+"""Trace overview: what ``traceforge info`` shows and the report's run card uses."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pandas as pd
+
+from traceforge.analyzers.timeline.core import busy_table, step_time_ns, timeline
+from traceforge.model import Tables, Trace
+
+#: Columns of :attr:`Summary.ranges`.
+RANGE_COLUMNS = ["name", "count", "total_ms"]
+
+
+@dataclass(frozen=True)
+class Summary(Tables):
+    """Overview of one trace.
+
+    ``facts``: typed values (numbers as numbers, ``steps`` a list of ints, None when
+    unknown): path, format, rank, world_size, span_ms, steps, step_source, step_time_ms,
+    events, kernels, gpu_busy_pct, versions. ``notes``: plain-language remarks.
+    ``kinds``: kind, events. ``devices``: device, name, sms, memory_gib,
+    compute_capability, kernels, busy_pct (the timeline's busy %, inside the steps).
+    ``ranges``: in a trace without steps, its host ranges (NVTX ranges, record_function
+    annotations) that could mark them -- name, count, total_ms, most frequent first --
+    with a note suggesting ``--steps-from``; empty otherwise.
+    """
+
+    facts: dict[str, Any]
+    notes: tuple[str, ...]
+    kinds: pd.DataFrame
+    devices: pd.DataFrame
+    ranges: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RANGE_COLUMNS))
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: the facts table the CLI prints first, then the other tables."""
+        base = super()._repr_html_()
+        at = base.find("<h4>") if "<h4>" in base else len(base) - len("</div>")
+        facts = self.facts_frame().to_html(index=False, border=0)
+        return f"{base[:at]}<h4>facts</h4>{facts}{base[at:]}"
+
+    def facts_frame(self) -> pd.DataFrame:
+        """``facts`` and notes as a two-column (field, value) table for people."""
+        rows: list[tuple[str, str]] = []
+        for k, v in self.facts.items():
+            if k == "versions":
+                rows += [(f"version {a}", str(b)) for a, b in sorted(v.items())]
+            elif k == "steps":
+                rows.append((k, ", ".join(str(s) for s in v) if v else "none"))
+            elif v is not None:
+                rows.append((FACT_LABELS.get(k, k), f"{v:,.3f}" if isinstance(v, float)
+                             else str(v)))
+        rows += [("note", n) for n in self.notes]
+        return cast("pd.DataFrame", pd.DataFrame(rows, columns=["field", "value"]))
+
+
+#: How each fact is labelled in tables (JSON uses the keys).
+FACT_LABELS = {
+    "world_size": "world size",
+    "span_ms": "span (ms, first to last event)",
+    "step_source": "steps from",
+    "step_time_ms": "step time (ms, mean host step)",
+    "gpu_busy_pct": "GPU busy % (of step windows)",
+}
+
+
+def summary(trace: Trace) -> Summary:
+    """Format, devices, ranks, span, steps, events by kind and GPU busy % per device."""
+    m = trace.meta
+    ev = trace.events
+    tl = timeline(trace)
+    steps = [int(s) for s in tl.steps.ranges["step"]]
+    busy = busy_table(tl)
+    st = step_time_ns(tl)
+    facts: dict[str, Any] = {
+        "path": m.path,
+        "format": m.format,
+        "rank": m.rank,
+        "world_size": m.world_size,
+        "span_ms": trace.span_ns / 1e6,
+        "steps": steps,
+        "step_source": tl.step_source,
+        "step_time_ms": st / 1e6 if st is not None and steps else None,
+        "events": len(ev),
+        "kernels": int((ev["kind"] == "kernel").sum()),
+        "gpu_busy_pct": float(busy["busy_pct"].iloc[-1]) if len(busy) else None,
+        "versions": dict(m.versions),
+    }
+    notes = list(m.notes) + list(tl.notes)
+    if tl.activity.empty and not any("no GPU" in n for n in notes):
+        notes.append("no GPU activity in this trace")
+    vc = ev["kind"].value_counts()
+    kinds = pd.DataFrame({"kind": vc.index.astype(str), "events": vc.to_numpy()})
+    kinds = kinds[kinds["events"] > 0].reset_index(drop=True)
+    names = {d.id: d for d in m.devices}
+    acts = tl.activity
+    by_dev = dict(zip(busy["device"].tolist(), busy["busy_pct"].tolist(), strict=True))
+    dev_rows = []
+    for dev in sorted(set(acts["device"].tolist()) | set(names)):
+        d = names.get(int(dev))
+        dev_rows.append(
+            {
+                "device": int(dev),
+                "name": d.name if d else "",
+                "sms": d.sms if d else None,
+                "memory_gib": round(d.memory_bytes / 2**30, 1) if d and d.memory_bytes else None,
+                "compute_capability": d.compute_capability if d else None,
+                "kernels": int(((acts["device"] == dev) & (acts["kind"] == "kernel")).sum()),
+                "busy_pct": float(by_dev.get(int(dev), 0.0)),
+            }
+        )
+    devices = pd.DataFrame(dev_rows, columns=["device", "name", "sms", "memory_gib",
+                                              "compute_capability", "kernels", "busy_pct"])
+    ranges = step_candidates(trace) if not steps else pd.DataFrame(columns=RANGE_COLUMNS)
+    if len(ranges):
+        top = str(ranges["name"].iloc[0])
+        notes.append(f"no steps found; the host ranges below could mark them: "
+                     f"--steps-from {shlex.quote(re.escape(top))} takes each {top!r} as a step")
+    return Summary(facts, tuple(notes), kinds, devices, ranges)
+
+
+def step_candidates(trace: Trace) -> pd.DataFrame:
+    """The trace's host ranges (``user_annotation``: NVTX ranges, record_function
+    annotations) by name: count and total time, most frequent first (then longest)."""
+    ev = trace.events
+    ann = ev[(ev["kind"] == "user_annotation") & (ev["dur"] > 0)]
+    if ann.empty:
+        empty: pd.DataFrame = pd.DataFrame(columns=RANGE_COLUMNS)
+        return empty
+    g = ann.groupby(ann["name"].astype(str), observed=True)["dur"].agg(["count", "sum"])
+    out = pd.DataFrame({"name": g.index.astype(str), "count": g["count"].to_numpy(),
+                        "total_ms": g["sum"].to_numpy() / 1e6})
+    out = out.sort_values(["count", "total_ms", "name"], ascending=[False, False, True],
+                          kind="stable")
+    return cast("pd.DataFrame", out.reset_index(drop=True))
