@@ -49,8 +49,9 @@ def test_report_says_what_the_mode_changed_and_which_attention_ran(tmp_path: obj
 
 
 def test_help_says_which_mode_is_the_script_as_written() -> None:
-    code, out, _ = cli_main("capture", "-h")
-    assert code == 0 and "sdpa: the script as written" in " ".join(out.split())
+    code, out, err = cli_main("capture", "-h")
+    assert code == 0, err
+    assert "sdpa: the script as written" in " ".join(out.split())
 
 
 def test_capture_table_has_the_attention_column_and_what_each_mode_changed() -> None:

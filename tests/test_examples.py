@@ -107,7 +107,7 @@ def help_examples() -> list[Example]:
     from traceforge.cli import cli
 
     out = []
-    ctx = click.Context(cli, info_name="traceforge")
+    ctx = _root()
     for verb in cli.list_commands(ctx):
         cmd = cli.get_command(ctx, verb)
         assert cmd is not None
@@ -143,6 +143,14 @@ def _is_synopsis(ex: Example) -> bool:
     """A usage line with placeholders (TRACE, A B, [--opt X], a|b, ...), not a command."""
     return any(w.isupper() and len(w) > 0 and w.isalpha() or w.startswith("[") or "|" in w
                or "..." in w for w in re.split(r"[\s=]+", ex.text)[1:] if w)
+
+
+def _root() -> click.Context:
+    """The CLI's own root context (its settings: -h as well as --help). A context made
+    without them would cache a help option without -h on the verb's command object."""
+    from traceforge.cli import cli
+
+    return click.Context(cli, info_name="traceforge", **cli.context_settings)
 
 
 def _verb(argv: list[str]) -> tuple[click.Command, list[str], list[str]]:
@@ -187,7 +195,7 @@ def _runnable(ex: Example) -> bool:
     if isinstance(cmd, click.Group):
         return False
     try:
-        cmd.make_context(cmd.name or "", list(rest), resilient_parsing=False).close()
+        cmd.make_context(cmd.name or "", list(rest), parent=_root()).close()
     except click.MissingParameter:
         return False
     except click.UsageError:
