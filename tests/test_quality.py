@@ -174,9 +174,11 @@ ANALYZERS = {
     "timeline": {"names"},
     "costs": {"names", "timeline"},
     "timing": {"names", "timeline", "costs"},
-    "collectives": set(),
-    "critical_path": {"names", "timeline", "timing", "collectives"},
-    "runs": {"names", "timeline", "costs", "timing"},
+    # Collectives: matching across ranks, sizes, bandwidth, link ceilings (device peaks).
+    "communication": {"names", "timeline", "costs"},
+    "critical_path": {"names", "timeline", "timing", "communication"},
+    "runs": {"names", "timeline", "costs", "timing", "communication"},
+    "counters": {"names", "costs"},
 }
 ANALYZER_FILES = sorted((PKG / "analyzers").rglob("*.py"))
 
