@@ -219,13 +219,17 @@ def materialize(word: str, cwd: Path) -> None:
     two-GPU training run) get that fixture, any other JSON the eager run; ``.sqlite``
     the nsys export (skipped where the shared fixtures are absent); a folder (a path with
     ``/`` and no trace ending) a two-rank DDP run; ``sweep`` a capture --nproc sweep
-    folder; ``peaks.json`` a calibrate output.
+    folder; ``peaks.json`` a calibrate output. A path the repository has (``fixtures/...``)
+    is that file.
     """
     target = cwd / word
     if word.startswith(("sample:", "-")) or target.exists():
         return
     name = Path(word).name
-    if name == "peaks.json":
+    if (REPO / word).exists():  # a file of the repository (fixtures/...): itself
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(REPO / word)
+    elif name == "peaks.json":
         from tests.test_roofline_cli import fake_measure
 
         target.write_text(json.dumps(fake_measure()))
@@ -320,6 +324,6 @@ def test_readme_notebook_block_runs(where: str, code: str, tmp_path: Path,
     pytest.importorskip("duckdb")
     monkeypatch.chdir(tmp_path)
     for lit in re.findall(r"\"([^\"\s]+)\"", code):
-        if lit.endswith(_TRACE_END) or lit in ("sweep", "runs/ddp"):
+        if lit.endswith(_TRACE_END) or lit in ("sweep", "runs/ddp") or (REPO / lit).exists():
             materialize(lit, tmp_path)
     exec(compile(code, where, "exec"), {"__name__": "readme"})  # noqa: S102 - our README
