@@ -39,10 +39,12 @@ ALLOWED = {
                  "samples", "ui", "engine", "__init__"},
     # The notebook verbs that return what the CLI shows (tf.info, tf.idle).
     "notebook": {"model", "errors", "analyzers", "formats"},
-    "cli": {"errors", "commands", "version"},
+    # The CLI's memory guard (reads the one size syntax from formats.cache).
+    "limits": {"errors", "formats"},
+    "cli": {"errors", "commands", "version", "limits"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
-                 "render", "ui", "commands", "cli", "engine", "notebook"},
+                 "render", "ui", "commands", "cli", "engine", "limits", "notebook"},
 }
 MODULES = {p.stem if p.is_file() else p.name for p in PKG.iterdir()
            if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}

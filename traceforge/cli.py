@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
+import threading
 from typing import Any
 
 import click
 
+from traceforge import errors
 from traceforge.commands import values
 from traceforge.errors import TraceforgeError
 
@@ -107,11 +110,16 @@ def _no_such_option(e: click.NoSuchOption) -> str:
 @click.option("--cache-size", metavar="SIZE", callback=values.check_size,
               help="Cap on the cache directory, e.g. 5GB (default; also "
               "TRACEFORGE_CACHE_SIZE); least recently used entries are evicted.")
+@click.option("--max-memory", metavar="SIZE",
+              help="End the run with one line once it (with its workers) uses more memory "
+              "than SIZE, e.g. 8GB (also TRACEFORGE_MAX_MEMORY; default 90% of the memory "
+              "available at start; 0 turns the guard off).")
 @click.option("-q", "--quiet", is_flag=True,
               help="No progress display on stderr (it shows only when stderr is a "
               "terminal; also TRACEFORGE_QUIET=1).")
 @click.pass_context
-def cli(ctx: click.Context, no_cache: bool, cache_size: str | None, quiet: bool) -> None:
+def cli(ctx: click.Context, no_cache: bool, cache_size: str | None,
+        max_memory: str | None, quiet: bool) -> None:
     """Analyze GPU traces of ML workloads: Kineto JSON, Nsight Systems, rocprof, Perfetto.
 
     Parsed traces are cached as Arrow files in $TRACEFORGE_CACHE (default
@@ -121,6 +129,15 @@ def cli(ctx: click.Context, no_cache: bool, cache_size: str | None, quiet: bool)
     """
     # Environment variables, not globals: worker processes of multi-rank verbs inherit them.
     # They are restored when the command ends (the CLI also runs in-process, in tests).
+    from traceforge import limits
+
+    try:
+        limit = limits.parse_limit(max_memory or os.environ.get("TRACEFORGE_MAX_MEMORY"))
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--max-memory") from None
+    stop = limits.guard(limit)
+    if stop is not None:
+        ctx.call_on_close(stop.set)
     settings = {"TRACEFORGE_NO_CACHE": "1" if no_cache else None,
                 "TRACEFORGE_CACHE_SIZE": cache_size,
                 "TRACEFORGE_QUIET": "1" if quiet else None}
@@ -139,8 +156,18 @@ def _restore(var: str, old: str | None) -> None:
         os.environ[var] = old
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    """SIGTERM ends the run as an exit does: ``finally`` blocks and ``atexit`` hooks run,
+    so temporary files (a decompressed database, a half-written output) are removed."""
+    errors.TERMINATED.append(signum)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI; errors become one line on stderr and an exit code, never a traceback."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         return cli.main(args=argv, prog_name="traceforge", standalone_mode=False)
     except TraceforgeError as e:

@@ -37,6 +37,7 @@ import hashlib
 import logging
 import os
 import re
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Collection, Iterator
@@ -314,7 +315,7 @@ def write(path: Path, trace: Trace, reader: str, k: tuple[Path, str] | None = No
         return False
     d = entry.parent
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
         _publish(d, entry, table, header)
     except OSError as e:
         _note_once("dir", f"cache directory {d} is not writable ({e.strerror or e}); "
@@ -370,6 +371,8 @@ def _publish(d: Path, entry: Path, table: pa.Table, md: dict[bytes, bytes]) -> N
         with os.fdopen(fd, "wb") as f, pa.ipc.new_file(f, table.schema) as w:
             # One record batch: every column is then one contiguous buffer to map.
             w.write_table(table.combine_chunks(), max_chunksize=max(1, table.num_rows))
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)  # a directory where the entry belongs: heal, not "unwritable"
         os.replace(tmp, entry)
     except BaseException:
         with contextlib.suppress(OSError):
