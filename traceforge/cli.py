@@ -43,6 +43,7 @@ COMMANDS: tuple[str, ...] = (
     "critical_path",
     "scaling",
     "compare",
+    "memory",
     "comm",
 )
 
@@ -114,6 +115,10 @@ def _no_such_option(e: click.NoSuchOption) -> str:
               help="End the run with one line once it (with its workers) uses more memory "
               "than SIZE, e.g. 8GB (also TRACEFORGE_MAX_MEMORY; default 90% of the memory "
               "available at start; 0 turns the guard off).")
+@click.option("--width", type=values.WIDTH, default=None, metavar="N", expose_value=False,
+              callback=values.set_width, is_eager=True,
+              help="Fit tables in N columns (default: the terminal's; unlimited when "
+              "piped or redirected; also TRACEFORGE_WIDTH).")
 @click.option("-q", "--quiet", is_flag=True,
               help="No progress display on stderr (it shows only when stderr is a "
               "terminal; also TRACEFORGE_QUIET=1).")
@@ -171,7 +176,9 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         return cli.main(args=argv, prog_name="traceforge", standalone_mode=False)
     except TraceforgeError as e:
-        click.echo(f"traceforge: error: {e}", err=True)
+        from traceforge.commands.options import say
+
+        say(f"traceforge: error: {e}")
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
         click.echo("traceforge: aborted", err=True)

@@ -47,4 +47,4 @@ def command(trace: str, query: str, steps_from: str | None, fmt: str, allow_file
 
     df = sql(load_trace(trace, rule), query, allow_files=allow_files,
              inputs=[resolve(trace)])
-    emit(render_frame(df, fmt, title=f"SQL on {trace}"))
+    emit(render_frame(df, fmt, title=f"SQL on {trace}", schema=False))  # the query's columns

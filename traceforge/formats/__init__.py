@@ -15,6 +15,7 @@ import zlib
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 
@@ -141,6 +142,23 @@ def input_stat(p: Path, missing: str = "no such file") -> os.stat_result:
 
 def load(path: str | Path, *, kinds: Collection[str] | None = None,
          cache: bool | None = None) -> Trace:
+    """Read any supported trace file (format sniffed from its content) into a Trace.
+
+    See :func:`_load`; the trace gets a memory provider (:mod:`traceforge.formats.memory`)
+    that reads its allocator events only when ``Trace.memory()`` is called.
+    """
+    from traceforge.formats import cache as cache_mod
+    from traceforge.formats import memory
+
+    trace = _load(path, kinds=kinds, cache=cache)
+    p = resolve(path)
+    k = cache_mod.key(p) if cache_mod.enabled(cache) and not p.is_dir() else None
+    entry, key = k if k is not None else (None, None)
+    return memory.attach(trace, p, kinds is None, partial(load, p, cache=cache), entry, key)
+
+
+def _load(path: str | Path, *, kinds: Collection[str] | None = None,
+          cache: bool | None = None) -> Trace:
     """Read any supported trace file (format sniffed from its content) into a Trace.
 
     ``path`` may be ``sample:NAME`` (a bundled sample). A folder is read only when it is a
