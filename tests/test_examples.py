@@ -212,15 +212,19 @@ def _write_sweep(root: Path) -> None:
         {"runs": [{"gpus": 2, "folder": "n2", "mode": "sdpa"}]}))
 
 
-def materialize(word: str, cwd: Path) -> None:
+MEMORY = FIXTURES / "capture_h100.memory_train.both.pt.trace.json.gz"
+
+
+def materialize(word: str, cwd: Path, verb: str = "") -> None:
     """Make the input file or folder an example names, from the fixtures, by its name.
 
     Kineto names whose stem is a fixture's (``compiled``, ``eager``, ``train`` for the
     two-GPU training run) get that fixture, any other JSON the eager run; ``.sqlite``
-    the nsys export (skipped where the shared fixtures are absent); a folder (a path with
-    ``/`` and no trace ending) a two-rank DDP run; ``sweep`` a capture --nproc sweep
-    folder; ``peaks.json`` a calibrate output. A path the repository has (``fixtures/...``)
-    is that file.
+    the nsys export (skipped where the shared fixtures are absent); for the ``memory``
+    verb a trace with memory events, and ``*.memory.pickle`` its allocator snapshot; a
+    folder (a path with ``/`` and no trace ending) a two-rank DDP run; ``sweep`` a sweep
+    (capture --nproc) folder; ``peaks.json`` a calibrate output. A path the repository
+    has (``fixtures/...``) is that file.
     """
     target = cwd / word
     if word.startswith(("sample:", "-")) or target.exists():
@@ -229,6 +233,13 @@ def materialize(word: str, cwd: Path) -> None:
     if (REPO / word).exists():  # a file of the repository (fixtures/...): itself
         target.parent.mkdir(parents=True, exist_ok=True)
         target.symlink_to(REPO / word)
+    elif name.endswith(".memory.pickle"):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(MEMORY.with_name(MEMORY.name.replace(".pt.trace.json.gz",
+                                                         ".memory.pickle")), target)
+    elif verb == "memory" and word.endswith(_TRACE_END):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(MEMORY, target)
     elif name == "peaks.json":
         from tests.test_roofline_cli import fake_measure
 
@@ -274,7 +285,7 @@ def _inputs(argv: list[str]) -> list[str]:
     for prev, w in zip(["", *argv], argv, strict=False):
         if prev in OUTPUT_OPTIONS or w.startswith("-") or " " in w:
             continue
-        if "/" in w or w.endswith(_TRACE_END) or w in ("sweep", "peaks.json"):
+        if "/" in w or w.endswith((*_TRACE_END, ".pickle")) or w in ("sweep", "peaks.json"):
             out.append(w)
     return out
 
@@ -312,7 +323,7 @@ def test_example_runs(ex: Example, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         pytest.skip(f"{verb}: {NOT_RUN[verb]}")
     monkeypatch.chdir(tmp_path)
     for w in _inputs(ex.argv):
-        materialize(w, tmp_path)
+        materialize(w, tmp_path, verb)
     code, out, err = cli_main(*ex.argv)
     assert code == 0, f"{ex.where}: `{ex.text}` exited {code}: {err.strip()}"
     assert "internal error" not in err

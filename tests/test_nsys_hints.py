@@ -23,7 +23,7 @@ def test_info_on_nsys_without_steps_lists_nvtx_ranges() -> None:
     with shared("h200-nsys/policy_fa2_stats_nvtx_sum.csv").open() as f:
         want = [(r["Range"].lstrip(":"), int(r["Instances"]), int(r["Total Time (ns)"]))
                 for r in csv.DictReader(f)]
-    got = [(r["name"], r["count"], round(r["total_ms"] * 1e6)) for r in doc["ranges"]]
+    got = [(r["name"], r["count"], r["total_ns"]) for r in doc["ranges"]]  # exact ns
     assert got == want
     assert any("--steps-from policy_inference" in n for n in doc["notes"])
     code, out, _ = cli_main("info", p)
