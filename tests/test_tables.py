@@ -81,7 +81,7 @@ def test_compare_and_scaling_keep_their_json_and_wide_tables(tmp_path: Path) -> 
     code, out, err = cli_main("scaling", EAGER, "--format", "json")
     assert code == 0, err
     assert list(json.loads(out)) == ["weak", "formula", "steps_from", "runs", "losses",
-                                     "ranks", "fit", "chart", "notes"]
+                                     "ranks", "fit", "chart", "comm", "notes"]
     # Markdown (and -o DIR in md) lines the runs up in columns; CSV has one row per run.
     code, _, err = cli_main("compare", EAGER, SDPA, "--format", "md", "-o", str(tmp_path))
     assert code == 0, err
