@@ -86,7 +86,7 @@ def test_compare_and_scaling_keep_their_json_and_wide_tables(tmp_path: Path) -> 
     code, _, err = cli_main("compare", EAGER, SDPA, "--format", "md", "-o", str(tmp_path))
     assert code == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "classes.md", "counts.md", "families.md", "runs.md"]
+        "classes.md", "comm.md", "counts.md", "families.md", "runs.md"]
     assert "| class | eager ms | sdpa ms | sdpa vs eager |" in (tmp_path / "classes.md").read_text()
     assert "_baseline: eager_" in (tmp_path / "runs.md").read_text()
     code, out, _ = cli_main("compare", EAGER, SDPA, "--format", "csv", "--table", "classes")
