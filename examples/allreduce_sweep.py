@@ -3,7 +3,9 @@
 
     torchrun --nproc-per-node 2 examples/allreduce_sweep.py OUT
 
-Made fixtures/allreduce_h100x2 (README, "Collective bandwidth"; tests/test_comm.py)."""
+Made fixtures/allreduce_h100x2 (README, "Collective bandwidth"; tests/test_comm.py).
+"""
+
 import json
 import os
 import sys
@@ -56,7 +58,8 @@ if rank == 0:
     n = world
     rows = [{"bytes": s, "time_us": timing[s] * 1e3, "algbw_gbps": s / (timing[s] * 1e-3) / 1e9,
              "busbw_gbps": s / (timing[s] * 1e-3) / 1e9 * 2 * (n - 1) / n} for s in sizes]
-    json.dump({"world": world, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-               "nccl": ".".join(map(str, torch.cuda.nccl.version())), "iters": iters, "rows": rows},
-              open(os.path.join(out, "cuda_events.json"), "w"), indent=1)
+    info = {"world": world, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())), "iters": iters, "rows": rows}
+    with open(os.path.join(out, "cuda_events.json"), "w") as f:
+        json.dump(info, f, indent=1)
 dist.destroy_process_group()
