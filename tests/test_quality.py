@@ -52,13 +52,15 @@ ALLOWED = {
     "commands": {"model", "errors", "analyzers", "report", "formats", "render", "capture",
                  "samples", "ui", "engine", "output_file", "run_loader", "memory_snapshots",
                  "__init__", "outputs"},
+    # The notebook verbs that return what the CLI shows (tf.info, tf.idle).
+    "notebook": {"model", "errors", "analyzers", "formats"},
     # The CLI's memory guard (reads the one size syntax from formats.cache).
     "limits": {"errors", "formats"},
     "cli": {"errors", "commands", "version", "limits"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
                  "render", "ui", "engine", "limits", "outputs", "run_loader",
-                 "memory_snapshots"},
+                 "memory_snapshots", "notebook"},
 }
 MODULES = {p.stem if p.is_file() else p.name for p in PKG.iterdir()
            if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}

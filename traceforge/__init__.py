@@ -20,8 +20,11 @@ from traceforge.version import __version__ as __version__
 #: Public name -> module that defines it (``module:name`` where the function there is
 #: named otherwise: the notebook names mirror the CLI verbs).
 _EXPORTS: dict[str, str] = {
-    "idle": "traceforge.analyzers.timing.idle:idle_gaps",
-    "info": "traceforge.analyzers.timing.summary:summary",
+    # The CLI's tables, names and units (traceforge/notebook.py); the analyzers beneath
+    # are tf.idle_gaps and traceforge.analyzers.timing.summary.summary.
+    "idle": "traceforge.notebook",
+    "info": "traceforge.notebook",
+    "IdleTables": "traceforge.notebook",
     "launch": "traceforge.analyzers.timing.launch:launch_overhead",
     # The report package itself: calling it builds a Report (traceforge/report/__init__.py).
     "report": "traceforge.report:",
@@ -98,6 +101,7 @@ __all__ = [
     "Device",
     "DevicePeaks",
     "IdleReport",
+    "IdleTables",
     "LaunchReport",
     "MFUReport",
     "MemoryReport",
@@ -178,14 +182,12 @@ if TYPE_CHECKING:
     from traceforge.analyzers.timeline.query import sql
     from traceforge.analyzers.timing.breakdown import breakdown
     from traceforge.analyzers.timing.idle import IdleReport, idle_gaps
-    from traceforge.analyzers.timing.idle import idle_gaps as idle
     from traceforge.analyzers.timing.kernels import kernel_table, launch_config, top_kernels
     from traceforge.analyzers.timing.launch import LaunchReport, launch_overhead
     from traceforge.analyzers.timing.launch import launch_overhead as launch
     from traceforge.analyzers.timing.ops import ops
     from traceforge.analyzers.timing.overlap import OverlapReport, overlap
     from traceforge.analyzers.timing.summary import Summary
-    from traceforge.analyzers.timing.summary import summary as info
     from traceforge.capture import capture, step
     from traceforge.engine import map_ranks
     from traceforge.errors import (
@@ -200,6 +202,7 @@ if TYPE_CHECKING:
     from traceforge.formats.multirank import load_run
     from traceforge.memory_snapshots import memory_snapshot
     from traceforge.model import Device, Trace, TraceMeta
+    from traceforge.notebook import IdleTables, idle, info
     from traceforge.render.report_file import write_report
     from traceforge.report.document import Report
     from traceforge.run_loader import load_runs

@@ -23,13 +23,16 @@ from traceforge.errors import CaptureError, UsageError
 @dataclass
 class Dispatched:
     """What a capture left to show: the exit status to return (the target's), the sweep
-    folders written (``sweeps``), the run summaries of a mode comparison (``compared``)
-    and lines for stderr saying where things went (``messages``)."""
+    folders written (``sweeps``), the run summaries of a mode comparison (``compared``),
+    lines for stderr saying where things went (``messages``) and the in-process run's
+    summary (``summary``)."""
 
     exit_status: int
     sweeps: list[Path] = field(default_factory=list)
     compared: list[dict[str, Any]] | None = None
     messages: list[str] = field(default_factory=list)
+    #: The in-process run's summary (what the CLI reports of its kernels), else None.
+    summary: dict[str, Any] | None = None
 
 
 def dispatch(words: list[str], modes: tuple[str, ...], opts: CaptureOptions,
@@ -88,4 +91,4 @@ def dispatch(words: list[str], modes: tuple[str, ...], opts: CaptureOptions,
 
     run = run_target(target, opts, ["traceforge", "capture", *sys.argv[2:]]
                      if sys.argv[1:2] == ["capture"] else list(sys.argv))
-    return Dispatched(run.exit_status)
+    return Dispatched(run.exit_status, summary=run.summary or None)

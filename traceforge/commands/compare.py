@@ -14,6 +14,7 @@ from traceforge.commands.options import (
     steps_from_option,
 )
 from traceforge.commands.tables import check_table, emit_tables, table_options
+from traceforge.output_file import wrote
 
 
 @click.command("compare")
@@ -38,7 +39,7 @@ def command(runs: tuple[str, ...], baseline: str | None, labels: str | None,
     with kernel counts, launch overhead, idle time and capture summaries.
 
     RUN: a trace file, a folder of rank traces, or a capture output folder. Tables: runs,
-    classes, families, counts (table and md line the runs up in columns; JSON and CSV
+    classes, families, counts, comm (table and md line the runs up in columns; JSON and CSV
     have one row per run; CSV: --table NAME, or -o DIR for all).
 
     \b
@@ -71,4 +72,9 @@ def command(runs: tuple[str, ...], baseline: str | None, labels: str | None,
     if report is not None:
         written += compare_report(c, report)
     for p in written:
-        click.echo(f"traceforge: wrote {p}", err=True)
+        wrote(p)
+    if report is not None:
+        from traceforge.render.figures import NO_CHARTS, charts_available
+
+        if not charts_available():
+            click.echo(f"traceforge: {report} has no chart: {NO_CHARTS}", err=True)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.runs.compare import Comparison
-from traceforge.render.figures import new_figure, save_figure
+from traceforge.render.figures import charts_available, new_figure, save_figure
 from traceforge.render.page import write_tables_page
 from traceforge.render.tables import Table, drop_empty
 from traceforge.render.text import display
@@ -93,7 +93,9 @@ def compare_chart(c: Comparison, stem: Path) -> list[Path]:
 def compare_report(c: Comparison, path: Path) -> list[Path]:
     """A Markdown (``.md``) or HTML (``.html``) comparison report with the chart (written
     beside it as PATH-STEM.compare.png/.svg); returns every file written."""
-    charts = compare_chart(c, path.with_name(f"{path.stem}.compare"))
+    # Without matplotlib the report is written without its chart, saying what adds it.
+    charts = (compare_chart(c, path.with_name(f"{path.stem}.compare"))
+              if charts_available() else [])
     shown = compare_tables(c)
     title = f"traceforge compare: {' vs '.join(c.labels)}"
     write_tables_page(path, title, shown, charts, "comparison")

@@ -18,6 +18,7 @@ import pandas as pd
 
 from traceforge.errors import UsageError
 from traceforge.outputs import write
+from traceforge.render.figures import NO_CHARTS
 from traceforge.render.frame import human, is_ns_column, render_frame, spelled
 from traceforge.render.schema import ns_name
 from traceforge.render.tables import Table
@@ -127,12 +128,16 @@ def write_text(path: Path, text: str) -> None:
 def write_tables_page(path: Path, title: str, tables: Sequence[Table],
                       chart: Sequence[Path], alt: str) -> None:
     """``tables`` under ``title`` as HTML (``.html``: the chart's SVG inline) or Markdown
-    (else: the chart's PNG linked, ``alt`` its text); ``chart`` is (PNG, SVG)."""
+    (else: the chart's PNG linked, ``alt`` its text); ``chart`` is (PNG, SVG), or empty
+    when charts cannot be drawn (then a note says so)."""
     if path.suffix == ".html":
-        body = svg_inline(chart[1]) + "".join(
+        shown = (svg_inline(chart[1]) if chart
+                 else f'<p class="note">{html.escape(NO_CHARTS)}</p>\n')
+        body = shown + "".join(
             html_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in tables)
         text = html_page(title, body)
     else:
-        text = f"# {plain(title)}\n\n![{alt}]({html.escape(chart[0].name)})\n\n" + "\n".join(
+        shown = f"![{alt}]({html.escape(chart[0].name)})" if chart else f"_{NO_CHARTS}_"
+        text = f"# {plain(title)}\n\n{shown}\n\n" + "\n".join(
             md_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in tables)
     write_text(path, text)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from traceforge.analyzers.runs.scaling import TERMS, ScalingReport
-from traceforge.render.figures import new_figure, save_figure, svg_string
+from traceforge.render.figures import charts_available, new_figure, save_figure, svg_string
 from traceforge.render.page import write_tables_page
 from traceforge.render.tables import Table, drop_empty
 
@@ -129,7 +129,9 @@ def scaling_figure(r: ScalingReport) -> Any:
 def scaling_report(r: ScalingReport, path: Path) -> list[Path]:
     """A Markdown (``.md``) or HTML (``.html``) report with the tables and the chart
     (written beside it as PATH-STEM.scaling.png/.svg); returns every file written."""
-    charts = scaling_chart(r, path.with_name(f"{path.stem}.scaling"))
+    # Without matplotlib the report is written without its chart, saying what adds it.
+    charts = (scaling_chart(r, path.with_name(f"{path.stem}.scaling"))
+              if charts_available() else [])
     shown = scaling_tables(r, mark_empty=False)
     title = "traceforge scaling"
     write_tables_page(path, title, shown, charts, "scaling")
