@@ -23,24 +23,26 @@ ALLOWED = {
     "samples": set(),
     "executables": set(),
     "version": set(),
+    # The run's step time, profiler overhead and outlier rule (reads capture summaries).
+    "step_time": set(),
     # Work done in forked children (the reader's chunks, the report's critical path).
     "forks": set(),
     "formats": {"model", "errors", "samples", "executables", "forks"},
-    "capture": {"model", "errors", "executables"},
+    "capture": {"model", "errors", "executables", "step_time"},
     # Many-rank runs: reads rank files (formats) on a process pool or Dask and runs the
     # per-rank summary a verb hands it; it never imports analyzers, whose split
     # functions stay pure (Trace -> summary, summaries -> result).
     "engine": {"model", "errors", "formats"},
-    "analyzers": {"model", "errors"},
-    "report": {"model", "errors", "analyzers", "forks"},
-    "render": {"model", "errors", "analyzers", "report", "formats"},
+    "analyzers": {"model", "errors", "step_time"},
+    "report": {"model", "errors", "analyzers", "forks", "step_time"},
+    "render": {"model", "errors", "analyzers", "report", "formats", "step_time"},
     "ui": {"model", "errors", "analyzers", "report", "render", "formats"},
     "commands": {"model", "errors", "analyzers", "report", "formats", "render", "capture",
-                 "samples", "ui", "engine", "__init__"},
+                 "samples", "ui", "engine", "__init__", "step_time"},
     "cli": {"errors", "commands", "version"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
-                 "render", "ui", "commands", "cli", "engine"},
+                 "render", "ui", "commands", "cli", "engine", "step_time"},
 }
 MODULES = {p.stem if p.is_file() else p.name for p in PKG.iterdir()
            if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}

@@ -27,7 +27,13 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.kernel_names import classify, fused_ops
-from traceforge.analyzers.timeline import Timeline, busy_table, step_time_ns, timeline
+from traceforge.analyzers.timeline import (
+    Timeline,
+    busy_table,
+    kernels_per_step,
+    step_time_ns,
+    timeline,
+)
 from traceforge.analyzers.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
 from traceforge.model import Tables, Trace
 
@@ -139,7 +145,7 @@ def _facts(s: _Side) -> dict[str, float]:
         "GPU busy": busy / 1e6 / per,
         "GPU idle": idle / 1e6 / per,
         "GPU busy %": float(b["busy_pct"].iloc[-1]) if len(b) else float("nan"),
-        "kernels": float(kern.sum()) / per,
+        "kernels": float(kernels_per_step(s.tl)),
         "copies": float((acts["kind"] == "memcpy").sum()) / per,
         "distinct kernels": float(acts.loc[kern, "name"].nunique()),
         **_launch_facts(s.trace),
@@ -153,10 +159,15 @@ def _launch_facts(t: Trace) -> dict[str, float]:
     st = launch_overhead(t).steps if not timeline(t).activity.empty else pd.DataFrame()
     if st.empty:
         return {"host wait": float("nan"), "launch delay (median)": float("nan"),
+                "queue time (median)": float("nan"), "launch latency (median)": float("nan"),
                 "launch-bound steps": 0.0}
     return {
         "host wait": float(st["host_wait_ns"].mean()) / 1e6,
         "launch delay (median)": float(st["median_launch_delay_us"].median()),
+        # Its two parts (traceforge.analyzers.launch.delay_split): waiting behind earlier
+        # GPU work, and the GPU idle until the launch arrived.
+        "queue time (median)": float(st["median_queue_us"].median()),
+        "launch latency (median)": float(st["median_launch_latency_us"].median()),
         "launch-bound steps": float((st["verdict"] == "launch-bound").sum()),
     }
 
@@ -165,7 +176,8 @@ _UNITS = {
     "trace span": "ms", "steps": "", "step time": "ms", "GPU time": "ms/step",
     "kernel time": "ms/step", "GPU busy": "ms/step", "GPU idle": "ms/step", "GPU busy %": "%",
     "kernels": "per step", "copies": "per step", "distinct kernels": "",
-    "host wait": "ms/step", "launch delay (median)": "us", "launch-bound steps": "",
+    "host wait": "ms/step", "launch delay (median)": "us", "queue time (median)": "us",
+    "launch latency (median)": "us", "launch-bound steps": "",
 }
 
 

@@ -42,6 +42,7 @@ from traceforge.analyzers import steps as st
 from traceforge.analyzers.activity import GRAPH_LAUNCH_APIS, gpu_activity, launch_calls
 from traceforge.errors import AnalysisError
 from traceforge.model import GPU_KINDS, Trace, coded, empty_frame
+from traceforge.step_time import outliers
 
 #: Columns of :attr:`Timeline.replays`.
 REPLAY_COLUMNS = ("device", "replay", "launch_ts", "ts", "end", "activities", "expected",
@@ -377,17 +378,59 @@ def busy_pct(tl: Timeline, steps: Sequence[int] | None = None) -> float | None:
     return float(b["busy_pct"].iloc[-1])
 
 
-def step_time_ns(tl: Timeline) -> float | None:
+def outlier_steps(tl: Timeline) -> list[int]:
+    """The step numbers whose host step duration is an outlier among the trace's steps
+    (:func:`traceforge.step_time.outliers`: more than k scaled MADs and 10 % from the
+    median; the first recorded step, inflated by profiler start-up, is the usual one)."""
+    r = tl.steps.ranges
+    if len(r) < 3:
+        return []
+    flags = outliers((r["end"] - r["ts"]).astype(float).tolist())
+    return [int(s) for s, bad in zip(r["step"], flags, strict=True) if bad]
+
+
+def step_time_ns(tl: Timeline, include_outliers: bool = False) -> float | None:
     """The trace's step time: the mean duration of its host step ranges (wall time per
-    iteration as the host saw it); without steps, the GPU window from the first activity
+    iteration as the host saw it, profiled), outlier steps (:func:`outlier_steps`) left
+    out unless ``include_outliers``; without steps, the GPU window from the first activity
     to the last. None without steps and without GPU activity."""
     r = tl.steps.ranges
     if len(r):
+        if not include_outliers:
+            bad = outlier_steps(tl)
+            if bad and len(bad) < len(r):
+                r = r[~r["step"].isin(bad)]
         return float((r["end"] - r["ts"]).mean())
     if tl.activity.empty:
         return None
     w = tl.windows
     return float((w["end"] - w["ts"]).sum())
+
+
+def kernels_by_step(tl: Timeline) -> pd.Series:
+    """Kernels (not copies or memsets) each step launched, graph-replayed kernels
+    included where the profiler recorded them (step membership:
+    :func:`traceforge.analyzers.steps.membership`), indexed by step; without steps, one
+    entry (-1) for the whole trace."""
+    a = tl.activity
+    kern = a[a["kind"].to_numpy() == "kernel"]
+    if tl.steps.empty:
+        return pd.Series([len(kern)], index=[-1], dtype=np.int64)
+    steps = tl.windows["step"].to_numpy()
+    counts: pd.Series = kern.groupby("step").size().reindex(steps, fill_value=0)
+    return counts.astype(np.int64)
+
+
+def kernels_per_step(tl: Timeline, include_outliers: bool = False) -> int:
+    """The run's kernels per step -- the one definition every verb shows: the median over
+    its steps (outlier steps left out unless ``include_outliers``) of the kernels each
+    step launched (:func:`kernels_by_step`), rounded to a whole kernel."""
+    k = kernels_by_step(tl)
+    if not include_outliers:
+        bad = outlier_steps(tl)
+        if bad and len(bad) < len(k):
+            k = k[~k.index.isin(bad)]
+    return int(round(float(k.median()))) if len(k) else 0
 
 
 def host_in_steps(trace: Trace, steps: Sequence[int] | None = None) -> np.ndarray:

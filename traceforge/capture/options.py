@@ -84,6 +84,8 @@ class CaptureOptions:
     compile_mode: str = "default"
     name: str = "capture"  # file stem: the script's name for CLI runs
     profiler_path: str | None = None  # --nsys PATH
+    batch: float | None = None  # samples per GPU per step (--batch), for samples/s
+    tokens: float | None = None  # tokens per GPU per step (--tokens-per-step), for tokens/s
     extra: dict[str, str] = field(default_factory=dict)
 
     def schedule(self) -> Steps:
@@ -115,6 +117,10 @@ def to_args(opts: CaptureOptions, mode: str | None = None) -> list[str]:
         args.append("--with-stack")
     if opts.memory:
         args.append("--memory")
+    if opts.batch is not None:
+        args += ["--batch", repr(opts.batch)]
+    if opts.tokens is not None:
+        args += ["--tokens-per-step", repr(opts.tokens)]
     if opts.profiler_path:
         args += ["--nsys" if opts.backend == "nsys" else "--rocprof", opts.profiler_path]
     return args

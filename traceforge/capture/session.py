@@ -296,6 +296,8 @@ def _finish(rec: _Recorder, t0: float) -> None:
             "graphs_compiled": [s.graphs_compiled for s in run.steps],
             "tail_s": round(tail, 6),
         },
+        "batch_per_gpu": opts.batch,
+        "tokens_per_gpu": opts.tokens,
         "total_s": round(time.perf_counter() - t0, 6),
         "exit_status": run.exit_status,
         "error": run.error,

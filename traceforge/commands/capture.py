@@ -56,9 +56,9 @@ from traceforge.render import render_frame
               help="Sweep a torchrun launch over these GPU counts (its --nproc-per-node "
                    "replaced), one folder OUT/nN each, then print the scaling table.")
 @click.option("--batch", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="With --nproc: samples per GPU per step, for samples/s.")
+              help="Samples per GPU per step: samples/s beside the step time.")
 @click.option("--tokens-per-step", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="With --nproc: tokens per GPU per step, for tokens/s.")
+              help="Tokens per GPU per step: tokens/s beside the step time.")
 @format_option
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
@@ -89,12 +89,11 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         record_shapes=record_shapes, with_stack=with_stack, memory=memory,
         compile_mode=compile_mode, name=name or target.stem,
         profiler_path=nsys_path if backend == "nsys" else rocprof_path,
+        batch=batch, tokens=tokens_per_step,
     )
     opts.check()
     # Fail on an unwritable folder now, not after a long run.
     check_writable(out)
-    if nproc_text is None and (batch is not None or tokens_per_step is not None):
-        raise UsageError("--batch and --tokens-per-step go with --nproc")
     if nproc_text is not None:
         if launch_spec is None:
             raise UsageError("--nproc sweeps a torchrun launch: -- torchrun "

@@ -100,8 +100,9 @@ def html_section(title: str, df: pd.DataFrame, *, digits: int = 2,
 
 
 def drop_empty(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` without the numeric columns that hold no value at all (NaN throughout)."""
-    keep = [c for c in df.columns if not (df[c].dtype.kind == "f" and df[c].isna().all())]
+    """``df`` without the columns that hold no value at all (NaN or "" throughout)."""
+    keep = [c for c in df.columns if not (df[c].dtype.kind == "f" and df[c].isna().all())
+            and not (df[c].dtype == object and len(df) and df[c].isin(["", None]).all())]
     out: pd.DataFrame = df[keep]
     return out
 

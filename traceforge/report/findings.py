@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from traceforge.report import roofline as roofline_tables
+from traceforge.report.profiling import first_step_outlier, qualify
 from traceforge.report.run import RunAnalysis
 
 BUSY_PCT_MIN = 40.0  # below this the GPU mostly waits: the first thing to fix
@@ -65,19 +66,21 @@ def _launch_bound(r: RunAnalysis) -> Finding | None:
         return None
     wait = float(bound["host_wait_pct"].mean())
     short = float(bound["short_pct"].mean())
-    delay = float(bound["median_launch_delay_us"].median())
-    return Finding(
+    delay = float(bound["median_launch_latency_us"].median())
+    queue = float(bound["median_queue_us"].median())
+    f = Finding(
         "launch_bound", "high",
         "Steps are launch-bound: the GPU waits on the CPU",
         f"{len(bound)} of {len(lo)} steps launch-bound. In those steps the GPU waited on "
         f"the CPU for {wait:.0f}% of the step; {short:.0f}% "
-        f"of kernels ran for less time than their launch call took; median launch delay "
-        f"{delay:.1f} us; {int(bound['kernels'].sum())} kernels from "
-        f"{int(bound['launches'].sum())} launch calls.",
+        f"of kernels ran for less time than their launch call took; median launch latency "
+        f"{delay:.1f} us (queue time {queue:.1f} us); {int(bound['kernels'].sum())} kernels "
+        f"from {int(bound['launches'].sum())} launch calls.",
         "Launch fewer, bigger kernels: capture the step in a CUDA graph "
         "(torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph), or fuse kernels "
         "with torch.compile; a larger batch also amortizes each launch.",
     )
+    return qualify(r, f, [int(s) for s in bound["step"]])
 
 
 def _exposed_comm(r: RunAnalysis) -> Finding | None:
@@ -221,6 +224,7 @@ def _below_bound(r: RunAnalysis) -> Finding | None:
 
 RULES: tuple[Callable[[RunAnalysis], Finding | None], ...] = (
     _low_busy, _launch_bound, _exposed_comm, _copies, _syncs, _gemm, _below_bound,
+    first_step_outlier,
 )
 
 
@@ -235,6 +239,8 @@ def findings(runs: RunAnalysis | Sequence[RunAnalysis]) -> list[Finding]:
     for run in rs:
         for rule in RULES:
             f = rule(run)
+            if f is not None and f.rule != "launch_bound":
+                f = qualify(run, f)  # launch_bound qualifies itself, by its steps
             if f is not None:
                 by_rule.setdefault(f.rule, []).append(replace(f, runs=(run.label,)))
     out = []
