@@ -71,6 +71,9 @@ _EXPORTS: dict[str, str] = {
     "gate": "traceforge.analyzers.regression",
     "capture": "traceforge.capture",
     "step": "traceforge.capture",
+    "run_step_time": "traceforge.step_time",
+    "StepTime": "traceforge.step_time",
+    "kernels_per_step": "traceforge.analyzers.timeline:kernels_per_step_of",
     "open_in_perfetto": "traceforge.ui.perfetto",
     "DevicePeaks": "traceforge.analyzers.devices",
     "device_peaks": "traceforge.analyzers.devices",
@@ -95,6 +98,7 @@ __all__ = [
     "Report",
     "RooflineReport",
     "ScalingReport",
+    "StepTime",
     "Summary",
     "Timeline",
     "Trace",
@@ -118,6 +122,7 @@ __all__ = [
     "idle_gaps",
     "info",
     "kernel_table",
+    "kernels_per_step",
     "launch",
     "launch_config",
     "launch_overhead",
@@ -132,6 +137,7 @@ __all__ = [
     "overlap",
     "report",
     "roofline",
+    "run_step_time",
     "scaling",
     "select_steps",
     "short_name",
@@ -167,6 +173,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.summary import Summary
     from traceforge.analyzers.summary import summary as info
     from traceforge.analyzers.timeline import Timeline, select_steps, timeline
+    from traceforge.analyzers.timeline import kernels_per_step_of as kernels_per_step
     from traceforge.capture import capture, step
     from traceforge.commands.report import write_report
     from traceforge.commands.runs import load_runs
@@ -182,6 +189,7 @@ if TYPE_CHECKING:
     from traceforge.formats.run import load_run
     from traceforge.model import Device, Trace, TraceMeta
     from traceforge.report.document import Report
+    from traceforge.step_time import StepTime, run_step_time
     from traceforge.ui.perfetto import open_in_perfetto
 
 

@@ -124,10 +124,13 @@ def _number(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
-def run_step_time(summary: Mapping[str, Any] | None, include_outliers: bool = False
-                  ) -> StepTime | None:
-    """The run's step time from a capture summary (the one definition), or None when the
-    summary lists no step times. See the module docstring."""
+def run_step_time(summary: Any, include_outliers: bool = False) -> StepTime | None:
+    """The run's step time (the one definition) from a capture summary, or from a trace
+    that carries one (``tf.run_step_time(trace)``); None when there are no step times.
+    See the module docstring."""
+    meta = getattr(summary, "meta", None)
+    if meta is not None:
+        summary = summary_of(getattr(meta, "extra", {}) or {})
     if not isinstance(summary, Mapping):
         return None
     steps = summary.get("steps")

@@ -13,7 +13,9 @@ vendor-neutral family of :mod:`traceforge.analyzers.vendor` (``library_gemm``,
 ``fused_attention``, ``collectives``...), naming each side's library.
 
 Three ratios, each named for what it divides (A over B, so above 1 means B is faster):
-``step-time speedup`` (mean host step, :func:`traceforge.analyzers.timeline.step_time_ns`),
+``step-time speedup`` (mean host step, :func:`traceforge.analyzers.timeline.step_time_ns`;
+the run's unprofiled step time from capture summaries is the ``run step time`` row,
+:func:`traceforge.step_time.run_step_time`),
 ``GPU-time speedup`` (GPU activity time per step) and ``span ratio`` (whole trace spans,
 which include start-up and profiler warm-up and rarely mean anything on their own).
 """
@@ -36,6 +38,7 @@ from traceforge.analyzers.timeline import (
 )
 from traceforge.analyzers.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
 from traceforge.model import Tables, Trace
+from traceforge.step_time import run_step_time, summary_of
 
 #: Columns of :attr:`TraceDiff.summary`.
 SUMMARY_COLUMNS = ("metric", "unit", "a", "b", "delta", "ratio")
@@ -134,12 +137,17 @@ def _facts(s: _Side) -> dict[str, float]:
     kern = (acts["kind"] == "kernel").to_numpy()
     b = busy_table(s.tl)
     st = step_time_ns(s.tl)
+    run = run_step_time(summary_of(s.trace.meta.extra))
     busy = float(b["busy_ns"].iloc[-1]) if len(b) else 0.0
     idle = float(b["idle_ns"].iloc[-1]) if len(b) else 0.0
     return {
         "trace span": s.trace.span_ns / 1e6,
         "steps": float(len(s.tl.steps.ranges)),
         "step time": st / 1e6 if st is not None else float("nan"),
+        # The run's step time from the capture summary (traceforge.step_time).
+        "run step time": run.ms if run else float("nan"),
+        "samples/s": (run.samples_per_s or float("nan")) if run else float("nan"),
+        "tokens/s": (run.tokens_per_s or float("nan")) if run else float("nan"),
         "GPU time": float(dur.sum()) / 1e6 / per,
         "kernel time": float(dur[kern].sum()) / 1e6 / per,
         "GPU busy": busy / 1e6 / per,
@@ -158,12 +166,10 @@ def _launch_facts(t: Trace) -> dict[str, float]:
 
     st = launch_overhead(t).steps if not timeline(t).activity.empty else pd.DataFrame()
     if st.empty:
-        return {"host wait": float("nan"), "launch delay (median)": float("nan"),
-                "queue time (median)": float("nan"), "launch latency (median)": float("nan"),
-                "launch-bound steps": 0.0}
+        return {"host wait": float("nan"), "queue time (median)": float("nan"),
+                "launch latency (median)": float("nan"), "launch-bound steps": 0.0}
     return {
         "host wait": float(st["host_wait_ns"].mean()) / 1e6,
-        "launch delay (median)": float(st["median_launch_delay_us"].median()),
         # Its two parts (traceforge.analyzers.launch.delay_split): waiting behind earlier
         # GPU work, and the GPU idle until the launch arrived.
         "queue time (median)": float(st["median_queue_us"].median()),
@@ -173,12 +179,17 @@ def _launch_facts(t: Trace) -> dict[str, float]:
 
 
 _UNITS = {
-    "trace span": "ms", "steps": "", "step time": "ms", "GPU time": "ms/step",
+    "trace span": "ms", "steps": "", "step time": "ms", "run step time": "ms",
+    "samples/s": "/s", "tokens/s": "/s", "GPU time": "ms/step",
     "kernel time": "ms/step", "GPU busy": "ms/step", "GPU idle": "ms/step", "GPU busy %": "%",
     "kernels": "per step", "copies": "per step", "distinct kernels": "",
-    "host wait": "ms/step", "launch delay (median)": "us", "queue time (median)": "us",
+    "host wait": "ms/step", "queue time (median)": "us",
     "launch latency (median)": "us", "launch-bound steps": "",
 }
+
+
+#: Metrics shown only where a run has them (capture summaries).
+_OPTIONAL = frozenset({"run step time", "samples/s", "tokens/s"})
 
 
 def _summary(a: _Side, b: _Side) -> pd.DataFrame:
@@ -186,6 +197,8 @@ def _summary(a: _Side, b: _Side) -> pd.DataFrame:
     rows = []
     for m in fa:
         va, vb = fa[m], fb[m]
+        if m in _OPTIONAL and va != va and vb != vb:
+            continue  # neither run has a capture summary that says it
         ratio = vb / va if va else float("nan")
         rows.append((m, _UNITS[m], va, vb, vb - va, ratio))
     res: pd.DataFrame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))

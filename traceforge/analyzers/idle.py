@@ -30,6 +30,7 @@ import pandas as pd
 from traceforge.analyzers import intervals as iv
 from traceforge.analyzers.activity import BLOCKING_SYNC_APIS, STEP_MARKER_PREFIX
 from traceforge.analyzers.launch import next_activity
+from traceforge.analyzers.profiling import step_notes
 from traceforge.analyzers.stacks import innermost
 from traceforge.analyzers.steps import window_index
 from traceforge.analyzers.timeline import Timeline, timeline
@@ -119,7 +120,8 @@ def idle_gaps(
     tid, mid = shown.pop("_tid").to_numpy(), shown.pop("_mid").to_numpy()
     shown["cpu_op"] = pd.Series(host.ops.name_at(tid, mid), dtype=object)
     shown["annotation"] = pd.Series(host.ann.name_at(tid, mid), dtype=object)
-    return IdleReport(shown[list(GAP_COLUMNS)], summary, hist, span, tl.step_source, tl.notes)
+    return IdleReport(shown[list(GAP_COLUMNS)], summary, hist, span, tl.step_source,
+                      (*tl.notes, *step_notes(trace)))
 
 
 @dataclass(frozen=True)

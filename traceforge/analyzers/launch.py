@@ -45,7 +45,6 @@ STEP_COLUMNS = (
     "host_wait_pct",
     "short_kernels",
     "short_pct",
-    "median_launch_delay_us",
     "median_queue_us",
     "median_launch_latency_us",
     "verdict",
@@ -144,8 +143,6 @@ def _per_step(tl: Timeline, kern: pd.DataFrame, win: pd.DataFrame, bound_pct: fl
         "launch_row": np.where(acts["launch_row"].to_numpy() >= 0, acts["launch_row"], -1),
         "replay": np.where(acts["replay"].to_numpy() >= 0, acts["replay"], -1),
         "short": ((kern["launch_dur_ns"] > kern["dur"]) & (kern["replay"] < 0)).to_numpy(),
-        "delay": np.where(kern["launch_delay_ns"].to_numpy() >= 0,
-                          kern["launch_delay_ns"].to_numpy(), np.nan),
         "queue": np.where(kern["queue_ns"].to_numpy() >= 0, kern["queue_ns"].to_numpy(), np.nan),
         "latency": np.where(kern["launch_latency_ns"].to_numpy() >= 0,
                             kern["launch_latency_ns"].to_numpy(), np.nan),
@@ -157,7 +154,6 @@ def _per_step(tl: Timeline, kern: pd.DataFrame, win: pd.DataFrame, bound_pct: fl
     launches = g["launch_row"].agg(lambda x: x[x >= 0].nunique()).reindex(step_no, fill_value=0)
     replays = g["replay"].agg(lambda x: x[x >= 0].nunique()).reindex(step_no, fill_value=0)
     short = g["short"].sum().reindex(step_no, fill_value=0).to_numpy()
-    delay = g["delay"].median().reindex(step_no).to_numpy(dtype=float) / 1e3
     queue = g["queue"].median().reindex(step_no).to_numpy(dtype=float) / 1e3
     latency = g["latency"].median().reindex(step_no).to_numpy(dtype=float) / 1e3
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -171,7 +167,7 @@ def _per_step(tl: Timeline, kern: pd.DataFrame, win: pd.DataFrame, bound_pct: fl
         "graph_replays": replays.to_numpy().astype(np.int64), "window_ns": hi - lo,
         "busy_ns": busy, "busy_pct": busy_pct, "host_wait_ns": wait, "host_wait_pct": pct,
         "short_kernels": short.astype(np.int64), "short_pct": short_pct,
-        "median_launch_delay_us": delay, "median_queue_us": queue,
+        "median_queue_us": queue,
         "median_launch_latency_us": latency, "verdict": pd.Series(verdict, dtype=object),
     })
     return cast("pd.DataFrame", out[list(STEP_COLUMNS)])

@@ -59,7 +59,7 @@ import pandas as pd
 
 from traceforge.analyzers import intervals as iv
 from traceforge.analyzers.breakdown import breakdown, rank_of
-from traceforge.analyzers.runs import Fact, RunInput, as_runs, numeric_fact
+from traceforge.analyzers.runs import Fact, RunInput, as_runs, numeric_fact, step_facts
 from traceforge.analyzers.timeline import step_time_ns, timeline
 from traceforge.errors import AnalysisError
 from traceforge.model import Tables, Trace
@@ -327,8 +327,12 @@ def scaling(runs: Sequence[RunInput], *, weak: bool = True, batch: float | None 
     facts (weak only).
     """
     rs = as_runs(runs)
+    # The run's step time from the capture summaries its traces carry, where the loader
+    # gave none (traceforge.step_time.run_step_time).
     ranked = [RankedRun(r.label, tuple(scaling_summary(t, index=i)
-                                       for i, t in enumerate(r.traces)), r.facts)
+                                       for i, t in enumerate(r.traces)),
+                        r.facts if "latency_ms" in r.facts
+                        else {**step_facts(r.traces), **r.facts})
               for r in rs]
     return scaling_reduce(ranked, weak=weak, batch=batch, tokens_per_step=tokens_per_step)
 

@@ -433,6 +433,11 @@ def kernels_per_step(tl: Timeline, include_outliers: bool = False) -> int:
     return int(round(float(k.median()))) if len(k) else 0
 
 
+def kernels_per_step_of(trace: Trace, include_outliers: bool = False) -> int:
+    """:func:`kernels_per_step` of a trace (``tf.kernels_per_step``)."""
+    return kernels_per_step(timeline(trace), include_outliers)
+
+
 def host_in_steps(trace: Trace, steps: Sequence[int] | None = None) -> np.ndarray:
     """Which event rows start inside a selected step's host range (all rows when the
     trace has no steps). The host half of :func:`select_steps`."""

@@ -40,7 +40,8 @@ from traceforge.render import render_frame
 @click.option("-o", "--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("traceforge-out"), show_default=True, help="Output directory.")
 @click.option("--steps", "steps_text", default=None, metavar="WAIT,WARMUP,ACTIVE",
-              help="Profiler schedule in steps [default: 1,1,2; compiled: 3,1,2].")
+              help="Profiler schedule in steps [default: 2,2,5; compiled: 5,2,5]; the "
+                   "steps after the window run unprofiled and give the run's step time.")
 @click.option("--record-shapes/--no-record-shapes", default=True, show_default=True,
               help="Record operator input shapes.")
 @click.option("--with-stack", is_flag=True, help="Record Python stacks of operators.")
@@ -107,6 +108,9 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
     elif len(modes) > 1:
         rc, summaries = compare.run_modes(modes, opts, words)
         df = pd.DataFrame(compare.comparison(summaries), columns=list(compare.COLUMNS))
+        # Throughput and overhead columns only where some mode has them.
+        optional = ["samples_per_s", "tokens_per_s", "profiled_ms", "overhead_pct"]
+        df = df.drop(columns=[c for c in optional if df[c].isna().all()])
         emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
                           digits=2, notes=_notes(summaries)))
     elif launch_spec is not None:
@@ -161,8 +165,10 @@ def _scaling_table(root: Path, fmt: str) -> None:
 
 
 def _notes(summaries: list[dict[str, object]]) -> tuple[str, ...]:
-    notes = ["latency: median step wall time (GPU synchronized) of the steps after the "
-             "recorded window, or of the recorded steps (profiled) when none ran after it"]
+    notes = ["latency: the run's step time, the median wall time (GPU synchronized) of the "
+             "unprofiled steps after the recorded window, outlier steps left out (timed_steps "
+             "says over which); profiled_ms: median of the recorded steps; overhead_pct: "
+             "profiled / unprofiled - 1"]
     for s in summaries:
         mode = s.get("mode")
         m = mode if isinstance(mode, dict) else {}

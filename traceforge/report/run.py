@@ -375,7 +375,8 @@ def _analyze(ts: list[Trace], label: str | None, top: int,
 def _overview_row(f: dict[str, Any]) -> dict[str, Any]:
     return {"format": f["format"], "steps": len(f["steps"]), "steps_from": f["step_source"],
             "step_time_ms": f["step_time_ms"], "gpu_busy_pct": f["gpu_busy_pct"],
-            "kernels": f["kernels"], "span_ms": f["span_ms"]}
+            "kernels": f["kernels"], "kernels_per_step": f.get("kernels_per_step"),
+            "span_ms": f["span_ms"]}
 
 
 def _facts(overview: pd.DataFrame, bd: pd.DataFrame, ranks: int) -> dict[str, float]:
@@ -385,6 +386,10 @@ def _facts(overview: pd.DataFrame, bd: pd.DataFrame, ranks: int) -> dict[str, fl
         return facts
     facts["span_ms"] = float(overview["span_ms"].max())
     facts["kernels"] = float(overview["kernels"].mean())
+    kps = overview["kernels_per_step"].dropna()
+    if len(kps):
+        # The one kernels per step (timeline.kernels_per_step), mean of ranks, whole.
+        facts["kernels_per_step"] = float(round(float(kps.astype(float).mean())))
     facts["steps"] = float(overview["steps"].max())
     st = overview["step_time_ms"].dropna()
     if len(st):
@@ -463,7 +468,8 @@ def compare_runs(runs: Sequence[RunAnalysis]) -> pd.DataFrame:
             "overhead_pct": r.run_info.get("overhead_pct"),
             "memory_gib": r.run_info.get("memory_gib"),
             "gpu_busy_pct": r.facts.get("busy_pct"),
-            "kernels_per_step": r.facts.get("kernels", 0.0) / steps,
+            "kernels_per_step": int(r.facts.get("kernels_per_step",
+                                                round(r.facts.get("kernels", 0.0) / steps))),
         })
     out: pd.DataFrame = pd.DataFrame(rows)
     if len(out):

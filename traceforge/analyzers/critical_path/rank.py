@@ -22,6 +22,7 @@ from traceforge.analyzers.critical_path.edges import GRAPH, LAUNCH, STREAM, WORK
 from traceforge.analyzers.critical_path.host import _Chain, _chain, _contract, _host_table
 from traceforge.analyzers.critical_path.streams import _last_on_streams, _stream_table
 from traceforge.analyzers.critical_path.sync import _bind, _event_candidates, _sync_edges
+from traceforge.analyzers.profiling import step_notes
 from traceforge.analyzers.timeline import timeline
 from traceforge.errors import AnalysisError
 from traceforge.model import Trace
@@ -178,7 +179,8 @@ def _whole_graph(trace: Trace) -> RankGraph:
     tl = timeline(trace)
     rank, windows = -1, tl.windows
     acts = tl.activity
-    notes: list[str] = []
+    # Outlier steps and profiler overhead (the CPU side of the path is host time).
+    notes: list[str] = step_notes(trace)
     h = _host_table(trace, acts, notes)
     nh, na = len(h), len(acts)
     node_ts = np.concatenate([np.column_stack([h["ts"], h["end"]]).ravel(),
