@@ -107,7 +107,10 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
             _scaling_table(root, fmt)
     elif len(modes) > 1:
         rc, summaries = compare.run_modes(modes, opts, words)
-        df = pd.DataFrame(compare.comparison(summaries), columns=list(compare.COLUMNS))
+        rows = compare.comparison(summaries)
+        for row, s in zip(rows, summaries, strict=True):
+            row["kernels_per_step"] = _kernels_per_step(out, s, row["kernels_per_step"])
+        df = pd.DataFrame(rows, columns=list(compare.COLUMNS))
         # Throughput and overhead columns only where some mode has them.
         optional = ["samples_per_s", "tokens_per_s", "profiled_ms", "overhead_pct"]
         df = df.drop(columns=[c for c in optional if df[c].isna().all()])
@@ -162,6 +165,24 @@ def _scaling_table(root: Path, fmt: str) -> None:
                 doc=scaling_document(report))
     click.echo(f"traceforge: sweep in {root}; `traceforge scaling {root}` for the loss "
                "breakdown", err=True)
+
+
+def _kernels_per_step(out: Path, summary: dict[str, object], fallback: object) -> object:
+    """The mode's kernels per step by the one definition
+    (:func:`traceforge.analyzers.timeline.kernels_per_step`), read from its trace; the
+    capture's estimate where the trace cannot be read."""
+    from traceforge.analyzers.timeline import kernels_per_step, timeline
+    from traceforge.errors import TraceforgeError
+    from traceforge.formats import load
+
+    trace = summary.get("trace")
+    path = trace.get("path") if isinstance(trace, dict) else None
+    if not isinstance(path, str) or not (out / path).is_file():
+        return fallback
+    try:
+        return kernels_per_step(timeline(load(out / path)))
+    except TraceforgeError:
+        return fallback
 
 
 def _notes(summaries: list[dict[str, object]]) -> tuple[str, ...]:
