@@ -124,11 +124,12 @@ class _Side:
     tl: Timeline
     acts: pd.DataFrame
     n: int
+    include_outliers: bool = False
 
     @classmethod
-    def of(cls, t: Trace) -> _Side:
+    def of(cls, t: Trace, include_outliers: bool = False) -> _Side:
         tl = timeline(t)
-        return cls(t, tl, tl.in_steps(), max(1, len(tl.steps.ranges)))
+        return cls(t, tl, tl.in_steps(), max(1, len(tl.steps.ranges)), include_outliers)
 
 
 def _facts(s: _Side) -> dict[str, float]:
@@ -136,8 +137,8 @@ def _facts(s: _Side) -> dict[str, float]:
     dur = (acts["end"] - acts["ts"]).to_numpy()
     kern = (acts["kind"] == "kernel").to_numpy()
     b = busy_table(s.tl)
-    st = step_time_ns(s.tl)
-    run = run_step_time(summary_of(s.trace.meta.extra))
+    st = step_time_ns(s.tl, s.include_outliers)
+    run = run_step_time(summary_of(s.trace.meta.extra), s.include_outliers)
     busy = float(b["busy_ns"].iloc[-1]) if len(b) else 0.0
     idle = float(b["idle_ns"].iloc[-1]) if len(b) else 0.0
     return {
@@ -153,7 +154,7 @@ def _facts(s: _Side) -> dict[str, float]:
         "GPU busy": busy / 1e6 / per,
         "GPU idle": idle / 1e6 / per,
         "GPU busy %": float(b["busy_pct"].iloc[-1]) if len(b) else float("nan"),
-        "kernels": float(kernels_per_step(s.tl)),
+        "kernels": float(kernels_per_step(s.tl, s.include_outliers)),
         "copies": float((acts["kind"] == "memcpy").sum()) / per,
         "distinct kernels": float(acts.loc[kern, "name"].nunique()),
         **_launch_facts(s.trace),
@@ -362,13 +363,14 @@ def _ops(a: _Side, b: _Side) -> pd.DataFrame:
     return res
 
 
-def diff(a: Trace, b: Trace) -> TraceDiff:
+def diff(a: Trace, b: Trace, *, include_outliers: bool = False) -> TraceDiff:
     """Compare run ``a`` (baseline) with run ``b``: time, counts, classes, kernels, ops.
 
     Every time and count is per step when a run has steps: GPU work its steps launched,
-    divided by their number. Without steps the whole trace is one step.
+    divided by their number. Without steps the whole trace is one step. The step time
+    and kernels per step leave outlier steps out unless ``include_outliers``.
     """
-    sa, sb = _Side.of(a), _Side.of(b)
+    sa, sb = _Side.of(a, include_outliers), _Side.of(b, include_outliers)
     pa, pb = _per_name(sa), _per_name(sb)
     only_a, only_b = _only(pa, pb), _only(pb, pa)
     # _replacements reads the fused op list from full names, so it gets B's full rows.
