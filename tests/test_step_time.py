@@ -132,3 +132,21 @@ def test_launch_bound_only_in_the_inflated_first_step_is_withheld() -> None:
     # the step time leaves the outlier out unless asked.
     assert tf.info(t).facts["step_time_ms"] == pytest.approx(0.040)
     assert tf.info(t, include_outliers=True).facts["step_time_ms"] == pytest.approx(0.052)
+
+
+def test_capture_says_which_steps_were_recorded_and_which_ran_unprofiled() -> None:
+    from traceforge.capture.session import step_lines
+
+    lines = step_lines(_summary(batch=64))
+    assert lines[0] == "steps 4-8 recorded (profiled), 9-14 ran unprofiled (6 step(s))"
+    assert f"step time {RUN_MS:,.2f} ms ({LABEL})" in lines[1]
+    assert "samples/s" in lines[1] and "profiler overhead +" in lines[1]
+    assert lines[2].startswith("outlier step(s) 4")
+
+
+def test_batch_and_tokens_go_with_any_capture() -> None:
+    from traceforge.capture.options import CaptureOptions, Steps, to_args
+
+    args = to_args(CaptureOptions(batch=32.0, tokens=4096.0, steps=Steps(2, 2, 5)))
+    assert args[args.index("--batch") + 1] == "32.0"
+    assert args[args.index("--tokens-per-step") + 1] == "4096.0"
