@@ -53,7 +53,7 @@ def _time(f: Callable[..., Any], *a: Any, **kw: Any) -> tuple[float, Any]:
 
 def _ours(path: Path) -> dict[str, float]:
     from traceforge.analyzers.critical_path import critical_path
-    from traceforge.analyzers.timeline import timeline
+    from traceforge.analyzers.timeline.core import timeline
     from traceforge.formats import load
 
     t_load, trace = _time(load, str(path))

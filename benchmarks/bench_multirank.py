@@ -90,7 +90,7 @@ def _rss_mib() -> float:
 
 def summarize(trace: Any) -> tuple[Any, Any]:
     """The per-rank work: overlap's and breakdown's summaries."""
-    from traceforge.analyzers.rank_summaries import breakdown_summary, overlap_summary
+    from traceforge.analyzers.runs.rank_summaries import breakdown_summary, overlap_summary
 
     return overlap_summary(trace), breakdown_summary(trace)
 
@@ -99,7 +99,7 @@ def _case(spec: dict[str, Any]) -> dict[str, Any]:
     import pandas  # noqa: F401  (imported before the baseline, like the work's modules)
 
     import traceforge as tf
-    from traceforge.analyzers import rank_summaries as rs
+    from traceforge.analyzers.runs import rank_summaries as rs
 
     files = [Path(f) for f in spec["files"]]
     kind = spec["kind"]
@@ -138,10 +138,10 @@ def _sizes(spec: dict[str, Any]) -> dict[str, Any]:
     from functools import partial
 
     import traceforge as tf
-    from traceforge.analyzers import rank_summaries as rs
     from traceforge.analyzers.critical_path import rank_graph
-    from traceforge.analyzers.kernels import run_kernel_totals
-    from traceforge.analyzers.scaling import scaling_summary
+    from traceforge.analyzers.runs import rank_summaries as rs
+    from traceforge.analyzers.runs.scaling import scaling_summary
+    from traceforge.analyzers.timing.kernels import run_kernel_totals
 
     f = Path(spec["files"][0])
     verbs: dict[str, Any] = {

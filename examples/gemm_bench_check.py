@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 import traceforge
-from traceforge.analyzers.roofline import roofline
+from traceforge.analyzers.costs.roofline import roofline
 
 DTYPE_OF = {"c10::BFloat16": "bf16", "c10::Half": "fp16"}
 EXPECTED_BF16 = 790.0  # TFLOP/s of a bf16 8192^3 product on H100/H200 (device notes)

@@ -56,7 +56,7 @@ def test_timeline_analyses_run_on_every_trace(path: Path) -> None:
     import pandas as pd
 
     import traceforge as tf
-    from traceforge.analyzers.summary import summary
+    from traceforge.analyzers.timing.summary import summary
     from traceforge.errors import AnalysisError
     from traceforge.render import render_frame
     from traceforge.render.diff import render_diff

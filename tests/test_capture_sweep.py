@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from traceforge.capture.launch import launch_env
 from traceforge.capture.sweep import check_devices, parse_counts, with_nproc
 from traceforge.capture.target import parse_launch
+from traceforge.capture.torchrun import launch_env
 from traceforge.errors import UsageError
 
 DDP = REPO / "examples" / "ddp_train.py"

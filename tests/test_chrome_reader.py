@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from traceforge import load
-from traceforge.analyzers.steps import host_steps
+from traceforge.analyzers.timeline.steps import host_steps
 from traceforge.errors import TraceFormatError
 from traceforge.formats.chrome import us_to_ns
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import FIXTURES
-from traceforge.analyzers.kernels import TOP_KERNEL_COLUMNS
+from traceforge.analyzers.timing.kernels import TOP_KERNEL_COLUMNS
 from traceforge.cli import cli
 
 EAGER = str(FIXTURES / "eager.pt.trace.json.gz")

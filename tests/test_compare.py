@@ -13,9 +13,9 @@ import pytest
 import traceforge as tf
 from tests import raw_kineto as rk
 from tests.conftest import EXTERNAL, ev, make_trace
-from traceforge.analyzers.compare import compare
-from traceforge.analyzers.runs import TraceRun
-from traceforge.analyzers.vendor import HEADLINE_CLASSES, neutral, vendor_of
+from traceforge.analyzers.runs.compare import compare
+from traceforge.analyzers.runs.inputs import TraceRun
+from traceforge.analyzers.runs.vendor import HEADLINE_CLASSES, neutral, vendor_of
 from traceforge.errors import UsageError
 from traceforge.model import Device, TraceMeta
 

@@ -227,7 +227,7 @@ def test_four_ranks_path_crosses_into_the_slow_rank_at_the_collective() -> None:
 
 def test_collectives_match_by_order_per_stream_and_group_arg() -> None:
     from traceforge.analyzers.collectives import comm_kernels, match
-    from traceforge.analyzers.timeline import timeline
+    from traceforge.analyzers.timeline.core import timeline
 
     traces = [_rank(r, False) for r in range(2)]
     tabs = [comm_kernels(t, timeline(t).activity, i) for i, t in enumerate(traces)]
@@ -292,7 +292,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path: Any) -> None:
 
 
 def test_graph_replays_of_a_compiled_trace_are_on_the_path() -> None:
-    from traceforge.analyzers.timeline import timeline
+    from traceforge.analyzers.timeline.core import timeline
     from traceforge.formats import load
 
     t = load(str(FIXTURES / "compiled.pt.trace.json.gz"))
@@ -335,7 +335,7 @@ DDP = [FIXTURES / f"capture_h200x2.ddp_train.sdpa.rank{r}.pt.trace.json.gz" for 
 
 @pytest.fixture(scope="module", params=["fixtures", "shared/h200-ddp"])
 def ddp(request: Any) -> Any:
-    from traceforge.analyzers.overlap import overlap
+    from traceforge.analyzers.timing.overlap import overlap
     from traceforge.formats.run import load_run
 
     files = DDP if request.param == "fixtures" else str(shared("h200-ddp"))
@@ -346,7 +346,7 @@ def ddp(request: Any) -> Any:
 
 def test_ddp_path_covers_each_ranks_step(ddp: Any) -> None:
     traces, r, _ = ddp
-    from traceforge.analyzers.timeline import timeline
+    from traceforge.analyzers.timeline.core import timeline
 
     for row in r.steps.itertuples():
         w = timeline(traces[row.rank]).windows.set_index("step")
@@ -358,7 +358,7 @@ def test_ddp_path_covers_each_ranks_step(ddp: Any) -> None:
 
 def test_ddp_last_all_reduce_of_backward_is_on_rank_0s_path(ddp: Any) -> None:
     traces, r, _ = ddp
-    from traceforge.analyzers.timeline import timeline
+    from traceforge.analyzers.timeline.core import timeline
 
     for step in (2, 3):
         a = timeline(traces[0]).activity

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from tests.conftest import FIXTURES
 from traceforge import load
 from traceforge.analyzers import critical_path as cp_mod
-from traceforge.analyzers import timeline as tl_mod
+from traceforge.analyzers.timeline import core as tl_mod
 from traceforge.cli import cli
 from traceforge.formats import cache, derived
 from traceforge.formats.run import load_run

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import EXTERNAL, FIXTURES
 from traceforge import load
-from traceforge.analyzers.devices import (
+from traceforge.analyzers.costs.devices import (
     DTYPE_KEYS,
     _table,
     device_peaks,

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import FIXTURES, SHARED, ev, make_trace
 from traceforge import load
-from traceforge.analyzers.flops import ARG_KEYS
+from traceforge.analyzers.costs.flops import ARG_KEYS
 from traceforge.formats import cache
 from traceforge.model import factorize_args
 

@@ -22,10 +22,14 @@ from pandas.testing import assert_frame_equal
 import traceforge as tf
 from tests.conftest import FIXTURES, SHARED
 from traceforge import engine as engine_mod
-from traceforge.analyzers import rank_summaries as rs
 from traceforge.analyzers.critical_path import critical_path, critical_path_of, rank_graph
-from traceforge.analyzers.kernels import merge_kernel_totals, run_kernel_totals, top_kernels_of
-from traceforge.analyzers.scaling import RankedRun, scaling, scaling_reduce, scaling_summary
+from traceforge.analyzers.runs import rank_summaries as rs
+from traceforge.analyzers.runs.scaling import RankedRun, scaling, scaling_reduce, scaling_summary
+from traceforge.analyzers.timing.kernels import (
+    merge_kernel_totals,
+    run_kernel_totals,
+    top_kernels_of,
+)
 from traceforge.cli import main
 from traceforge.engine import map_ranks, map_runs
 from traceforge.errors import UsageError

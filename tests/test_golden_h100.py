@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from traceforge import load, top_kernels
-from traceforge.analyzers.ops import ops
+from traceforge.analyzers.timing.ops import ops
 
 
 def fixture(name: str) -> Path:
@@ -92,7 +92,7 @@ def test_graph_replayed_kernels_are_attributed_to_the_compiled_region() -> None:
 
 
 def test_launch_config_matches_raw_kernel_args() -> None:
-    from traceforge.analyzers.kernels import launch_config
+    from traceforge.analyzers.timing.kernels import launch_config
 
     path = fixture("fa2")
     doc = json.loads(gzip.decompress(path.read_bytes()))

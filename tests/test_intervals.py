@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceforge.analyzers import intervals as iv
+from traceforge.analyzers.timeline import intervals as iv
 
 GRID = 60
 spans = st.lists(st.tuples(st.integers(0, GRID), st.integers(0, 20)), max_size=12)

@@ -11,8 +11,8 @@ import pytest
 from tests.conftest import FIXTURES, SHARED, shared
 from tests.test_all_fixtures import _files, _is_trace
 from traceforge import load
-from traceforge.analyzers.kernel_names import classify, display_names, fused_ops, short_name
-from traceforge.analyzers.kernels import top_kernels
+from traceforge.analyzers.names.kernel_names import classify, display_names, fused_ops, short_name
+from traceforge.analyzers.timing.kernels import top_kernels
 
 CASES = [
     ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", "gemm", "nvjet_sm90"),

@@ -8,8 +8,8 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tests.test_roofline import synthetic
-from traceforge.analyzers.devices import peaks_from_dict
-from traceforge.analyzers.mfu import mfu
+from traceforge.analyzers.costs.devices import peaks_from_dict
+from traceforge.analyzers.costs.mfu import mfu
 from traceforge.errors import UsageError
 from traceforge.formats import load
 from traceforge.model import Device, Trace

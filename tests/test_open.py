@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 import traceforge as tf
 from tests.conftest import shared
-from traceforge.analyzers.steps import parse_spec
-from traceforge.analyzers.timeline import timeline
+from traceforge.analyzers.timeline.core import timeline
+from traceforge.analyzers.timeline.steps import parse_spec
 from traceforge.cli import cli
 from traceforge.errors import AnalysisError, TraceforgeError, UsageError
 from traceforge.ui import perfetto as ui

@@ -79,18 +79,41 @@ def _layer(path: Path) -> str:
     return rel.parts[0].removesuffix(".py") if rel.parts else ""
 
 
-def _targets(node: ast.AST) -> list[str]:
-    """The traceforge modules an import statement reaches: ``from traceforge.x import``,
-    ``import traceforge.x``, and ``from traceforge import x`` (x a module, else the root)."""
-    if isinstance(node, ast.ImportFrom) and node.module:
-        if node.module == "traceforge":
-            return [a.name if a.name in MODULES else "__init__" for a in node.names]
-        if node.module.startswith("traceforge."):
-            return [node.module.split(".")[1]]
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+#: Every module of the package, dotted (``traceforge.analyzers.timing.idle``).
+DOTTED = {_module_name(p) for p in PKG.rglob("*.py")}
+
+
+def _resolved(node: ast.AST, path: Path) -> list[str]:
+    """The traceforge modules an import statement reaches, dotted: ``from a.b import c``
+    is ``a.b.c`` where that is a module, else ``a.b``; relative imports are resolved
+    against ``path``'s package."""
     if isinstance(node, ast.Import):
-        return [a.name.split(".")[1] if "." in a.name else "__init__"
-                for a in node.names if a.name.split(".")[0] == "traceforge"]
-    return []
+        return [a.name for a in node.names if a.name.split(".")[0] == "traceforge"]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    module = node.module or ""
+    if node.level:
+        pkg = _module_name(path).split(".")
+        if path.name != "__init__.py":
+            pkg = pkg[:-1]
+        base = pkg[: len(pkg) - (node.level - 1)]
+        module = ".".join(base + ([module] if module else []))
+    if module.split(".")[0] != "traceforge":
+        return []
+    return [f"{module}.{a.name}" if f"{module}.{a.name}" in DOTTED else module
+            for a in node.names]
+
+
+def _targets(node: ast.AST, path: Path) -> list[str]:
+    """The top-level traceforge modules an import statement reaches: ``from traceforge.x
+    import``, ``import traceforge.x``, ``from traceforge import x`` (x a module, else the
+    root) and relative imports."""
+    return [m.split(".")[1] if "." in m else "__init__" for m in _resolved(node, path)]
 
 
 def test_every_module_has_a_layer() -> None:
@@ -102,7 +125,7 @@ def test_imports_point_downward(path: Path) -> None:
     layer = _layer(path)
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
-        for target in _targets(node):
+        for target in _targets(node, path):
             # The version string is a leaf every layer may read.
             assert target in (layer, "version") or target in ALLOWED[layer], (
                 f"{path.relative_to(REPO)} imports traceforge.{target}"
@@ -139,3 +162,113 @@ def test_lowest_constraints_pin_every_base_dependency_at_its_floor() -> None:
         stated = tuple(int(x) for x in floor.split("."))
         # The pin is the floor itself (zero-padded: pandas>=2.1 is pandas==2.1.0).
         assert pinned[: len(stated)] == stated and not any(pinned[len(stated):]), name
+
+
+#: Inside analyzers/: which sub-package (or top-level module) may import which, bottom up.
+#: ``names`` (kernel classes, C++ names) and ``timeline`` (the shared timeline model) at
+#: the bottom, cost models on them, one trace's time analyses above, then the critical
+#: path and the multi-run analyses. A new concern gets its own sub-package and a line here.
+ANALYZERS = {
+    "__init__": set(),
+    "names": set(),
+    "timeline": {"names"},
+    "costs": {"names", "timeline"},
+    # What the profiler did to the run: outlier steps, overhead notes (issue 24).
+    "profiling": {"timeline"},
+    "timing": {"names", "timeline", "costs", "profiling"},
+    "collectives": set(),
+    "critical_path": {"names", "timeline", "timing", "collectives", "profiling"},
+    "runs": {"names", "timeline", "costs", "timing"},
+}
+ANALYZER_FILES = sorted((PKG / "analyzers").rglob("*.py"))
+
+
+def _analyzers_part(name: str) -> str:
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def test_every_analyzers_part_has_a_layer() -> None:
+    parts = {_analyzers_part(_module_name(p)) for p in ANALYZER_FILES}
+    assert parts <= set(ANALYZERS), sorted(parts - set(ANALYZERS))
+
+
+@pytest.mark.parametrize("path", ANALYZER_FILES, ids=lambda p: str(p.relative_to(PKG)))
+def test_analyzers_import_downward(path: Path) -> None:
+    part = _analyzers_part(_module_name(path))
+    for node in ast.walk(ast.parse(path.read_text())):
+        for target in _resolved(node, path):
+            if target.startswith("traceforge.analyzers."):
+                other = _analyzers_part(target)
+                assert other == part or other in ANALYZERS[part], (
+                    f"{path.relative_to(REPO)} imports {target}")
+
+
+#: Modules outside cli.py and commands/ that still import traceforge.commands (the
+#: notebook API's write_report and load_runs, issue 26 item 2). Shrinks to empty.
+COMMANDS_IMPORTERS_TO_GO = {"traceforge"}
+
+
+def test_only_the_cli_imports_commands() -> None:
+    found = set()
+    for path in PKG.rglob("*.py"):
+        name = _module_name(path)
+        if name == "traceforge.cli" or name.startswith("traceforge.commands"):
+            continue
+        text = path.read_text()
+        imports = [t for node in ast.walk(ast.parse(text)) for t in _resolved(node, path)]
+        if any(t.startswith("traceforge.commands") for t in imports) or (
+                '"traceforge.commands' in text):
+            found.add(name)
+    assert found == COMMANDS_IMPORTERS_TO_GO
+
+
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
+def test_no_private_name_crosses_modules(path: Path) -> None:
+    """``from traceforge.x import _name`` and ``module._name`` on an imported traceforge
+    module: a name another module needs is public (a package's internal surface is its
+    modules' public names; the package's ``__init__`` says what it exports)."""
+    tree = ast.parse(path.read_text())
+    modules: set[str] = set()  # local names bound to traceforge modules
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and _resolved(node, path):
+            for a in node.names:
+                assert not (a.name.startswith("_") and not a.name.startswith("__")), (
+                    f"{path.relative_to(REPO)} imports {a.name}")
+                if any(t.endswith("." + a.name) for t in _resolved(node, path)):
+                    modules.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname for a in node.names
+                           if a.asname and a.name.split(".")[0] == "traceforge")
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id in modules and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            raise AssertionError(f"{path.relative_to(REPO)} reads {node.value.id}.{node.attr}")
+
+
+#: Import circles still open (issue 26 item 3); the list only shrinks.
+KNOWN_CYCLES = [
+    {"traceforge.render.chrome_json", "traceforge.render.document"},
+    {"traceforge.render.figures", "traceforge.render.html", "traceforge.render.scaling"},
+]
+
+
+def test_no_import_cycles() -> None:
+    """Over every import (lazy ones in functions included; ``if TYPE_CHECKING:`` blocks
+    left out), module to module."""
+    nx = pytest.importorskip("networkx")
+    graph = nx.DiGraph()
+    for path in PKG.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(node.test)
+                       for stmt in node.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) not in typing_only:
+                for target in _resolved(node, path):
+                    if target != _module_name(path):
+                        graph.add_edge(_module_name(path), target)
+    cycles = [set(c) for c in nx.simple_cycles(graph)]
+    assert [c for c in cycles if c not in KNOWN_CYCLES] == []
+    assert [c for c in KNOWN_CYCLES if c not in cycles] == [], "a circle closed: drop it here"

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from tests.conftest import EXTERNAL, FIXTURES, SHARED, ev, make_trace
-from traceforge.analyzers import intervals as iv
-from traceforge.analyzers.summary import summary
-from traceforge.analyzers.timeline import busy_table, timeline
+from traceforge.analyzers.timeline import intervals as iv
+from traceforge.analyzers.timeline.core import busy_table, timeline
+from traceforge.analyzers.timing.summary import summary
 from traceforge.model import GPU_KINDS, Trace
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ev, make_trace
-from traceforge.analyzers.regression import MAD_TO_SIGMA, decide, gate, noise_ns
+from traceforge.analyzers.runs.regression import MAD_TO_SIGMA, decide, gate, noise_ns
 
 
 def test_decision_rule_by_hand() -> None:

@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import REPO, ev, make_trace, shared
-from traceforge.analyzers.devices import device_peaks
+from traceforge.analyzers.costs.devices import device_peaks
 from traceforge.cli import cli
 from traceforge.model import Device, Trace, TraceMeta
+from traceforge.report.analysis import analyze, compare_runs, group_runs
 from traceforge.report.findings import GEMM_BOUND_PCT_MIN, findings
-from traceforge.report.run import analyze, compare_runs, group_runs
 
 
 def _launch_bound() -> Trace:

@@ -20,14 +20,14 @@ import traceforge as tf
 from tests import raw_kineto as rk
 from tests.conftest import FIXTURES, cli_main
 from tests.test_compare import MODELS, oracle_class, pair
-from traceforge.analyzers.diff import diff
-from traceforge.analyzers.runs import TraceRun
-from traceforge.analyzers.scaling import scaling
+from traceforge.analyzers.runs.diff import diff
+from traceforge.analyzers.runs.inputs import TraceRun
+from traceforge.analyzers.runs.scaling import scaling
 from traceforge.render.chrome_json import write_chrome
 from traceforge.render.html import render_html
 from traceforge.render.markdown import render_markdown
+from traceforge.report.analysis import analyze, group_runs, scaling_of
 from traceforge.report.findings import findings
-from traceforge.report.run import analyze, group_runs, scaling_of
 
 EAGER = FIXTURES / "eager.pt.trace.json.gz"
 COMPILED = FIXTURES / "compiled.pt.trace.json.gz"
@@ -274,7 +274,7 @@ def test_critical_path_beside_the_other_analyses_changes_nothing(
 
     from traceforge import forks
     from traceforge.errors import AnalysisError
-    from traceforge.report import run as run_mod
+    from traceforge.report import analysis as run_mod
 
     def tables(r: run_mod.RunAnalysis) -> dict[str, str]:
         frames = {**vars(r), **{f"path.{k}": v for k, v in vars(r.critical_path).items()}}

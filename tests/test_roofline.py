@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 from tests.conftest import FIXTURES, ev
-from traceforge.analyzers.devices import device_peaks, peaks_from_dict
-from traceforge.analyzers.flops import FLOP_OPS, op_flops, op_work
-from traceforge.analyzers.roofline import (
+from traceforge.analyzers.costs.devices import device_peaks, peaks_from_dict
+from traceforge.analyzers.costs.flops import FLOP_OPS, op_flops, op_work
+from traceforge.analyzers.costs.roofline import (
     below_bound,
     chart_data,
     kernel_rates,

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from tests.conftest import FIXTURES
 from tests.test_roofline import synthetic
-from traceforge.analyzers.devices import load_peaks
-from traceforge.analyzers.roofline import chart_data, roofline
+from traceforge.analyzers.costs.devices import load_peaks
+from traceforge.analyzers.costs.roofline import chart_data, roofline
 from traceforge.capture import calibrate as cal
 from traceforge.cli import cli, main
 from traceforge.errors import UsageError

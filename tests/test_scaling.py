@@ -13,8 +13,8 @@ import pytest
 import traceforge as tf
 from tests import raw_kineto as rk
 from tests.conftest import EXTERNAL, FIXTURES, ev, make_trace
-from traceforge.analyzers.runs import TraceRun
-from traceforge.analyzers.scaling import TERMS, scaling
+from traceforge.analyzers.runs.inputs import TraceRun
+from traceforge.analyzers.runs.scaling import TERMS, scaling
 from traceforge.errors import AnalysisError
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

@@ -8,7 +8,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from traceforge.analyzers.stacks import innermost
+from traceforge.analyzers.timeline.stacks import innermost
 from traceforge.model import pair_codes
 
 

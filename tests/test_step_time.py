@@ -16,7 +16,7 @@ import pytest
 
 import traceforge as tf
 from tests.conftest import ev, make_trace
-from traceforge.analyzers.runs import TraceRun
+from traceforge.analyzers.runs.inputs import TraceRun
 from traceforge.capture.compare import comparison
 from traceforge.commands.runs import facts_of
 from traceforge.render.report import render_report

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import ev, make_trace
-from traceforge.analyzers.timeline import select_steps
+from traceforge.analyzers.timeline.core import select_steps
 from traceforge.errors import AnalysisError
 
 

@@ -24,12 +24,12 @@ from click.testing import CliRunner
 
 import traceforge as tf
 from tests.conftest import FIXTURES, cli_main, ev, make_trace, shared
-from traceforge.analyzers import intervals as iv
-from traceforge.analyzers.idle import idle_gaps
-from traceforge.analyzers.summary import summary
-from traceforge.analyzers.timeline import busy_table, timeline
+from traceforge.analyzers.timeline import intervals as iv
+from traceforge.analyzers.timeline.core import busy_table, timeline
+from traceforge.analyzers.timing.idle import idle_gaps
+from traceforge.analyzers.timing.summary import summary
 from traceforge.cli import cli
-from traceforge.report.run import analyze
+from traceforge.report.analysis import analyze
 
 GRAPHS = FIXTURES / "h200-graphs" / "cudagraphs.pt.trace.json.gz"
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -242,7 +242,7 @@ def test_nsys_capture_step_ranges_found_without_options(fa2_db: Path, tmp_path: 
                  "'traceforge: step 3 warm-up' FROM NVTX_EVENTS WHERE text = 'step 3'")
     conn.commit()
     conn.close()
-    from traceforge.analyzers.rank_summaries import TIMELINE_KINDS
+    from traceforge.analyzers.runs.rank_summaries import TIMELINE_KINDS
 
     t = tf.load(db, kinds=TIMELINE_KINDS, cache=False)
     assert timeline(t).steps.ranges["step"].tolist() == list(range(4, 13))

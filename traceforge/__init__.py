@@ -20,14 +20,14 @@ from traceforge.version import __version__ as __version__
 #: Public name -> module that defines it (``module:name`` where the function there is
 #: named otherwise: the notebook names mirror the CLI verbs).
 _EXPORTS: dict[str, str] = {
-    "idle": "traceforge.analyzers.idle:idle_gaps",
-    "info": "traceforge.analyzers.summary:summary",
-    "launch": "traceforge.analyzers.launch:launch_overhead",
+    "idle": "traceforge.analyzers.timing.idle:idle_gaps",
+    "info": "traceforge.analyzers.timing.summary:summary",
+    "launch": "traceforge.analyzers.timing.launch:launch_overhead",
     # The report package itself: calling it builds a Report (traceforge/report/__init__.py).
     "report": "traceforge.report:",
     "Report": "traceforge.report.document",
     "write_report": "traceforge.commands.report",
-    "Summary": "traceforge.analyzers.summary",
+    "Summary": "traceforge.analyzers.timing.summary",
     "AnalysisError": "traceforge.errors",
     "CaptureError": "traceforge.errors",
     "TraceFormatError": "traceforge.errors",
@@ -39,49 +39,49 @@ _EXPORTS: dict[str, str] = {
     "load": "traceforge.formats",
     "load_run": "traceforge.formats.run",
     "map_ranks": "traceforge.engine",
-    "classify": "traceforge.analyzers.kernel_names",
-    "display_names": "traceforge.analyzers.kernel_names",
-    "short_name": "traceforge.analyzers.kernel_names",
-    "kernel_table": "traceforge.analyzers.kernels",
-    "launch_config": "traceforge.analyzers.kernels",
-    "top_kernels": "traceforge.analyzers.kernels",
-    "ops": "traceforge.analyzers.ops",
-    "select_steps": "traceforge.analyzers.timeline",
-    "sql": "traceforge.analyzers.query",
-    "Timeline": "traceforge.analyzers.timeline",
-    "timeline": "traceforge.analyzers.timeline",
-    "IdleReport": "traceforge.analyzers.idle",
-    "idle_gaps": "traceforge.analyzers.idle",
-    "OverlapReport": "traceforge.analyzers.overlap",
-    "overlap": "traceforge.analyzers.overlap",
-    "breakdown": "traceforge.analyzers.breakdown",
-    "LaunchReport": "traceforge.analyzers.launch",
-    "gpu_activity": "traceforge.analyzers.activity",
-    "launch_overhead": "traceforge.analyzers.launch",
+    "classify": "traceforge.analyzers.names.kernel_names",
+    "display_names": "traceforge.analyzers.names.kernel_names",
+    "short_name": "traceforge.analyzers.names.kernel_names",
+    "kernel_table": "traceforge.analyzers.timing.kernels",
+    "launch_config": "traceforge.analyzers.timing.kernels",
+    "top_kernels": "traceforge.analyzers.timing.kernels",
+    "ops": "traceforge.analyzers.timing.ops",
+    "select_steps": "traceforge.analyzers.timeline.core",
+    "sql": "traceforge.analyzers.timeline.query",
+    "Timeline": "traceforge.analyzers.timeline.core",
+    "timeline": "traceforge.analyzers.timeline.core",
+    "IdleReport": "traceforge.analyzers.timing.idle",
+    "idle_gaps": "traceforge.analyzers.timing.idle",
+    "OverlapReport": "traceforge.analyzers.timing.overlap",
+    "overlap": "traceforge.analyzers.timing.overlap",
+    "breakdown": "traceforge.analyzers.timing.breakdown",
+    "LaunchReport": "traceforge.analyzers.timing.launch",
+    "gpu_activity": "traceforge.analyzers.timeline.activity",
+    "launch_overhead": "traceforge.analyzers.timing.launch",
     "CriticalPath": "traceforge.analyzers.critical_path",
     "critical_path": "traceforge.analyzers.critical_path",
-    "TraceDiff": "traceforge.analyzers.diff",
-    "diff": "traceforge.analyzers.diff",
-    "TraceRun": "traceforge.analyzers.runs",
+    "TraceDiff": "traceforge.analyzers.runs.diff",
+    "diff": "traceforge.analyzers.runs.diff",
+    "TraceRun": "traceforge.analyzers.runs.inputs",
     "load_runs": "traceforge.commands.runs",
-    "ScalingReport": "traceforge.analyzers.scaling",
-    "scaling": "traceforge.analyzers.scaling",
-    "Comparison": "traceforge.analyzers.compare",
-    "compare": "traceforge.analyzers.compare",
-    "gate": "traceforge.analyzers.regression",
+    "ScalingReport": "traceforge.analyzers.runs.scaling",
+    "scaling": "traceforge.analyzers.runs.scaling",
+    "Comparison": "traceforge.analyzers.runs.compare",
+    "compare": "traceforge.analyzers.runs.compare",
+    "gate": "traceforge.analyzers.runs.regression",
     "capture": "traceforge.capture",
     "step": "traceforge.capture",
     "run_step_time": "traceforge.step_time",
     "StepTime": "traceforge.step_time",
-    "kernels_per_step": "traceforge.analyzers.timeline:kernels_per_step_of",
+    "kernels_per_step": "traceforge.analyzers.timeline.core:kernels_per_step_of",
     "open_in_perfetto": "traceforge.ui.perfetto",
-    "DevicePeaks": "traceforge.analyzers.devices",
-    "device_peaks": "traceforge.analyzers.devices",
-    "load_peaks": "traceforge.analyzers.devices",
-    "RooflineReport": "traceforge.analyzers.roofline",
-    "roofline": "traceforge.analyzers.roofline",
-    "MFUReport": "traceforge.analyzers.mfu",
-    "mfu": "traceforge.analyzers.mfu",
+    "DevicePeaks": "traceforge.analyzers.costs.devices",
+    "device_peaks": "traceforge.analyzers.costs.devices",
+    "load_peaks": "traceforge.analyzers.costs.devices",
+    "RooflineReport": "traceforge.analyzers.costs.roofline",
+    "roofline": "traceforge.analyzers.costs.roofline",
+    "MFUReport": "traceforge.analyzers.costs.mfu",
+    "mfu": "traceforge.analyzers.costs.mfu",
 }
 
 __all__ = [
@@ -150,30 +150,30 @@ __all__ = [
 
 if TYPE_CHECKING:
     from traceforge import report as report
-    from traceforge.analyzers.activity import gpu_activity
-    from traceforge.analyzers.breakdown import breakdown
-    from traceforge.analyzers.compare import Comparison, compare
+    from traceforge.analyzers.costs.devices import DevicePeaks, device_peaks, load_peaks
+    from traceforge.analyzers.costs.mfu import MFUReport, mfu
+    from traceforge.analyzers.costs.roofline import RooflineReport, roofline
     from traceforge.analyzers.critical_path import CriticalPath, critical_path
-    from traceforge.analyzers.devices import DevicePeaks, device_peaks, load_peaks
-    from traceforge.analyzers.diff import TraceDiff, diff
-    from traceforge.analyzers.idle import IdleReport, idle_gaps
-    from traceforge.analyzers.idle import idle_gaps as idle
-    from traceforge.analyzers.kernel_names import classify, display_names, short_name
-    from traceforge.analyzers.kernels import kernel_table, launch_config, top_kernels
-    from traceforge.analyzers.launch import LaunchReport, launch_overhead
-    from traceforge.analyzers.launch import launch_overhead as launch
-    from traceforge.analyzers.mfu import MFUReport, mfu
-    from traceforge.analyzers.ops import ops
-    from traceforge.analyzers.overlap import OverlapReport, overlap
-    from traceforge.analyzers.query import sql
-    from traceforge.analyzers.regression import gate
-    from traceforge.analyzers.roofline import RooflineReport, roofline
-    from traceforge.analyzers.runs import TraceRun
-    from traceforge.analyzers.scaling import ScalingReport, scaling
-    from traceforge.analyzers.summary import Summary
-    from traceforge.analyzers.summary import summary as info
-    from traceforge.analyzers.timeline import Timeline, select_steps, timeline
-    from traceforge.analyzers.timeline import kernels_per_step_of as kernels_per_step
+    from traceforge.analyzers.names.kernel_names import classify, display_names, short_name
+    from traceforge.analyzers.runs.compare import Comparison, compare
+    from traceforge.analyzers.runs.diff import TraceDiff, diff
+    from traceforge.analyzers.runs.inputs import TraceRun
+    from traceforge.analyzers.runs.regression import gate
+    from traceforge.analyzers.runs.scaling import ScalingReport, scaling
+    from traceforge.analyzers.timeline.activity import gpu_activity
+    from traceforge.analyzers.timeline.core import Timeline, select_steps, timeline
+    from traceforge.analyzers.timeline.core import kernels_per_step_of as kernels_per_step
+    from traceforge.analyzers.timeline.query import sql
+    from traceforge.analyzers.timing.breakdown import breakdown
+    from traceforge.analyzers.timing.idle import IdleReport, idle_gaps
+    from traceforge.analyzers.timing.idle import idle_gaps as idle
+    from traceforge.analyzers.timing.kernels import kernel_table, launch_config, top_kernels
+    from traceforge.analyzers.timing.launch import LaunchReport, launch_overhead
+    from traceforge.analyzers.timing.launch import launch_overhead as launch
+    from traceforge.analyzers.timing.ops import ops
+    from traceforge.analyzers.timing.overlap import OverlapReport, overlap
+    from traceforge.analyzers.timing.summary import Summary
+    from traceforge.analyzers.timing.summary import summary as info
     from traceforge.capture import capture, step
     from traceforge.commands.report import write_report
     from traceforge.commands.runs import load_runs

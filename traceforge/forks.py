@@ -2,7 +2,7 @@
 
 Two places run independent work on two or more cores at once: the Kineto reader's chunks
 (:mod:`traceforge.formats.kineto_chunks`) and the report's critical path, worked out
-beside its other analyses (:mod:`traceforge.report.run`). A thread would not do: both are
+beside its other analyses (:mod:`traceforge.report.analysis`). A thread would not do: both are
 mostly Python and pandas work that holds the GIL (a first report of a 288 MB trace took
 2.42 s wall with its critical path on a thread, 1.89 s with it in a child). Children are
 forked, not spawned: they need this process's memory (the mapped file, the loaded

@@ -42,7 +42,7 @@ GPU_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
 #: and the marks it leaves inside a range that readers should not count as a step: the
 #: warm-up steps of the capture schedule (the torch backend leaves them out of its trace
 #: too) and the last range when it is the program's tail after its last step. The writer
-#: (capture) and the reader (analyzers/steps.py) share them here.
+#: (capture) and the reader (analyzers/timeline/steps.py) share them here.
 CAPTURE_STEP_RANGE = "step {n}"
 WARMUP_STEP_MARK = "traceforge: step {n} warm-up"
 UNFINISHED_STEP_MARK = "traceforge: step {n} unfinished"
@@ -319,7 +319,7 @@ class Trace:
     #: Where the analysis takes its steps from: None = the trace's own markers
     #: (``ProfilerStep#N``, then traceforge capture's ``step N`` ranges), ``"none"`` = no
     #: steps (the whole GPU span), anything else = a regex over range names.
-    #: See :mod:`traceforge.analyzers.steps`.
+    #: See :mod:`traceforge.analyzers.timeline.steps`.
     steps_from: str | None = None
     #: Derived tables computed once per trace (the analysis timeline); never copied by
     #: ``dataclasses.replace``, so a changed trace starts with an empty memo.

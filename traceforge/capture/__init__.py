@@ -15,10 +15,6 @@ from traceforge.capture.options import BACKEND_NAMES, MODES, CaptureOptions, Ste
 from traceforge.capture.session import Run, capture
 from traceforge.capture.steps import step
 
-#: Backend name -> module under traceforge.capture that runs a whole process with it
-#: (``torch`` runs in-process through :mod:`traceforge.capture.runner`).
-BACKENDS: dict[str, str] = {"torch": "runner", "nsys": "nsys", "rocprof": "rocprof"}
-
 
 class _CallableModule(types.ModuleType):
     """``traceforge.capture`` names both this package and the :func:`capture` context manager.
@@ -34,5 +30,5 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["BACKENDS", "BACKEND_NAMES", "MODES", "CaptureOptions", "Run", "Steps", "capture",
+__all__ = ["BACKEND_NAMES", "MODES", "CaptureOptions", "Run", "Steps", "capture",
            "step"]

@@ -55,7 +55,7 @@ def row(summary: dict[str, Any], base: float | None) -> dict[str, Any]:
         "peak_gib": max(peaks) / 2**30 if peaks else None,
         "speedup": base / lat if base and lat else None,
         # An estimate from the capture alone (all kernel events / recorded steps); the
-        # analyses' kernels per step is traceforge.analyzers.steps.kernels_per_step.
+        # analyses' kernels per step is traceforge.analyzers.timeline.steps.kernels_per_step.
         "kernels_per_step": (round(trace.get("kernel_events", 0) / len(recorded))
                              if trace and recorded else None),
         "trace_mib": trace.get("bytes", 0) / 2**20 if trace else None,

@@ -241,7 +241,7 @@ class _Recorder:
 
             # The open range is the tail after the last step() (exit, teardown): no step.
             # A range cannot be renamed once pushed, so a mark inside it says so, and the
-            # reader leaves that range out of the steps (analyzers/steps.py).
+            # reader leaves that range out of the steps (analyzers/timeline/steps.py).
             nvtx: Any = torch.cuda.nvtx
             _mark(nvtx, UNFINISHED_STEP_MARK.format(n=len(self.run.steps)))
             nvtx.range_pop()

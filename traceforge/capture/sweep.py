@@ -4,7 +4,7 @@ The launch runs once per count with its ``--nproc-per-node`` (or ``--nproc_per_n
 value replaced -- added when the command has none -- each into its own folder ``OUT/nN``
 (``OUT/MODE/nN`` when several modes are swept), one after another so that every run has
 the GPUs to itself. The environment passes through as it is (NCCL_*, TORCH_*, NVSHMEM_*,
-CUDA_VISIBLE_DEVICES, ...; see :func:`traceforge.capture.launch.launch_env`). The sweep
+CUDA_VISIBLE_DEVICES, ...; see :func:`traceforge.capture.torchrun.launch_env`). The sweep
 folder gets ``sweep.summary.json``: the counts, each run's folder, command, exit status
 and duration, and the batch and tokens per GPU per step when given, which
 ``traceforge scaling SWEEP`` reads.
@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from traceforge.capture import launch as launching
+from traceforge.capture import torchrun
 from traceforge.capture.metadata import relevant_env
 from traceforge.capture.options import CaptureOptions
 from traceforge.capture.target import Launch
@@ -85,7 +85,7 @@ def run_sweep(launch: Launch, counts: tuple[int, ...], modes: tuple[str, ...],
               tokens: float | None = None) -> tuple[int, list[Path]]:
     """Run the launch at every count in every mode; returns the worst exit status and the
     sweep folders (one per mode), each with its ``sweep.summary.json``."""
-    env = launching.launch_env()
+    env = torchrun.launch_env()
     check_devices(counts, env)
     worst = 0
     roots: list[Path] = []
@@ -105,9 +105,9 @@ def run_sweep(launch: Launch, counts: tuple[int, ...], modes: tuple[str, ...],
             one = with_nproc(launch, n)
             run_opts = replace(opts, mode=mode, out=folder)
             t0 = time.perf_counter()
-            rc, _ = launching.run(one, run_opts, env, output_to_stderr=True)
+            rc, _ = torchrun.run(one, run_opts, env, output_to_stderr=True)
             runs.append({"gpus": n, "folder": folder.name, "mode": mode,
-                         "command": launching.launch_command(one, run_opts),
+                         "command": torchrun.launch_command(one, run_opts),
                          "exit_status": rc, "seconds": round(time.perf_counter() - t0, 3)})
             _write(root / SWEEP_FILE, doc)  # after every count: a later failure keeps it
             worst = worst or rc

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from traceforge.capture import compare, launch
+from traceforge.capture import compare, torchrun
 from traceforge.capture.options import (
     BACKEND_NAMES,
     COMPILE_MODES,
@@ -117,7 +117,7 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
                           digits=2, notes=_notes(summaries)))
     elif launch_spec is not None:
-        rc, summaries = launch.run(launch_spec, opts)
+        rc, summaries = torchrun.run(launch_spec, opts)
         for s in summaries:
             trace = (s.get("trace") or {}).get("path")
             where = (out / trace if trace else "in the nsys report" if backend == "nsys"
@@ -150,7 +150,7 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
 
 def _scaling_table(root: Path, fmt: str) -> None:
     """The sweep's scaling table; a sweep whose runs left nothing to scale says why."""
-    from traceforge.analyzers.scaling import scaling
+    from traceforge.analyzers.runs.scaling import scaling
     from traceforge.commands.runs import load_runs
     from traceforge.commands.tables import emit_tables
     from traceforge.errors import TraceforgeError
@@ -169,9 +169,9 @@ def _scaling_table(root: Path, fmt: str) -> None:
 
 def _kernels_per_step(out: Path, summary: dict[str, object], fallback: object) -> object:
     """The mode's kernels per step by the one definition
-    (:func:`traceforge.analyzers.timeline.kernels_per_step`), read from its trace; the
+    (:func:`traceforge.analyzers.timeline.core.kernels_per_step`), read from its trace; the
     capture's estimate where the trace cannot be read."""
-    from traceforge.analyzers.timeline import kernels_per_step, timeline
+    from traceforge.analyzers.timeline.core import kernels_per_step, timeline
     from traceforge.errors import TraceforgeError
     from traceforge.formats import load
 

@@ -45,7 +45,7 @@ def command(runs: tuple[str, ...], baseline: str | None, labels: str | None,
       traceforge compare h100/model.json.gz mi300/model.json.gz --report compare.html
       traceforge compare runs/h200 runs/mi350 --baseline h200
     """
-    from traceforge.analyzers.compare import compare
+    from traceforge.analyzers.runs.compare import compare
     from traceforge.commands.runs import load_runs
     from traceforge.errors import UsageError
     from traceforge.render.compare import (

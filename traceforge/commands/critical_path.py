@@ -48,7 +48,7 @@ def _ms(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.DataFrame:
 
 
 def _short(names: pd.Series) -> pd.Series:
-    from traceforge.analyzers.kernel_names import short_name
+    from traceforge.analyzers.names.kernel_names import short_name
 
     return names.astype(str).map(lambda n: short_name(n) if len(n) > 60 else n)
 

@@ -6,7 +6,7 @@ import math
 
 import click
 
-from traceforge.analyzers.diff import diff
+from traceforge.analyzers.runs.diff import diff
 from traceforge.commands import values
 from traceforge.commands.options import (
     emit,
@@ -57,7 +57,7 @@ def command(a: str, b: str, limit: int, fail_pct: float | None, steps_from: str 
                      for key, title, _ in SECTIONS], fmt, table=table, out_dir=out_dir,
                     doc=diff_doc(d))
     if fail_pct is not None:
-        from traceforge.analyzers.regression import gate
+        from traceforge.analyzers.runs.regression import gate
         from traceforge.render.regression import render_gate
 
         g = gate(ta, tb, fail_pct)

@@ -45,14 +45,14 @@ class Engine:
                   fn: Callable[[Trace], S], *, steps_from: str | None,
                   source: Callable[[S], str]) -> list[list[Ranked[S]]]:
         """``fn`` of every rank of several runs, read without the framework ops
-        (:data:`~traceforge.analyzers.rank_summaries.STEP_KINDS`: a quarter of the rows
+        (:data:`~traceforge.analyzers.runs.rank_summaries.STEP_KINDS`: a quarter of the rows
         of a Kineto trace), for summaries that need steps and GPU activity only. A run
         in which a rank found no steps that way (``source`` of its summary, the step
         source, says ``none``: old Kineto traces file ProfilerStep#N as an op) is read
         again with the ops, and so is every run when a --steps-from regex may name one.
         """
-        from traceforge.analyzers.rank_summaries import STEP_KINDS, TIMELINE_KINDS
-        from traceforge.analyzers.steps import NO_STEPS
+        from traceforge.analyzers.runs.rank_summaries import STEP_KINDS, TIMELINE_KINDS
+        from traceforge.analyzers.timeline.steps import NO_STEPS
 
         if steps_from not in (None, NO_STEPS):
             return self.runs(runs, fn, steps_from=steps_from, kinds=TIMELINE_KINDS)

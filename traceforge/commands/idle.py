@@ -6,8 +6,8 @@ from functools import partial
 
 import click
 
-from traceforge.analyzers.kernel_names import short_name
-from traceforge.analyzers.rank_summaries import idle_reduce, idle_summary
+from traceforge.analyzers.names.kernel_names import short_name
+from traceforge.analyzers.runs.rank_summaries import idle_reduce, idle_summary
 from traceforge.commands import values
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from traceforge.analyzers.summary import summary
+from traceforge.analyzers.timing.summary import summary
 from traceforge.commands.options import (
     emit,
     format_option,

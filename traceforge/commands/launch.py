@@ -7,9 +7,9 @@ from typing import cast
 import click
 import pandas as pd
 
-from traceforge.analyzers.kernel_names import short_name
-from traceforge.analyzers.launch import launch_overhead
-from traceforge.analyzers.profiling import step_notes
+from traceforge.analyzers.names.kernel_names import short_name
+from traceforge.analyzers.profiling.notes import step_notes
+from traceforge.analyzers.timing.launch import launch_overhead
 from traceforge.commands import values
 from traceforge.commands.options import (
     format_option,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from traceforge.analyzers.mfu import mfu
+from traceforge.analyzers.costs.mfu import mfu
 from traceforge.commands import values
 from traceforge.commands.options import (
     emit,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from traceforge.analyzers.steps import parse_spec
+from traceforge.analyzers.timeline.steps import parse_spec
 from traceforge.commands import values
 from traceforge.commands.options import steps_from_option, trace_argument
 from traceforge.errors import UsageError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from traceforge.analyzers.ops import ops
+from traceforge.analyzers.timing.ops import ops
 from traceforge.commands import values
 from traceforge.commands.options import (
     emit,

@@ -106,7 +106,7 @@ def resolve_steps(
     steps_from: str | None, steps_text: str | None, step_list: Sequence[int] = ()
 ) -> tuple[str | None, list[int] | None]:
     """(the trace's ``steps_from`` rule, the step numbers selected or None for all)."""
-    from traceforge.analyzers.steps import NO_STEPS, check_rule, parse_spec
+    from traceforge.analyzers.timeline.steps import NO_STEPS, check_rule, parse_spec
     from traceforge.errors import UsageError
 
     check_rule(steps_from)

@@ -6,7 +6,7 @@ from functools import partial
 
 import click
 
-from traceforge.analyzers.rank_summaries import overlap_reduce, overlap_summary
+from traceforge.analyzers.runs.rank_summaries import overlap_reduce, overlap_summary
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
     format_option,

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 import click
 import pandas as pd
 
-from traceforge.analyzers.devices import MeasuredPeaks, load_peaks
-from traceforge.analyzers.roofline import BY, TARGET_PCT, RooflineReport, roofline
+from traceforge.analyzers.costs.devices import MeasuredPeaks, load_peaks
+from traceforge.analyzers.costs.roofline import BY, TARGET_PCT, RooflineReport, roofline
 from traceforge.commands import values
 from traceforge.commands.options import (
     emit,

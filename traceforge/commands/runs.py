@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from traceforge.analyzers.runs import Fact, TraceRun
+from traceforge.analyzers.runs.inputs import Fact, TraceRun
 from traceforge.capture.sweep import SWEEP_FILE
 from traceforge.errors import TraceFormatError, UsageError
 
@@ -77,7 +77,7 @@ def facts_of(summaries: Sequence[dict[str, Any]], extra: dict[str, Any] | None =
              ) -> dict[str, Fact]:
     """A run's facts from its rank summaries: the slowest rank's latency, the largest
     rank's peak memory; ``extra`` (sweep facts) fills what the summaries do not say."""
-    from traceforge.analyzers.runs import step_facts
+    from traceforge.analyzers.runs.inputs import step_facts
     from traceforge.capture.compare import row
 
     facts: dict[str, Fact] = {}
@@ -177,7 +177,7 @@ def run_files(paths: Sequence[str | Path], *, labels: Sequence[str] | None = Non
 
 def load_runs(paths: Sequence[str | Path], *, steps_from: str | None = None,
               labels: Sequence[str] | None = None) -> list[TraceRun]:
-    """One :class:`~traceforge.analyzers.runs.TraceRun` per path (sweeps expanded): a
+    """One :class:`~traceforge.analyzers.runs.inputs.TraceRun` per path (sweeps expanded): a
     trace file (a multi-process nsys report is split per rank), a folder of rank traces,
     or a capture output folder with its summaries' facts."""
     from traceforge.formats.run import load_run

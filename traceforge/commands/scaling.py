@@ -50,7 +50,7 @@ def command(runs: tuple[str, ...], strong: bool, batch: float | None,
       traceforge scaling sweep/ --batch 8 --report scaling.md
       traceforge scaling sweep/ --format csv -o scaling/
     """
-    from traceforge.analyzers.scaling import RankedRun, scaling_reduce, scaling_summary
+    from traceforge.analyzers.runs.scaling import RankedRun, scaling_reduce, scaling_summary
     from traceforge.commands.runs import run_files
     from traceforge.render.scaling import (
         TABLE_NAMES,

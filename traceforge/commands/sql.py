@@ -33,7 +33,7 @@ def command(trace: str, query: str, steps_from: str | None, fmt: str) -> None:
     Example: traceforge sql t.json "SELECT name, sum(dur)/1e3 AS us FROM events
     WHERE kind = 'kernel' GROUP BY name ORDER BY us DESC LIMIT 5"
     """
-    from traceforge.analyzers.query import sql
+    from traceforge.analyzers.timeline.query import sql
     from traceforge.render import render_frame
 
     rule, _ = resolve_steps(steps_from, None)

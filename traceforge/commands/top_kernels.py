@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from traceforge.analyzers.kernels import (
+from traceforge.analyzers.timing.kernels import (
     BY,
     TOP_KERNEL_COLUMNS,
     merge_kernel_totals,

@@ -42,19 +42,13 @@ _PREFIXES = ("_Z", "__Z")
 _OMP = re.compile(r"^(__omp_offloading_[0-9a-f]+_[0-9a-f]+_)(_Z.+?)(_l\d+(?:_\d+)?)$")
 
 
-def is_mangled(name: str) -> bool:
-    """True for an Itanium-mangled symbol (``_ZN...``, ``__ZN...``) or an OpenMP target
-    region named after one."""
-    return name.startswith(_PREFIXES) or bool(_OMP.match(name))
-
-
 @lru_cache(maxsize=65536)
 def demangle(name: str) -> str:
     """The demangled form of an Itanium symbol; any other name (or one that does not
     demangle) comes back unchanged.
 
     LLVM renders a symbol suffix such as ``.kd`` (an AMD kernel descriptor) as
-    ``foo(int) (.kd)``; :func:`traceforge.analyzers.kernel_names.short_name` drops it.
+    ``foo(int) (.kd)``; :func:`traceforge.analyzers.names.kernel_names.short_name` drops it.
     """
     omp = _OMP.match(name)
     if omp:

@@ -1,4 +1,4 @@
-"""How a :class:`~traceforge.analyzers.compare.Comparison` is shown: the runs table, the
+"""How a :class:`~traceforge.analyzers.runs.compare.Comparison` is shown: the runs table, the
 class and family tables lined up run by run (printed by the command), its JSON object, a
 comparison chart and a Markdown/HTML report."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.compare import Comparison
+from traceforge.analyzers.runs.compare import Comparison
 from traceforge.render.figures import (
     drop_empty,
     html_page,

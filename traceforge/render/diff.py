@@ -1,11 +1,11 @@
-"""How a :class:`~traceforge.analyzers.diff.TraceDiff` is shown: the one list of its
+"""How a :class:`~traceforge.analyzers.runs.diff.TraceDiff` is shown: the one list of its
 sections, used by ``traceforge diff`` and by both report formats."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from traceforge.analyzers.diff import TraceDiff
+from traceforge.analyzers.runs.diff import TraceDiff
 from traceforge.render.frame import render_frame
 
 #: (attribute of TraceDiff, title, rows shown in a report) in the order they are shown.

@@ -3,7 +3,7 @@
 Charts are matplotlib figures inlined as SVG (:mod:`traceforge.render.charts`); without
 matplotlib each chart's place says in one line how to get it, and every table is there.
 
-Renders what :func:`traceforge.report.run.analyze` and
+Renders what :func:`traceforge.report.analysis.analyze` and
 :func:`traceforge.report.findings.findings` gathered; it formats, never measures.
 """
 
@@ -16,13 +16,13 @@ from typing import Any
 
 import pandas as pd
 
-from traceforge.analyzers.diff import TraceDiff
-from traceforge.analyzers.scaling import ScalingReport
+from traceforge.analyzers.runs.diff import TraceDiff
+from traceforge.analyzers.runs.scaling import ScalingReport
 from traceforge.errors import UsageError
 from traceforge.render import charts, sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
+from traceforge.report.analysis import RunAnalysis
 from traceforge.report.findings import Finding
-from traceforge.report.run import RunAnalysis
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;

@@ -6,13 +6,13 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from traceforge.analyzers.diff import TraceDiff
-from traceforge.analyzers.scaling import ScalingReport
+from traceforge.analyzers.runs.diff import TraceDiff
+from traceforge.analyzers.runs.scaling import ScalingReport
 from traceforge.render import sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
 from traceforge.render.frame import render_frame
+from traceforge.report.analysis import RunAnalysis
 from traceforge.report.findings import Finding
-from traceforge.report.run import RunAnalysis
 
 
 def _t(df: pd.DataFrame, title: str, *, limit: int | None = None, digits: int = 2) -> str:

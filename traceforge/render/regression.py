@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traceforge.analyzers.regression import GateReport
+from traceforge.analyzers.runs.regression import GateReport
 from traceforge.render.frame import render_frame
 
 

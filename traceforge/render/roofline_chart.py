@@ -1,6 +1,6 @@
 """The roofline chart as an SVG string (matplotlib, imported only when a chart is drawn).
 
-Input is :func:`traceforge.analyzers.roofline.chart_data`: log-log axes of arithmetic
+Input is :func:`traceforge.analyzers.costs.roofline.chart_data`: log-log axes of arithmetic
 intensity (FLOP/byte) against achieved TFLOP/s, one roof per dtype (the memory slope up to
 the ridge point, then the flat compute peak; dashed for measured ceilings), one point per
 op with an area proportional to its GPU time. Renderers never compute: every number

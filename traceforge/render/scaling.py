@@ -1,4 +1,4 @@
-"""How a :class:`~traceforge.analyzers.scaling.ScalingReport` is shown: its tables (for
+"""How a :class:`~traceforge.analyzers.runs.scaling.ScalingReport` is shown: its tables (for
 every format, printed by the command), its JSON object, the two charts (efficiency vs
 GPUs, stacked loss bars) and a Markdown/HTML report."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from traceforge.analyzers.scaling import TERMS, ScalingReport
+from traceforge.analyzers.runs.scaling import TERMS, ScalingReport
 from traceforge.render.figures import (
     drop_empty,
     html_page,

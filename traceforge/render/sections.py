@@ -1,6 +1,6 @@
 """The report sections both report formats share: which columns, in which units, and the
 lines that say what each number divides. Formatting only: every value comes from a
-:class:`~traceforge.report.run.RunAnalysis` table as the analyzers gave it."""
+:class:`~traceforge.report.analysis.RunAnalysis` table as the analyzers gave it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import cast
 
 import pandas as pd
 
-from traceforge.report.run import RunAnalysis
+from traceforge.report.analysis import RunAnalysis
 
 #: Rows of the long roofline tables a report shows.
 ROWS = 15
@@ -127,7 +127,7 @@ def path_what_if(r: RunAnalysis) -> pd.DataFrame:
 
 
 def path_top(r: RunAnalysis) -> pd.DataFrame:
-    from traceforge.analyzers.kernel_names import short_name
+    from traceforge.analyzers.names.kernel_names import short_name
 
     top = r.critical_path.top
     if "name" in top.columns and len(top):

@@ -1,6 +1,6 @@
 """Report layer: what a report or an annotated trace aggregates from the analyzers.
 
-:mod:`~traceforge.report.run` gathers every analysis of a run, once per rank;
+:mod:`~traceforge.report.analysis` gathers every analysis of a run, once per rank;
 :mod:`~traceforge.report.findings` turns those tables into advice with evidence;
 :mod:`~traceforge.report.document` assembles the report over several runs;
 :mod:`~traceforge.report.annotations` collects what ``annotate`` draws. Renderers in

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers import intervals as iv
+from traceforge.analyzers.costs.roofline import kernel_rates, roofline
 from traceforge.analyzers.critical_path import PathTrack, critical_path, path_tracks
-from traceforge.analyzers.idle import idle_gaps
-from traceforge.analyzers.kernel_names import classify
-from traceforge.analyzers.kernels import top_kernels
-from traceforge.analyzers.roofline import kernel_rates, roofline
-from traceforge.analyzers.timeline import timeline
+from traceforge.analyzers.names.kernel_names import classify
+from traceforge.analyzers.timeline import intervals as iv
+from traceforge.analyzers.timeline.core import timeline
+from traceforge.analyzers.timing.idle import idle_gaps
+from traceforge.analyzers.timing.kernels import top_kernels
 from traceforge.errors import TraceforgeError
 from traceforge.model import Trace
 
@@ -28,7 +28,7 @@ class Annotations:
     overlapped (comm running under compute, 0/1), exposed (comm running alone, 0/1).
     ``kernel_classes``: full kernel name -> (class, family, detail). ``step_source``:
     where the steps came from. ``rates``: per GPU activity (indexed by event row) its
-    roofline rates (:func:`~traceforge.analyzers.roofline.kernel_rates`: achieved TFLOP/s
+    roofline rates (:func:`~traceforge.analyzers.costs.roofline.kernel_rates`: achieved TFLOP/s
     and TB/s, bound, % of bound), the numbers ``traceforge roofline --by kernel`` sums.
     ``path``: the pieces of each step's critical path on this trace and the hops between
     its tracks (:func:`~traceforge.analyzers.critical_path.path_tracks`). ``notes``: what

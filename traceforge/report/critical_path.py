@@ -16,7 +16,7 @@ from typing import cast
 import pandas as pd
 
 from traceforge.analyzers.critical_path import critical_only, critical_path, report_data
-from traceforge.analyzers.timeline import timeline
+from traceforge.analyzers.timeline.core import timeline
 from traceforge.model import Trace
 
 #: The speedups the what-if table tries, each alone and all together (classes the step

@@ -1,7 +1,7 @@
 """One report over one or more runs: what ``traceforge report`` writes and what
 ``traceforge.report(...)`` returns in a notebook, assembled in one place.
 
-Each run is analysed once (:func:`~traceforge.report.run.analyze`); the findings, the
+Each run is analysed once (:func:`~traceforge.report.analysis.analyze`); the findings, the
 comparison of runs, the scaling of runs at different GPU counts and the diffs of each
 later run against the first are computed from those analyses and the traces. Renderers
 (``traceforge.render.html`` / ``markdown``) format a :class:`Report`; they compute nothing.
@@ -16,12 +16,12 @@ from typing import Any
 
 import pandas as pd
 
-from traceforge.analyzers.diff import TraceDiff, diff
-from traceforge.analyzers.scaling import ScalingReport
+from traceforge.analyzers.runs.diff import TraceDiff, diff
+from traceforge.analyzers.runs.scaling import ScalingReport
 from traceforge.errors import UsageError
 from traceforge.model import Trace
+from traceforge.report.analysis import RunAnalysis, analyze, compare_runs, group_runs, scaling_of
 from traceforge.report.findings import Finding, findings, findings_frame
-from traceforge.report.run import RunAnalysis, analyze, compare_runs, group_runs, scaling_of
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Report:
     """The whole report: ``runs`` (each run's tables), ``findings`` (advice with evidence,
     merged across runs), ``comparison`` (one row per run; empty for one run), ``scaling``
     (runs at different GPU counts, else None) and ``diffs`` (each later run against the
-    first: label A, label B, :class:`~traceforge.analyzers.diff.TraceDiff`).
+    first: label A, label B, :class:`~traceforge.analyzers.runs.diff.TraceDiff`).
 
     In Jupyter it shows the findings, the comparison and each run's overview; write it
     as HTML or Markdown with :func:`traceforge.write_report`.

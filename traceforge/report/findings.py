@@ -1,6 +1,6 @@
 """Findings: rules that turn a run's measurements into advice, each with its evidence.
 
-Every rule reads a :class:`~traceforge.report.run.RunAnalysis` and returns zero or one
+Every rule reads a :class:`~traceforge.report.analysis.RunAnalysis` and returns zero or one
 :class:`Finding`, whose title names the problem and whose evidence carries the numbers.
 Thresholds are module constants so that reports can cite them. :func:`findings` runs every
 rule over every run and prints a finding that holds for several runs once, naming them.
@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from traceforge.report import roofline as roofline_tables
+from traceforge.report.analysis import RunAnalysis
 from traceforge.report.profiling import first_step_outlier, qualify
-from traceforge.report.run import RunAnalysis
 
 BUSY_PCT_MIN = 40.0  # below this the GPU mostly waits: the first thing to fix
 EXPOSED_COMM_PCT_MAX = 30.0  # communication not hidden behind compute, % of step time

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from traceforge.step_time import OUTLIER_K, OUTLIER_MIN_PCT
 
 if TYPE_CHECKING:
+    from traceforge.report.analysis import RunAnalysis
     from traceforge.report.findings import Finding
-    from traceforge.report.run import RunAnalysis
 
 #: Findings drawn from host time: the profiler's host overhead inflates them.
 HOST_RULES = frozenset({"launch_bound", "sync_stalls", "gpu_busy_low"})

@@ -2,8 +2,8 @@
 
 Each number is the one ``traceforge roofline`` and ``traceforge mfu`` print for the same
 trace with their default options (all steps, the trace's own device, target 80% of the
-bound): the tables here are :func:`traceforge.analyzers.roofline.roofline` and
-:func:`traceforge.analyzers.mfu.mfu` results with a ``rank`` column, never recomputed.
+bound): the tables here are :func:`traceforge.analyzers.costs.roofline.roofline` and
+:func:`traceforge.analyzers.costs.mfu.mfu` results with a ``rank`` column, never recomputed.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.breakdown import rank_of
-from traceforge.analyzers.mfu import mfu
-from traceforge.analyzers.roofline import (
+from traceforge.analyzers.costs.mfu import mfu
+from traceforge.analyzers.costs.roofline import (
     TARGET_PCT,
     below_bound,
     chart_data,
     regroup,
     roofline,
 )
+from traceforge.analyzers.timing.breakdown import rank_of
 from traceforge.model import Trace
 
 #: Ops listed as furthest below their bound, per rank.
@@ -58,7 +58,7 @@ class RooflineTables:
     and unmodelled time and the time saved at ``target_pct`` of every bound (us).
     ``mfu``: per rank and step, hardware FLOPs utilization = FLOPs of the step's ops /
     (step GPU window x the dense peak of the step's dominant dtype). ``chart``: what the
-    roofline chart of the first rank plots (:func:`~traceforge.analyzers.roofline.
+    roofline chart of the first rank plots (:func:`~traceforge.analyzers.costs.roofline.
     chart_data`). ``device``: the ceilings' device, "" when unknown.
     """
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote
 
-from traceforge.analyzers.timeline import timeline
+from traceforge.analyzers.timeline.core import timeline
 from traceforge.errors import UsageError
 from traceforge.model import Trace
 from traceforge.ui import server

@@ -25,7 +25,7 @@ activity; edges say what had to happen before what, weighted by the time it took
 
 Every node then satisfies *time = max over in-edges (source time + weight)*, so the
 longest path into a step's end (``nx.dag_longest_path``) has exactly the length of the
-step's window (the GPU window of :mod:`traceforge.analyzers.timeline`, from the step's
+step's window (the GPU window of :mod:`traceforge.analyzers.timeline.core`, from the step's
 first GPU activity to the next step's) and runs through the work that set it. Each rank
 gets the path into its own window end; the step's critical path is that of the rank
 whose window ends last. What-ifs (``gemm=2``: GEMMs twice as fast) divide the work edges

@@ -20,7 +20,7 @@ EDGE_TYPES = ("host", "sync_span", "work", "launch", "stream", "event", "graph",
 
 
 @dataclass
-class _Edges:
+class Edges:
     u: list[np.ndarray] = field(default_factory=list)
     v: list[np.ndarray] = field(default_factory=list)
     w: list[np.ndarray] = field(default_factory=list)

@@ -3,7 +3,7 @@ driver calls, annotations, python frames, less the step ranges), each thread's c
 range boundaries in nesting order, and that chain contracted into host edges.
 
 Kept apart from the GPU side because the chain is also what a path's host time is split
-back into when it is labelled (:mod:`.segments` reads :class:`_Chain`).
+back into when it is labelled (:mod:`.segments` reads :class:`Chain`).
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers import steps as st
-from traceforge.analyzers.critical_path.edges import HOST, SYNC_SPAN, _Edges
+from traceforge.analyzers.critical_path.edges import HOST, SYNC_SPAN, Edges
 from traceforge.analyzers.critical_path.sync import (
     BLOCKING_COPY,
     DEVICE_SYNC,
     EVENT_SYNC,
     STREAM_SYNC,
 )
-from traceforge.analyzers.stacks import innermost
+from traceforge.analyzers.timeline import steps as st
+from traceforge.analyzers.timeline.stacks import innermost
 from traceforge.model import Trace, name_mask, pair_codes
 
 HOST_KINDS = ("cpu_op", "runtime", "driver", "user_annotation", "python")
@@ -84,7 +84,7 @@ def _merge_backward(code: np.ndarray, pid: np.ndarray, tid: np.ndarray,
     return np.asarray(out)
 
 
-def _host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+def host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
     ev = trace.events
     sel = ev["kind"].isin(HOST_KINDS).to_numpy() & (ev["dur"].to_numpy() > 0)
     sel &= ~_step_ranges(trace)
@@ -120,7 +120,7 @@ def _host_table(trace: Trace, acts: pd.DataFrame, notes: list[str]) -> pd.DataFr
 
 
 @dataclass
-class _Chain:
+class Chain:
     """Each thread's range boundaries in nesting order: piece i runs from node ``u[i]`` to
     node ``v[i]`` (the next boundary) and its time belongs to range ``ref[i]`` (the
     innermost around it; -1: none). ``span``: the piece is a blocking call's whole span."""
@@ -132,14 +132,14 @@ class _Chain:
     span: np.ndarray
 
 
-def _chain(h: pd.DataFrame) -> tuple[_Chain, np.ndarray]:
+def host_chain(h: pd.DataFrame) -> tuple[Chain, np.ndarray]:
     """Host pieces: each thread's range boundaries in nesting order, one piece to the next.
     Ranges nested in a blocking sync call are left out (the driver calls beneath it), so
     the call is one piece, its span. Also returns which ranges kept their start boundary."""
     n = len(h)
     if n == 0:
         z = np.zeros(0, dtype=np.int64)
-        return _Chain(z, z, z, z, z.astype(bool)), np.zeros(0, dtype=bool)
+        return Chain(z, z, z, z, z.astype(bool)), np.zeros(0, dtype=bool)
     idx = np.arange(n, dtype=np.int64)
     ts, end, code = h["ts"].to_numpy(), h["end"].to_numpy(), h["code"].to_numpy()
     is_sync = (h["sync"].to_numpy() != "").astype(np.int64)
@@ -167,10 +167,10 @@ def _chain(h: pd.DataFrame) -> tuple[_Chain, np.ndarray]:
     hit = innermost(code[r], ts[r], end[r], c[:-1][same], t[:-1][same])
     ref = np.where(hit >= 0, r[np.clip(hit, 0, None)], -1)
     span = (u % 2 == 0) & (v == u + 1) & (is_sync[u // 2] == 1)
-    return _Chain(u, v, w, ref, span), kept_start
+    return Chain(u, v, w, ref, span), kept_start
 
 
-def _contract(ch: _Chain, anchors: np.ndarray, ed: _Edges) -> None:
+def contract(ch: Chain, anchors: np.ndarray, ed: Edges) -> None:
     """Host edges: the chain pieces, with runs between boundaries that nothing else
     connects to (most op boundaries) merged into one edge; ``ref``/``ref2`` give the run
     of pieces, which label the path's time. The longest path is unchanged, and the graph

@@ -16,14 +16,14 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.breakdown import rank_of
 from traceforge.analyzers.collectives import comm_kernels
-from traceforge.analyzers.critical_path.edges import GRAPH, LAUNCH, STREAM, WORK, _Edges
-from traceforge.analyzers.critical_path.host import _Chain, _chain, _contract, _host_table
-from traceforge.analyzers.critical_path.streams import _last_on_streams, _stream_table
-from traceforge.analyzers.critical_path.sync import _bind, _event_candidates, _sync_edges
-from traceforge.analyzers.profiling import step_notes
-from traceforge.analyzers.timeline import timeline
+from traceforge.analyzers.critical_path.edges import GRAPH, LAUNCH, STREAM, WORK, Edges
+from traceforge.analyzers.critical_path.host import Chain, contract, host_chain, host_table
+from traceforge.analyzers.critical_path.streams import last_on_streams, stream_table
+from traceforge.analyzers.critical_path.sync import bind, event_candidates, sync_edges
+from traceforge.analyzers.profiling.notes import step_notes
+from traceforge.analyzers.timeline.core import timeline
+from traceforge.analyzers.timing.breakdown import rank_of
 from traceforge.errors import AnalysisError
 from traceforge.model import Trace
 
@@ -58,7 +58,7 @@ class RankGraph:
     ref2: np.ndarray
     notes: list[str]
     act_pid: np.ndarray
-    chain: _Chain
+    chain: Chain
 
     @property
     def n_host(self) -> int:
@@ -74,7 +74,7 @@ class RankGraph:
 
     def __setstate__(self, blob: bytes) -> None:
         state = pickle.loads(_decompress(blob))
-        state["chain"] = _Chain(**{k: _widen(v) for k, v in state["chain"].items()})
+        state["chain"] = Chain(**{k: _widen(v) for k, v in state["chain"].items()})
         self.__dict__.update({k: _widen(v) for k, v in state.items()})
 
 
@@ -181,13 +181,13 @@ def _whole_graph(trace: Trace) -> RankGraph:
     acts = tl.activity
     # Outlier steps and profiler overhead (the CPU side of the path is host time).
     notes: list[str] = step_notes(trace)
-    h = _host_table(trace, acts, notes)
+    h = host_table(trace, acts, notes)
     nh, na = len(h), len(acts)
     node_ts = np.concatenate([np.column_stack([h["ts"], h["end"]]).ravel(),
                               np.column_stack([acts["ts"], acts["end"]]).ravel()]
                              ).astype(np.int64)
-    ed = _Edges()
-    chain, kept = _chain(h)
+    ed = Edges()
+    chain, kept = host_chain(h)
     j = np.arange(na, dtype=np.int64)
     a_start, a_end = 2 * nh + 2 * j, 2 * nh + 2 * j + 1
     ts, end = acts["ts"].to_numpy(), acts["end"].to_numpy()
@@ -205,7 +205,7 @@ def _whole_graph(trace: Trace) -> RankGraph:
     cands.append((LAUNCH, j[has], 2 * hidx[has], h["ts"].to_numpy()[hidx[has]]
                   if nh else np.zeros(0, np.int64), j[has]))
 
-    s = _stream_table(acts)
+    s = stream_table(acts)
     same = (s["device"].to_numpy()[1:] == s["device"].to_numpy()[:-1]) & (
         s["stream"].to_numpy()[1:] == s["stream"].to_numpy()[:-1])
     nxt, prv = s["act"].to_numpy()[1:][same], s["act"].to_numpy()[:-1][same]
@@ -216,25 +216,25 @@ def _whole_graph(trace: Trace) -> RankGraph:
     # the wait is the predecessor's own run, from its start.
     cands.append((WORK, nxt[overlap], a_start[prv[overlap]], ts[prv[overlap]], prv[overlap]))
 
-    _event_candidates(trace, h, acts, s, hidx, cands, notes)
+    event_candidates(trace, h, acts, s, hidx, cands, notes)
     rep = np.flatnonzero(acts["replay"].to_numpy() >= 0)
     if len(rep):
         q = pd.DataFrame({"qid": rep, "device": acts["device"].to_numpy()[rep], "stream": -1,
                           "not_stream": acts["stream"].to_numpy()[rep],
                           "t_launch": np.iinfo(np.int64).max, "t_end": ts[rep],
                           "replay": acts["replay"].to_numpy()[rep]})
-        got = _last_on_streams(s, q)
+        got = last_on_streams(s, q)
         k, src = got["qid"].to_numpy(), got["act"].to_numpy()
         cands.append((GRAPH, k, a_end[src], end[src], k))
-    _bind(cands, ts, a_start, ed)
-    tail = _sync_edges(trace, h, acts, s, kept, ed, notes)
+    bind(cands, ts, a_start, ed)
+    tail = sync_edges(trace, h, acts, s, kept, ed, notes)
     # A call that waited for GPU work: its span carries only the tail, like the GPU edge,
     # so the path goes through the work it waited for.
     waited = chain.span & np.isin(chain.u // 2, tail.index.to_numpy())
     chain.w[waited] = tail.reindex(chain.u[waited] // 2).to_numpy()
     other = np.concatenate([*ed.u, *ed.v]) if ed.u else np.zeros(0, np.int64)
     anchors = np.unique(np.concatenate([other, chain.u[chain.span], chain.v[chain.span]]))
-    _contract(chain, anchors, ed)
+    contract(chain, anchors, ed)
     u, v, w, t, ref, ref2 = ed.arrays()
     ev = trace.events
     act_pid = ev["pid"].to_numpy()[ev.index.get_indexer(pd.Index(acts["row"].to_numpy()))]

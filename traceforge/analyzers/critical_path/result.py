@@ -14,20 +14,20 @@ import pandas as pd
 
 from traceforge.analyzers.critical_path.edges import EDGE_TYPES
 from traceforge.analyzers.critical_path.rank import RankGraph, rank_graph
-from traceforge.analyzers.critical_path.run import _Run, _run
-from traceforge.analyzers.critical_path.segments import SEGMENT_COLUMNS, _segments
+from traceforge.analyzers.critical_path.run_graph import RunGraph, join_ranks
+from traceforge.analyzers.critical_path.segments import SEGMENT_COLUMNS, path_segments
 from traceforge.analyzers.critical_path.step import (
     S_NODE,
-    _longest_into,
-    _Step,
-    _step_graph,
-    _t_node,
+    StepGraph,
+    longest_into,
+    step_graph,
+    t_node,
 )
 from traceforge.analyzers.critical_path.what_if import (
-    _check_keys,
-    _factor,
-    _what_if_length,
+    check_keys,
+    edge_factors,
     parse_what_if,
+    what_if_length,
 )
 from traceforge.errors import AnalysisError
 from traceforge.model import Tables, Trace
@@ -78,7 +78,7 @@ class CriticalPath(Tables):
     step_source: str = ""
 
 
-def _windows(run: _Run) -> tuple[list[int], list[list[pd.DataFrame]], list[str]]:
+def _windows(run: RunGraph) -> tuple[list[int], list[list[pd.DataFrame]], list[str]]:
     notes: list[str] = []
     sel = []
     for r in run.ranks:
@@ -122,12 +122,12 @@ def critical_path_of(ranks: Sequence[RankGraph], *,
     if not ranks:
         raise AnalysisError("critical path: no traces")
     factors = parse_what_if(what_if)
-    run = _run(list(ranks))
+    run = join_ranks(list(ranks))
     if all(r.acts.empty for r in run.ranks):
         raise AnalysisError(f"{ranks[0].path or 'trace'}: no GPU activity, so no GPU "
                             "window to find a critical path in")
     if factors:
-        _check_keys(run, factors)
+        check_keys(run, factors)
     numbers, wins, notes = _windows(run)
     notes = run.notes + notes
     scenarios = [(f"{k}={v:g}", {k: v}) for k, v in factors.items()]
@@ -141,13 +141,13 @@ def critical_path_of(ranks: Sequence[RankGraph], *,
     edge_tabs: dict[int, pd.DataFrame] = {}
     rank_ids = np.array([r.rank for r in run.ranks], dtype=np.int64)
     for n, w in zip(numbers, wins, strict=True):
-        sp = _step_graph(run, n, w)
+        sp = step_graph(run, n, w)
         notes += sp.notes
         last = int(np.argmax(sp.w1))
         for ri, r in enumerate(run.ranks):
             if r.acts.empty:
                 continue
-            seg = _segments(run, sp, _longest_into(sp, ri), ri)
+            seg = path_segments(run, sp, longest_into(sp, ri), ri)
             length = int(seg["dur"].sum())
             window = int(sp.w1[ri] - sp.w0[ri])
             if length != window:
@@ -161,7 +161,7 @@ def critical_path_of(ranks: Sequence[RankGraph], *,
                          "nodes": sp.graph.number_of_nodes(),
                          "edges": sp.graph.number_of_edges()})
             for label, fac in scenarios:
-                new = _what_if_length(sp, ri, _factor(run, sp, fac))
+                new = what_if_length(sp, ri, edge_factors(run, sp, fac))
                 wi_rows.append({"step": n, "rank": r.rank, "critical": ri == last,
                                 "scenario": label, "length_ns": length, "new_length_ns": new,
                                 "saved_ns": length - new,
@@ -184,7 +184,7 @@ def critical_path_of(ranks: Sequence[RankGraph], *,
         notes=tuple(dict.fromkeys(notes)), step_source=", ".join(sources))
 
 
-def _node_table(run: _Run, sp: _Step) -> pd.DataFrame:
+def _node_table(run: RunGraph, sp: StepGraph) -> pd.DataFrame:
     nd = sp.nodes
     ri = run.node_rank[nd]
     local = nd - run.base[ri]
@@ -206,7 +206,7 @@ def _node_table(run: _Run, sp: _Step) -> pd.DataFrame:
     tab = pd.DataFrame({"node": nd, "rank": ranks[ri], "ts": run.node_ts[nd], "row": row,
                         "what": what})
     k = len(run.ranks)
-    ends = pd.DataFrame({"node": [S_NODE, *(_t_node(i) for i in range(k))],
+    ends = pd.DataFrame({"node": [S_NODE, *(t_node(i) for i in range(k))],
                          "rank": [-1, *ranks.tolist()], "ts": [sp.lo, *sp.w1.tolist()],
                          "row": -1, "what": ["window start", *(["window end"] * k)]})
     return cast("pd.DataFrame", pd.concat([ends, tab], ignore_index=True))

@@ -10,7 +10,6 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.activity import LAUNCH_APIS
 from traceforge.analyzers.critical_path.edges import (
     COLLECTIVE,
     END,
@@ -23,19 +22,20 @@ from traceforge.analyzers.critical_path.edges import (
     SYNC_WAIT,
     WORK,
 )
-from traceforge.analyzers.critical_path.run import _Run
-from traceforge.analyzers.critical_path.step import _edge_index, _Step
+from traceforge.analyzers.critical_path.run_graph import RunGraph
+from traceforge.analyzers.critical_path.step import StepGraph, edge_index
+from traceforge.analyzers.timeline.activity import LAUNCH_APIS
 
 #: Kinds of path segments.
 SEGMENT_KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "memset", "sync", "idle")
 #: Columns of :attr:`CriticalPath.segments` (ts/dur: ns in the segment's rank's clock).
 SEGMENT_COLUMNS = ("step", "for_rank", "order", "rank", "kind", "name", "category", "ts",
                    "dur", "row", "pid", "tid")
-#: Categories besides the kernel classes of :mod:`traceforge.analyzers.kernel_names`.
+#: Categories besides the kernel classes of :mod:`traceforge.analyzers.names.kernel_names`.
 HOST_CATEGORIES = ("cpu op", "runtime", "launch overhead", "sync wait", "idle")
 
 
-def _expand(run: _Run, sp: _Step, e: np.ndarray) -> tuple[np.ndarray, ...]:
+def _expand(run: RunGraph, sp: StepGraph, e: np.ndarray) -> tuple[np.ndarray, ...]:
     """The path's edges ``e`` with each host edge split back into its chain pieces, each
     with the range its time belongs to: v, w, type, ref, rank index."""
     v, w, t, ref, ref2, erk = (a[e] for a in (sp.v, sp.w, sp.t, sp.ref, sp.ref2, sp.erank))
@@ -56,9 +56,9 @@ def _expand(run: _Run, sp: _Step, e: np.ndarray) -> tuple[np.ndarray, ...]:
     return v, w, t, ref, erk
 
 
-def _segments(run: _Run, sp: _Step, path: Sequence[int], ri_end: int) -> pd.DataFrame:
+def path_segments(run: RunGraph, sp: StepGraph, path: Sequence[int], ri_end: int) -> pd.DataFrame:
     """The path's edges as named pieces of time, from rank ``ri_end``'s window start."""
-    e = _edge_index(sp, path)
+    e = edge_index(sp, path)
     e = e[e >= 0]
     e = e[sp.w[e] > 0]
     v, w, t, ref, erk = _expand(run, sp, e)

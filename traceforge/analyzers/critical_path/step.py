@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.critical_path.edges import END, START
-from traceforge.analyzers.critical_path.run import _Run
+from traceforge.analyzers.critical_path.run_graph import RunGraph
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 S_NODE = -1
 
 
-def _t_node(ri: int) -> int:
+def t_node(ri: int) -> int:
     return -2 - ri
 
 
 @dataclass(eq=False)
-class _Step:
+class StepGraph:
     """The graph of one step: every rank's nodes from the earliest window start (``lo``)
     to the latest window end; ``w0``/``w1`` each rank's window in the common clock."""
 
@@ -63,7 +63,7 @@ class _Step:
         return self.topo
 
 
-def _step_graph(run: _Run, step: int, wins: list[pd.DataFrame]) -> _Step:
+def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
     w0s = np.array([int(w["ts"].iloc[0]) for w in wins], dtype=np.int64) + run.offset
     w1s = np.array([int(w["end"].iloc[0]) for w in wins], dtype=np.int64) + run.offset
     lo, hi = int(w0s.min()), int(w1s.max())
@@ -119,12 +119,12 @@ def _step_graph(run: _Run, step: int, wins: list[pd.DataFrame]) -> _Step:
 
     g = nx.DiGraph()
     g.add_node(S_NODE)
-    g.add_nodes_from(_t_node(ri) for ri in range(len(run.ranks)))
+    g.add_nodes_from(t_node(ri) for ri in range(len(run.ranks)))
     g.add_weighted_edges_from(zip(u.tolist(), v.tolist(), w.tolist(), strict=True))
-    return _Step(step, w0s, w1s, lo, nodes, u, v, w, t, ref, ref2, erk, g, notes)
+    return StepGraph(step, w0s, w1s, lo, nodes, u, v, w, t, ref, ref2, erk, g, notes)
 
 
-def _longest_into(sp: _Step, ri: int, changed: Mapping[tuple[int, int], int] | None = None
+def longest_into(sp: StepGraph, ri: int, changed: Mapping[tuple[int, int], int] | None = None
                   ) -> list[int]:
     """The longest path into rank ``ri``'s window end, with some edge weights changed.
 
@@ -135,7 +135,7 @@ def _longest_into(sp: _Step, ri: int, changed: Mapping[tuple[int, int], int] | N
     import networkx as nx
 
     g = sp.graph
-    t = _t_node(ri)
+    t = t_node(ri)
     big = int(sp.w.sum()) + 1
     into = list(g.pred[t])
     old = {k: g.edges[k]["weight"] for k in changed or {}}
@@ -157,7 +157,7 @@ def _longest_into(sp: _Step, ri: int, changed: Mapping[tuple[int, int], int] | N
     return path
 
 
-def _edge_index(sp: _Step, path: Sequence[int]) -> np.ndarray:
+def edge_index(sp: StepGraph, path: Sequence[int]) -> np.ndarray:
     """Row of each consecutive path pair in the step's edge arrays (-1: not an edge)."""
     p = np.asarray(path, dtype=np.int64) + sp.shift
     n = int(max(sp.u.max(initial=0), sp.v.max(initial=0))) + 1 + sp.shift

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 
-def _stream_table(acts: pd.DataFrame) -> pd.DataFrame:
+def stream_table(acts: pd.DataFrame) -> pd.DataFrame:
     """Activities by stream in issue order, with a monotone launch key and end."""
     lkey = np.where(acts["launch_ts"].to_numpy() >= 0, acts["launch_ts"].to_numpy(),
                     acts["ts"].to_numpy())
@@ -35,7 +35,7 @@ def _no_answer() -> pd.DataFrame:
     return cast("pd.DataFrame", pd.DataFrame({"qid": [], "act": [], "end": []}, dtype=np.int64))
 
 
-def _last_on_streams(s: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
+def last_on_streams(s: pd.DataFrame, q: pd.DataFrame) -> pd.DataFrame:
     """For each query (qid, device, stream, not_stream, t_launch, t_end), the activity that
     ended last among those on the matching streams (device/stream -1: any) launched before
     ``t_launch`` and ended by ``t_end``. Returns qid, act, end (one row per answered qid)."""

@@ -14,9 +14,9 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.activity import BLOCKING_SYNC_APIS
-from traceforge.analyzers.critical_path.edges import EVENT, SYNC_WAIT, _Edges
-from traceforge.analyzers.critical_path.streams import _last_on_streams
+from traceforge.analyzers.critical_path.edges import EVENT, SYNC_WAIT, Edges
+from traceforge.analyzers.critical_path.streams import last_on_streams
+from traceforge.analyzers.timeline.activity import BLOCKING_SYNC_APIS
 from traceforge.model import Trace
 
 DEVICE_SYNC = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize"})
@@ -50,8 +50,8 @@ def _sync_rows(trace: Trace) -> pd.DataFrame:
     return cast("pd.DataFrame", out.drop_duplicates("corr"))
 
 
-def _bind(cands: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
-          ts: np.ndarray, a_start: np.ndarray, ed: _Edges) -> None:
+def bind(cands: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+          ts: np.ndarray, a_start: np.ndarray, ed: Edges) -> None:
     """Edges into activity starts: the candidate that ended last (and not after the start)
     carries the wait; the others keep the order with weight 0."""
     if not cands:
@@ -77,7 +77,7 @@ def _bind(cands: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
         ed.add(src[m], a_start[act[m]], w[m], int(code), ref[m])
 
 
-def _event_candidates(trace: Trace, h: pd.DataFrame, acts: pd.DataFrame, s: pd.DataFrame,
+def event_candidates(trace: Trace, h: pd.DataFrame, acts: pd.DataFrame, s: pd.DataFrame,
                       hidx: np.ndarray, cands: list[tuple[int, np.ndarray, np.ndarray,
                                                           np.ndarray, np.ndarray]],
                       notes: list[str]) -> None:
@@ -127,7 +127,7 @@ def _event_candidates(trace: Trace, h: pd.DataFrame, acts: pd.DataFrame, s: pd.D
         "t_launch": np.where(known, np.nan_to_num(t_rec, nan=0).astype(np.int64),
                              w["ts"].to_numpy()),
         "t_end": ts[wa]})
-    got = _last_on_streams(s, q)
+    got = last_on_streams(s, q)
     k = got["qid"].to_numpy()
     nh = len(h)
     src = got["act"].to_numpy()
@@ -139,8 +139,8 @@ def _event_candidates(trace: Trace, h: pd.DataFrame, acts: pd.DataFrame, s: pd.D
                      "awaited work inferred as the latest work on another stream")
 
 
-def _sync_edges(trace: Trace, h: pd.DataFrame, acts: pd.DataFrame, s: pd.DataFrame,
-                kept: np.ndarray, ed: _Edges, notes: list[str]) -> pd.Series:
+def sync_edges(trace: Trace, h: pd.DataFrame, acts: pd.DataFrame, s: pd.DataFrame,
+                kept: np.ndarray, ed: Edges, notes: list[str]) -> pd.Series:
     """Blocking calls: an edge from the GPU work each waited for to its end, carrying the
     tail (the time from when both the call began and the work ended to its return).
     Returns the tail of each call that waited, by host range, for its span edge."""
@@ -176,7 +176,7 @@ def _sync_edges(trace: Trace, h: pd.DataFrame, acts: pd.DataFrame, s: pd.DataFra
     q = pd.DataFrame({"qid": todo, "device": info["device"].to_numpy()[todo],
                       "stream": stream[todo], "not_stream": -2,
                       "t_launch": t_launch[todo], "t_end": info["end"].to_numpy()[todo]})
-    got = _last_on_streams(s, q)
+    got = last_on_streams(s, q)
     cover[got["qid"].to_numpy()] = got["act"].to_numpy()
     guessed = int((((kinds == "event") & ~ev_known) | ((kinds == "stream") & ~st_known)).sum())
     if guessed:

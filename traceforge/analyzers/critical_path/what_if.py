@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.critical_path.edges import COLLECTIVE, WORK
-from traceforge.analyzers.critical_path.run import _Run
-from traceforge.analyzers.critical_path.step import _edge_index, _longest_into, _Step
-from traceforge.analyzers.kernel_names import CLASSES
+from traceforge.analyzers.critical_path.run_graph import RunGraph
+from traceforge.analyzers.critical_path.step import StepGraph, edge_index, longest_into
+from traceforge.analyzers.names.kernel_names import CLASSES
 from traceforge.errors import UsageError
 
 
@@ -43,7 +43,7 @@ def parse_what_if(specs: Sequence[str] | Mapping[str, float] | None) -> dict[str
     return out
 
 
-def _check_keys(run: _Run, factors: Mapping[str, float]) -> None:
+def check_keys(run: RunGraph, factors: Mapping[str, float]) -> None:
     fams = sorted({str(f) for r in run.ranks for f in pd.unique(r.acts["family"])})
     for k in factors:
         if k not in CLASSES and k not in fams:
@@ -51,7 +51,7 @@ def _check_keys(run: _Run, factors: Mapping[str, float]) -> None:
                              f"or a kernel family of these traces ({', '.join(fams) or 'none'})")
 
 
-def _factor(run: _Run, sp: _Step, factors: Mapping[str, float]) -> np.ndarray:
+def edge_factors(run: RunGraph, sp: StepGraph, factors: Mapping[str, float]) -> np.ndarray:
     """Per step edge: the speedup of its kernel (its family's if given, else its class's),
     1 for every other edge."""
     f = np.ones(len(sp.u))
@@ -67,12 +67,12 @@ def _factor(run: _Run, sp: _Step, factors: Mapping[str, float]) -> np.ndarray:
     return f
 
 
-def _what_if_length(sp: _Step, ri: int, f: np.ndarray) -> int:
+def what_if_length(sp: StepGraph, ri: int, f: np.ndarray) -> int:
     """Rank ``ri``'s step length with the work edges divided by ``f``: the longest path
     into its window end, from its (unchanged) window start."""
     w = np.where(f != 1, np.rint(sp.w / f), sp.w).astype(np.int64)
     k = np.flatnonzero(w != sp.w)
     changed = dict(zip(zip(sp.u[k].tolist(), sp.v[k].tolist(), strict=True), w[k].tolist(),
                        strict=True))
-    e = _edge_index(sp, _longest_into(sp, ri, changed))
+    e = edge_index(sp, longest_into(sp, ri, changed))
     return int(w[e[e >= 0]].sum()) - int(sp.w0[ri] - sp.lo)

@@ -1,0 +1,323 @@
+"""Roofline: how far each op, kernel and kernel class runs from the device's ceilings.
+
+Every GPU activity gets the work (FLOPs, bytes, dtype) of the op call that launched it
+(:mod:`traceforge.analyzers.costs.flops`); an op call that launched several kernels shares its
+work among them in proportion to their durations. Device-to-device copies and memsets
+carry their own byte counts. An activity's *ideal time* is the roofline's lower bound
+``max(FLOPs / peak, bytes / bandwidth)`` for its dtype; it is compute-bound when the first
+term is the larger (its intensity is past the dtype's ridge point ``peak / bandwidth``).
+
+* ``pct_of_bound`` = ideal time / measured time: the share of the ceiling it reaches
+  (= achieved TFLOP/s over peak when compute-bound, TB/s over bandwidth when memory-bound).
+* ``saved_us`` = what running at ``target_pct`` % of the ceiling would save:
+  ``max(0, time - ideal / target)`` summed over activities.
+* Activities whose work is unknown (no launching op, no shapes, an op outside the model)
+  count as *unmodelled time*: shown in every table, never dropped.
+
+Peaks come from the shipped datasheet table (:mod:`traceforge.analyzers.costs.devices`) and,
+when given, from a measured peaks file (``traceforge calibrate``): ``pct_of_measured`` and
+``saved_measured_us`` use those. Which op launched an activity and which step it belongs
+to come from the shared timeline model, in
+:func:`~traceforge.analyzers.costs.activity_work.timeline` only. The work per activity comes
+from :mod:`~traceforge.analyzers.costs.activity_work`, the ceilings and ideal times from
+:mod:`~traceforge.analyzers.costs.ceilings`; this module groups them into the tables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceforge.analyzers.costs.activity_work import (
+    WORK_COLUMNS,
+    activity_work,
+    select,
+    timeline,
+)
+from traceforge.analyzers.costs.ceilings import (
+    TF32_EVIDENCE,
+    measured_key,
+    measured_note,
+    resolve_device,
+    with_ceilings,
+)
+from traceforge.analyzers.costs.devices import DevicePeaks, MeasuredPeaks
+from traceforge.analyzers.names.kernel_names import short_name
+from traceforge.errors import UsageError
+from traceforge.model import Tables, Trace
+
+#: Default ``target_pct``: the share of the ceiling a well-tuned kernel reaches.
+TARGET_PCT = 80.0
+#: ``by`` values of :func:`roofline`.
+BY: tuple[str, ...] = ("op", "kernel", "class")
+
+_METRICS = ("time_us", "modelled_pct", "gflops", "gbytes", "intensity", "tflops_per_s",
+            "tb_per_s", "dtype", "ridge", "bound", "pct_of_bound", "pct_of_measured",
+            "saved_us", "saved_measured_us")
+#: Columns of :attr:`RooflineReport.table` per ``by``.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "op": ("op", "calls", "kernels", *_METRICS),
+    "kernel": ("kernel", "op", "op_share_pct", "kernels", *_METRICS, "full_name"),
+    "class": ("class", "kernels", *_METRICS),
+}
+
+
+# -- the report --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RooflineReport(Tables):
+    """:func:`roofline`'s result.
+
+    ``table``: one row per op / kernel / class (:data:`COLUMNS`), by GPU time.
+    ``kernels``: one row per GPU activity (``row`` = event row), with its work, ceilings,
+    achieved ``tflops_per_s``/``tb_per_s``, ``bound``, ``pct_of_bound`` and ``saved_ns``.
+    ``totals``: time_ns, modelled_ns, unmodelled_ns, flops, bytes, saved_ns,
+    saved_measured_ns. ``unmodelled``: op, reason, kernels, time_us, pct (of all time).
+    """
+
+    table: pd.DataFrame
+    kernels: pd.DataFrame
+    by: str
+    device: DevicePeaks | None
+    measured: MeasuredPeaks | None
+    target_pct: float
+    totals: dict[str, float]
+    unmodelled: pd.DataFrame
+    notes: tuple[str, ...] = field(default=())
+
+
+def _dominant(k: pd.DataFrame, key: str, col: str, weight: pd.Series) -> pd.Series:
+    """Per group, the value of ``col`` carrying the most ``weight`` ("" when none)."""
+    w = pd.DataFrame({key: k[key], col: k[col], "w": weight})
+    w = w[(w[col] != "") & (w["w"] > 0)]
+    if w.empty:
+        return pd.Series(dtype=object)
+    s = w.groupby([key, col], sort=False, observed=True)["w"].sum().reset_index()
+    s = s.sort_values("w", ascending=False, kind="stable").drop_duplicates(key)
+    res: pd.Series = s.set_index(key)[col]
+    return res
+
+
+def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None) -> pd.DataFrame:
+    """Aggregate activities by ``key`` into the roofline columns."""
+    if k.empty:
+        empty: pd.DataFrame = pd.DataFrame()
+        return empty
+    m = k["modelled"].to_numpy()
+    dur = k["dur"].to_numpy().astype(float)
+    z = pd.DataFrame({
+        key: k[key].to_numpy(), "time": dur, "n": 1, "mod": np.where(m, dur, 0.0),
+        "nmod": m.astype(np.int64),
+        "fl": np.where(m, k["flops"].to_numpy(dtype=float), 0.0),
+        "by": np.where(m, k["bytes"].to_numpy(dtype=float), 0.0),
+        "comp": np.where(m, k["compute_ns"].to_numpy(dtype=float), 0.0),
+        "mem": np.where(m, k["memory_ns"].to_numpy(dtype=float), 0.0),
+        "ideal": np.where(m, k["ideal_ns"].to_numpy(dtype=float), 0.0),
+        "noideal": (m & k["ideal_ns"].isna().to_numpy()).astype(np.int64),
+        "mideal": np.where(m, k["ideal_measured_ns"].to_numpy(dtype=float), 0.0),
+        "nomideal": (m & k["ideal_measured_ns"].isna().to_numpy()).astype(np.int64),
+        "saved": np.where(m, k["saved_ns"].to_numpy(dtype=float), 0.0),
+        "msaved": np.where(m, k["saved_measured_ns"].to_numpy(dtype=float), 0.0),
+    })
+    g = z.groupby(key, sort=False, observed=True).sum()
+    calls = k[k["op_row"] >= 0].groupby(key, sort=False, observed=True)["op_row"].nunique()
+    mod_w = pd.Series(np.where(m, dur, 0.0), index=k.index)
+    dtype = _dominant(k, key, "dtype", mod_w)
+    ceiling = _dominant(k, key, "ceiling", mod_w)
+    has = (g["nmod"] > 0) & (g["noideal"] == 0)
+    mhas = (g["nmod"] > 0) & (g["nomideal"] == 0)
+    mod = g["mod"]
+    ck = ceiling.reindex(g.index).fillna("")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = pd.DataFrame({
+            key: g.index.to_numpy(),
+            "calls": calls.reindex(g.index).fillna(0).astype(np.int64).to_numpy(),
+            "kernels": g["n"].to_numpy(),
+            "time_us": g["time"].to_numpy() / 1e3,
+            "modelled_pct": np.where(g["time"] > 0, 100.0 * mod / g["time"].where(
+                g["time"] > 0, 1), np.where(g["nmod"] > 0, 100.0, 0.0)),
+            "gflops": np.where(g["nmod"] > 0, g["fl"] / 1e9, np.nan),
+            "gbytes": np.where(g["nmod"] > 0, g["by"] / 1e9, np.nan),
+            "intensity": np.where(g["by"] > 0, g["fl"] / g["by"], np.nan),
+            "tflops_per_s": np.where(mod > 0, g["fl"] / mod / 1e3, np.nan),
+            "tb_per_s": np.where(mod > 0, g["by"] / mod / 1e3, np.nan),
+            "dtype": dtype.reindex(g.index).fillna("").to_numpy(),
+            "ridge": [(device.ridge(c) or math.nan) if device and c and f > 0 else math.nan
+                      for c, f in zip(ck, g["fl"], strict=True)],
+            "bound": np.where(has, np.where(g["comp"] >= g["mem"], "compute", "memory"), ""),
+            "pct_of_bound": np.where(has & (mod > 0), 100.0 * g["ideal"] / mod, np.nan),
+            "pct_of_measured": np.where(mhas & (mod > 0), 100.0 * g["mideal"] / mod, np.nan),
+            "saved_us": np.where(has, g["saved"] / 1e3, np.nan),
+            "saved_measured_us": np.where(mhas, g["msaved"] / 1e3, np.nan),
+        })
+    res: pd.DataFrame = out.sort_values(["time_us", key], ascending=[False, True],
+                                        kind="stable").reset_index(drop=True)
+    return res
+
+
+def _table(k: pd.DataFrame, by: str, device: DevicePeaks | None) -> pd.DataFrame:
+    if by == "op":
+        t = _group(k.assign(op=k["op_name"].where(k["op_name"] != "", "(no op)")), "op", device)
+    elif by == "class":
+        t = _group(k.assign(**{"class": k["cls"]}), "class", device)
+    else:
+        t = _group(k.assign(kernel=k["name"]), "kernel", device)
+        if not t.empty:
+            top_op = (k.assign(op=k["op_name"].where(k["op_name"] != "", "(no op)"))
+                      .groupby(["name", "op"])["dur"].sum().reset_index()
+                      .sort_values("dur", ascending=False).drop_duplicates("name")
+                      .set_index("name")["op"])
+            share = k.groupby("name")["op_share"].mean()
+            t["full_name"] = t["kernel"]
+            t["op"] = t["kernel"].map(top_op)
+            t["op_share_pct"] = 100.0 * t["kernel"].map(share)
+            t["kernel"] = t["kernel"].map(short_name)
+    if t.empty:
+        t = pd.DataFrame({c: pd.Series([], dtype=object) for c in COLUMNS[by]})
+    res: pd.DataFrame = t[list(COLUMNS[by])]
+    return res
+
+
+def _unmodelled(k: pd.DataFrame, total_ns: float) -> pd.DataFrame:
+    u = k[~k["modelled"]]
+    cols = ["op", "reason", "kernels", "time_us", "pct"]
+    if u.empty:
+        none: pd.DataFrame = pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
+        return none
+    u = u.assign(op=u["op_name"].where(u["op_name"] != "", "(no op)"))
+    g = u.groupby(["op", "reason"])["dur"].agg(["count", "sum"]).reset_index()
+    g = g.rename(columns={"count": "kernels", "sum": "time_ns"})
+    g["time_us"] = g["time_ns"] / 1e3
+    g["pct"] = 100.0 * g["time_ns"] / total_ns if total_ns else math.nan
+    res: pd.DataFrame = g.sort_values("time_ns", ascending=False)[cols].reset_index(drop=True)
+    return res
+
+
+def roofline(trace: Trace, *, by: str = "op", steps: Sequence[int] | None = None,
+             device: str | DevicePeaks | None = None, peaks: MeasuredPeaks | None = None,
+             target_pct: float = TARGET_PCT) -> RooflineReport:
+    """Achieved TFLOP/s and TB/s per op (``by="op"``), kernel or kernel class against the
+    device's ceilings (see the module docstring for every definition).
+
+    ``device``: a device key or name overriding the trace's metadata (unknown: a note, and
+    achieved rates only). ``peaks``: measured ceilings (:func:`~traceforge.analyzers.
+    devices.load_peaks`). ``target_pct``: the share of the ceiling ``saved_us`` aims at.
+    """
+    if by not in BY:
+        raise UsageError(f"--by {by!r}: choose from {', '.join(BY)}")
+    if not 0 < target_pct <= 100:
+        raise UsageError(f"--target-pct {target_pct}: must be in (0, 100]")
+    acts, win = timeline(trace)
+    acts, _ = select(acts, win, steps, trace.meta.path)
+    dev, notes = resolve_device(trace, device, acts)
+    notes += measured_note(peaks, dev, trace)
+    if dev is not None:
+        notes += list(dev.notes)
+    k, wn = activity_work(trace, acts)
+    notes += wn
+    k = with_ceilings(k, dev, peaks, target_pct / 100.0)
+    total = float(k["dur"].sum())
+    mod = float(k.loc[k["modelled"], "dur"].sum())
+    totals = {
+        "time_ns": total, "modelled_ns": mod, "unmodelled_ns": total - mod,
+        "flops": float(k.loc[k["modelled"], "flops"].sum()),
+        "bytes": float(k.loc[k["modelled"], "bytes"].sum()),
+        "saved_ns": float(k["saved_ns"].sum(min_count=1)),
+        "saved_measured_ns": float(k["saved_measured_ns"].sum(min_count=1)),
+    }
+    un = _unmodelled(k, total)
+    if total and total - mod > 0:
+        top = "; ".join(f"{r.op} ({r.reason}): {r.time_us:,.0f} us"
+                        for r in un.head(3).itertuples(index=False))
+        notes.append(f"Unmodelled time: {(total - mod) / 1e3:,.0f} us "
+                     f"({100 * (total - mod) / total:.1f}% of GPU time) — {top}.")
+    if acts.empty:
+        notes.append("No GPU activity in the selection: nothing to report.")
+    return RooflineReport(_table(k, by, dev), k, by, dev, peaks, target_pct, totals, un,
+                          tuple(notes))
+
+
+# -- views for reports and annotations ---------------------------------------------------
+def regroup(report: RooflineReport, by: str) -> pd.DataFrame:
+    """The report's activities as the table :func:`roofline` gives for ``by`` (op, kernel
+    or class), without measuring them again: a report shows several groupings of one run."""
+    if by not in BY:
+        raise UsageError(f"--by {by!r}: choose from {', '.join(BY)}")
+    return _table(report.kernels, by, report.device)
+
+
+def kernel_rates(report: RooflineReport) -> pd.DataFrame:
+    """Per GPU activity, indexed by its event row: what ``annotate`` puts on each kernel.
+
+    Columns: op, flops, bytes, intensity, tflops_per_s, tb_per_s, dtype, bound,
+    pct_of_bound, pct_of_measured (NaN where unknown).
+    """
+    k = report.kernels
+    cols = ["op_name", "flops", "bytes", "intensity", "tflops_per_s", "tb_per_s", "dtype",
+            "bound", "pct_of_bound", "pct_of_measured"]
+    out: pd.DataFrame = k.set_index("row")[cols].rename(columns={"op_name": "op"})
+    out.index.name = "row"
+    return out
+
+
+def chart_data(report: RooflineReport) -> dict[str, Any]:
+    """What a roofline chart plots: one point per op with known FLOPs, and the ceilings.
+
+    ``points``: label, intensity (FLOP/byte), tflops_per_s, time_us, dtype, bound,
+    pct_of_bound (ops that move data only have no intensity and are counted in
+    ``bytes_only``). ``ceilings``: per dtype key used, peak_tflops, hbm_tb_s, ridge, and
+    the measured ones when a peaks file was given.
+    """
+    k = report.kernels
+    by_op = _table(k, "op", report.device)
+    pts = by_op[(by_op["gflops"] > 0) & by_op["intensity"].notna()]
+    points = [{"label": str(r.op), "intensity": float(r.intensity),
+               "tflops_per_s": float(r.tflops_per_s), "time_us": float(r.time_us),
+               "dtype": str(r.dtype), "bound": str(r.bound),
+               "pct_of_bound": float(r.pct_of_bound)} for r in pts.itertuples(index=False)]
+    keys = [c for c in pd.unique(k.loc[k["modelled"] & (k["flops"] > 0), "ceiling"]) if c]
+    ceilings = []
+    for c in keys:
+        d = report.device
+        m = report.measured
+        ceilings.append({
+            "dtype": str(c),
+            "peak_tflops": d.peak(c) if d else None,
+            "hbm_tb_s": d.hbm_tb_s if d else None,
+            "ridge": d.ridge(c) if d else None,
+            "measured_tflops": m.peak(measured_key(c)) if m else None,
+            "measured_tb_s": m.memory_tb_s if m else None,
+        })
+    bytes_only = by_op[(by_op["gflops"] == 0) & (by_op["gbytes"] > 0)]
+    return {
+        "device": report.device.name if report.device else "",
+        "points": points,
+        "ceilings": ceilings,
+        "bytes_only": {"ops": len(bytes_only), "time_us": float(bytes_only["time_us"].sum())},
+        "unmodelled_us": report.totals["unmodelled_ns"] / 1e3,
+    }
+
+
+def below_bound(report: RooflineReport, n: int = 5) -> pd.DataFrame:
+    """The ops with the most time at stake: furthest below their bound, weighted by time.
+
+    Columns: op, time_us, pct_of_bound, bound, dtype, tflops_per_s, tb_per_s, saved_us
+    (at the report's target_pct), sorted by saved_us. Input for the report's findings.
+    """
+    k = report.kernels
+    t = _table(k, "op", report.device)
+    t = t[t["saved_us"].notna() & (t["saved_us"] > 0)]
+    cols = ["op", "time_us", "pct_of_bound", "bound", "dtype", "tflops_per_s", "tb_per_s",
+            "saved_us"]
+    res: pd.DataFrame = t.sort_values("saved_us", ascending=False)[cols].head(n)
+    return res.reset_index(drop=True)  # type: ignore[no-any-return]
+
+
+__all__ = ["BY", "COLUMNS", "TARGET_PCT", "TF32_EVIDENCE", "WORK_COLUMNS", "RooflineReport",
+           "activity_work", "below_bound", "chart_data", "kernel_rates", "measured_key",
+           "measured_note", "regroup", "resolve_device", "roofline", "select", "timeline",
+           "with_ceilings"]

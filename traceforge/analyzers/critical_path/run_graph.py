@@ -1,0 +1,103 @@
+"""The run's graph: every rank's graph on one clock and in one id space, joined by
+collective edges (no rank's collective ends before the last rank started it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from traceforge.analyzers.collectives import match
+from traceforge.analyzers.critical_path.edges import COLLECTIVE, WORK
+from traceforge.analyzers.critical_path.rank import RankGraph
+
+
+@dataclass(eq=False)
+class RunGraph:
+    ranks: list[RankGraph]
+    base: np.ndarray  # first global node id of each rank
+    offset: np.ndarray  # ns to add to a rank's ts for the common clock
+    node_ts: np.ndarray  # global clock
+    node_rank: np.ndarray  # index into ranks
+    u: np.ndarray
+    v: np.ndarray
+    w: np.ndarray
+    t: np.ndarray
+    ref: np.ndarray
+    ref2: np.ndarray  # host edges: end of the run of chain pieces (ref: its start)
+    erank: np.ndarray  # index into ranks of the edge's ref
+    notes: list[str]
+
+
+def join_ranks(ranks: list[RankGraph]) -> RunGraph:
+    bases = np.array([r.base_ns for r in ranks], dtype=np.int64)
+    offset = bases - bases.min() if len(ranks) > 1 else np.zeros(len(ranks), np.int64)
+    sizes = np.array([len(r.node_ts) for r in ranks], dtype=np.int64)
+    base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    node_ts = np.concatenate([r.node_ts + offset[i] for i, r in enumerate(ranks)])
+    node_rank = np.repeat(np.arange(len(ranks)), sizes)
+    us, vs, ws, tt, refs, refs2, er = [], [], [], [], [], [], []
+    for i, r in enumerate(ranks):
+        us.append(r.u + base[i])
+        vs.append(r.v + base[i])
+        ws.append(r.w)
+        tt.append(r.t)
+        refs.append(r.ref)
+        refs2.append(r.ref2)
+        er.append(np.full(len(r.u), i, dtype=np.int64))
+    notes = [f"rank {r.rank}: {n}" for r in ranks for n in r.notes] if len(ranks) > 1 else \
+        list(ranks[0].notes)
+    run = RunGraph(ranks, base, offset, node_ts, node_rank.astype(np.int64),
+               np.concatenate(us), np.concatenate(vs), np.concatenate(ws),
+               np.concatenate(tt), np.concatenate(refs), np.concatenate(refs2),
+               np.concatenate(er), notes)
+    if len(ranks) > 1:
+        _collective_edges(run)
+    return run
+
+
+def _collective_edges(run: RunGraph) -> None:
+    """Across ranks: each member's start -> every member's end, weighted by the time from
+    the last start to that end; these replace the members' own work edges."""
+    tables = [r.comm.assign(rank=i) for i, r in enumerate(run.ranks)]
+    col = match(tables)
+    run.notes += list(col.notes)
+    m = col.members
+    comm = sum(len(t) for t in tables)
+    if m.empty:
+        if comm:
+            run.notes.append("communication kernels could not be matched across ranks: "
+                             "collectives are single-rank work edges")
+        return
+    ri, ai = m["rank"].to_numpy(), m["act"].to_numpy()
+    nh = np.array([r.n_host for r in run.ranks], dtype=np.int64)
+    start = run.base[ri] + 2 * nh[ri] + 2 * ai
+    g = pd.DataFrame({"inst": m["instance"].to_numpy(), "rank": ri, "act": ai,
+                      "s": start, "e": start + 1, "ts": run.node_ts[start],
+                      "end": run.node_ts[start + 1]})
+    p = g.merge(g[["inst", "s", "ts"]].rename(columns={"s": "qs", "ts": "qts"}), on="inst")
+    skew = p["qts"] > p["end"]
+    if skew.any():
+        run.notes.append(f"{int(skew.sum())} collective pairs where one rank started after "
+                         "another had ended (clocks of different hosts?): those edges left out")
+    p = p[~skew]
+    last = p.groupby(["inst", "rank"])["qts"].transform("max")
+    tail = (p["end"] - last).to_numpy()
+    # Drop the members' own work edges, then add the cross-rank ones.
+    own = np.zeros(len(run.u), dtype=bool)
+    key = pd.MultiIndex.from_arrays([g["rank"], g["act"]])
+    w_idx = np.flatnonzero(run.t == WORK)
+    hit = pd.MultiIndex.from_arrays([run.erank[w_idx], run.ref[w_idx]]).isin(key)
+    # only the members' own duration edges (start -> end), not overlap-substitute edges
+    is_dur = run.v[w_idx] == run.u[w_idx] + 1
+    own[w_idx[hit & is_dur]] = True
+    keep = ~own
+    run.u = np.concatenate([run.u[keep], p["qs"].to_numpy()])
+    run.v = np.concatenate([run.v[keep], p["e"].to_numpy()])
+    run.w = np.concatenate([run.w[keep], tail])
+    run.t = np.concatenate([run.t[keep], np.full(len(p), COLLECTIVE, np.int8)])
+    run.ref = np.concatenate([run.ref[keep], p["act"].to_numpy()])
+    run.ref2 = np.concatenate([run.ref2[keep], np.full(len(p), -1, np.int64)])
+    run.erank = np.concatenate([run.erank[keep], p["rank"].to_numpy()])

@@ -1,0 +1,129 @@
+"""Trace overview: what ``traceforge info`` shows and the report's run card uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+import pandas as pd
+
+from traceforge.analyzers.profiling.notes import step_notes
+from traceforge.analyzers.timeline.core import (
+    busy_table,
+    kernels_per_step,
+    outlier_steps,
+    step_time_ns,
+    timeline,
+)
+from traceforge.model import Tables, Trace
+from traceforge.step_time import run_step_time, summary_of
+
+
+@dataclass(frozen=True)
+class Summary(Tables):
+    """Overview of one trace.
+
+    ``facts``: typed values (numbers as numbers, ``steps`` a list of ints, None when
+    unknown): path, format, rank, world_size, span_ms, steps, step_source, step_time_ms,
+    events, kernels, gpu_busy_pct, versions. ``notes``: plain-language remarks.
+    ``kinds``: kind, events. ``devices``: device, name, sms, memory_gib,
+    compute_capability, kernels, busy_pct (the timeline's busy %, inside the steps).
+    """
+
+    facts: dict[str, Any]
+    notes: tuple[str, ...]
+    kinds: pd.DataFrame
+    devices: pd.DataFrame
+
+    def facts_frame(self) -> pd.DataFrame:
+        """``facts`` and notes as a two-column (field, value) table for people."""
+        rows: list[tuple[str, str]] = []
+        for k, v in self.facts.items():
+            if k == "versions":
+                rows += [(f"version {a}", str(b)) for a, b in sorted(v.items())]
+            elif k in ("steps", "outlier_steps"):
+                rows.append((k, ", ".join(str(s) for s in v) if v else "none"))
+            elif v is not None:
+                rows.append((FACT_LABELS.get(k, k), f"{v:,.3f}" if isinstance(v, float)
+                             else str(v)))
+        rows += [("note", n) for n in self.notes]
+        return cast("pd.DataFrame", pd.DataFrame(rows, columns=["field", "value"]))
+
+
+#: How each fact is labelled in tables (JSON uses the keys).
+FACT_LABELS = {
+    "world_size": "world size",
+    "span_ms": "span (ms, first to last event)",
+    "step_source": "steps from",
+    "step_time_ms": "step time (ms, mean host step)",
+    "outlier_steps": "outlier steps (left out of step time)",
+    "kernels_per_step": "kernels per step (median)",
+    "run_step_time_ms": "run step time (ms)",
+    "run_step_time_from": "run step time from",
+    "profiled_step_ms": "profiled step (ms, median)",
+    "profiler_overhead_pct": "profiler overhead %",
+    "samples_per_s": "samples/s",
+    "tokens_per_s": "tokens/s",
+    "gpu_busy_pct": "GPU busy % (of step windows)",
+}
+
+
+def summary(trace: Trace, include_outliers: bool = False) -> Summary:
+    """Format, devices, ranks, span, steps, events by kind and GPU busy % per device; the
+    run's step time, profiler overhead and throughput where the trace carries a capture
+    summary; outlier steps (left out of the step time unless ``include_outliers``)."""
+    m = trace.meta
+    ev = trace.events
+    tl = timeline(trace)
+    steps = [int(s) for s in tl.steps.ranges["step"]]
+    busy = busy_table(tl)
+    st = step_time_ns(tl, include_outliers)
+    run = run_step_time(summary_of(m.extra))
+    facts: dict[str, Any] = {
+        "path": m.path,
+        "format": m.format,
+        "rank": m.rank,
+        "world_size": m.world_size,
+        "span_ms": trace.span_ns / 1e6,
+        "steps": steps,
+        "step_source": tl.step_source,
+        "step_time_ms": st / 1e6 if st is not None and steps else None,
+        "outlier_steps": outlier_steps(tl),
+        "run_step_time_ms": run.ms if run else None,
+        "run_step_time_from": run.label if run else None,
+        "profiled_step_ms": run.profiled_s * 1e3 if run and run.profiled_s else None,
+        "profiler_overhead_pct": run.overhead_pct if run else None,
+        "samples_per_s": run.samples_per_s if run else None,
+        "tokens_per_s": run.tokens_per_s if run else None,
+        "events": len(ev),
+        "kernels": int((ev["kind"] == "kernel").sum()),
+        "kernels_per_step": kernels_per_step(tl, include_outliers) if steps else None,
+        "gpu_busy_pct": float(busy["busy_pct"].iloc[-1]) if len(busy) else None,
+        "versions": dict(m.versions),
+    }
+    notes = list(m.notes) + list(tl.notes) + step_notes(trace, include_outliers)
+    if tl.activity.empty and not any("no GPU" in n for n in notes):
+        notes.append("no GPU activity in this trace")
+    vc = ev["kind"].value_counts()
+    kinds = pd.DataFrame({"kind": vc.index.astype(str), "events": vc.to_numpy()})
+    kinds = kinds[kinds["events"] > 0].reset_index(drop=True)
+    names = {d.id: d for d in m.devices}
+    acts = tl.activity
+    by_dev = dict(zip(busy["device"].tolist(), busy["busy_pct"].tolist(), strict=True))
+    dev_rows = []
+    for dev in sorted(set(acts["device"].tolist()) | set(names)):
+        d = names.get(int(dev))
+        dev_rows.append(
+            {
+                "device": int(dev),
+                "name": d.name if d else "",
+                "sms": d.sms if d else None,
+                "memory_gib": round(d.memory_bytes / 2**30, 1) if d and d.memory_bytes else None,
+                "compute_capability": d.compute_capability if d else None,
+                "kernels": int(((acts["device"] == dev) & (acts["kind"] == "kernel")).sum()),
+                "busy_pct": float(by_dev.get(int(dev), 0.0)),
+            }
+        )
+    devices = pd.DataFrame(dev_rows, columns=["device", "name", "sms", "memory_gib",
+                                              "compute_capability", "kernels", "busy_pct"])
+    return Summary(facts, tuple(notes), kinds, devices)
