@@ -150,3 +150,17 @@ def test_batch_and_tokens_go_with_any_capture() -> None:
     args = to_args(CaptureOptions(batch=32.0, tokens=4096.0, steps=Steps(2, 2, 5)))
     assert args[args.index("--batch") + 1] == "32.0"
     assert args[args.index("--tokens-per-step") + 1] == "4096.0"
+
+
+def test_nsys_captures_are_profiled_throughout() -> None:
+    s = _summary()
+    s["backend"] = "nsys"
+    st = run_step_time(s)
+    assert st is not None and st.source == "profiled" and st.overhead_pct is None
+    assert st.label.endswith("steps, all under nsys")
+    # Steps from the end of the warm-up (wait 3 + warmup 1) on, outliers left out.
+    walls = s["steps"]["wall_s"][4:]
+    flags = outliers(walls)
+    assert st.ms == pytest.approx(1e3 * statistics.median(
+        [w for w, bad in zip(walls, flags, strict=True) if not bad]))
+    assert 4 in st.outlier_steps

@@ -8,7 +8,9 @@ steps after its window, which ran without it. The definitions every verb, the re
 
 * **Step time** (:func:`run_step_time`): the median wall time of the *unprofiled* steps
   after the recorded window, outlier steps left out. Where no step ran after the window,
-  the median of the recorded (profiled) steps stands in, labelled ``profiled``.
+  the median of the recorded (profiled) steps stands in, labelled ``profiled``; under nsys
+  or rocprof (which profile the whole run) the steps after the schedule's warm-up, labelled
+  with the profiler.
 * **Profiler overhead** = (median profiled step / median unprofiled step - 1) x 100 %:
   how much slower the recorded steps ran than the run itself. Where it is at least
   :data:`OVERHEAD_LARGE_PCT`, findings drawn from host time (launch-bound, host waits, a
@@ -39,6 +41,9 @@ MAD_SCALE = 1.4826
 OUTLIER_MIN_PCT = 10.0
 #: Profiler overhead (%) from which host-time findings are qualified.
 OVERHEAD_LARGE_PCT = 25.0
+
+#: Capture backends under which every step ran profiled (``nvtx``: nsys/rocprof's inner run).
+OUTSIDE_PROFILERS = ("nsys", "rocprof", "nvtx")
 
 #: Sources of :attr:`StepTime.source`.
 UNPROFILED = "unprofiled"
@@ -87,6 +92,7 @@ class StepTime:
     outlier_steps: tuple[int, ...] = ()
     batch: float | None = None
     tokens: float | None = None
+    profiler: str = ""  # set where every step ran under an outside profiler (nsys, rocprof)
 
     @property
     def ms(self) -> float:
@@ -97,6 +103,8 @@ class StepTime:
         """What the number is, the same words wherever it is shown."""
         if self.source == UNPROFILED:
             return f"capture, median of {self.steps} unprofiled steps"
+        if self.profiler:
+            return f"capture, median of {self.steps} steps, all under {self.profiler}"
         return f"capture, median of {self.steps} profiled steps (none ran unprofiled)"
 
     @property
@@ -153,10 +161,23 @@ def run_step_time(summary: Any, include_outliers: bool = False) -> StepTime | No
         bad_idx = [i for i, bad in zip(idx, flags, strict=True) if bad]
         return (statistics.median(good) if good else None), bad_idx
 
-    unprof, bad_after = median_of(after)
-    prof, bad_inside = median_of(inside)
     batch = _number(summary.get("batch_per_gpu"))
     tokens = _number(summary.get("tokens_per_gpu"))
+    backend = summary.get("backend")
+    if backend in OUTSIDE_PROFILERS:
+        # nsys/rocprof profile the whole run: no step ran unprofiled; the steps after the
+        # schedule's warm-up are the run's.
+        start = sum(int(sched.get(k, 0) or 0) for k in ("wait", "warmup"))
+        idx = [i for i in range(start, len(walls)) if walls[i] == walls[i]] or \
+            [i for i in range(len(walls)) if walls[i] == walls[i]]
+        med, bad = median_of(idx)
+        if med is None:
+            return None
+        name = "rocprof" if backend == "rocprof" else "nsys"
+        return StepTime(med, PROFILED, len(idx) - len(bad), med, None, tuple(idx), (),
+                        tuple(bad), batch, tokens, name)
+    unprof, bad_after = median_of(after)
+    prof, bad_inside = median_of(inside)
     flagged = tuple(sorted(bad_inside + bad_after))
     if unprof is not None:
         n = len(after) - len(bad_after)
