@@ -226,7 +226,7 @@ def test_four_ranks_path_crosses_into_the_slow_rank_at_the_collective() -> None:
 
 
 def test_collectives_match_by_order_per_stream_and_group_arg() -> None:
-    from traceforge.analyzers.collectives import comm_kernels, match
+    from traceforge.analyzers.communication.collectives import comm_kernels, match
     from traceforge.analyzers.timeline.core import timeline
 
     traces = [_rank(r, False) for r in range(2)]

@@ -176,9 +176,11 @@ ANALYZERS = {
     # What the profiler did to the run: outlier steps, overhead notes (issue 24).
     "profiling": {"timeline"},
     "timing": {"names", "timeline", "costs", "profiling"},
-    "collectives": set(),
-    "critical_path": {"names", "timeline", "timing", "collectives", "profiling"},
-    "runs": {"names", "timeline", "costs", "timing"},
+    # Collectives: matching across ranks, sizes, bandwidth, link ceilings (device peaks).
+    "communication": {"names", "timeline", "costs"},
+    "critical_path": {"names", "timeline", "timing", "communication", "profiling"},
+    "runs": {"names", "timeline", "costs", "timing", "communication"},
+    "counters": {"names", "costs"},
 }
 ANALYZER_FILES = sorted((PKG / "analyzers").rglob("*.py"))
 

@@ -58,6 +58,8 @@ _EXPORTS: dict[str, str] = {
     "LaunchReport": "traceforge.analyzers.timing.launch",
     "gpu_activity": "traceforge.analyzers.timeline.activity",
     "launch_overhead": "traceforge.analyzers.timing.launch",
+    "comm": "traceforge.analyzers.communication.table",
+    "CommReport": "traceforge.analyzers.communication.table",
     "CriticalPath": "traceforge.analyzers.critical_path",
     "critical_path": "traceforge.analyzers.critical_path",
     "TraceDiff": "traceforge.analyzers.runs.diff",
@@ -82,11 +84,14 @@ _EXPORTS: dict[str, str] = {
     "roofline": "traceforge.analyzers.costs.roofline",
     "MFUReport": "traceforge.analyzers.costs.mfu",
     "mfu": "traceforge.analyzers.costs.mfu",
+    "read_counters": "traceforge.formats.counter_files",
+    "measured_kernels": "traceforge.analyzers.counters.measured",
 }
 
 __all__ = [
     "AnalysisError",
     "CaptureError",
+    "CommReport",
     "Comparison",
     "CriticalPath",
     "Device",
@@ -111,6 +116,7 @@ __all__ = [
     "breakdown",
     "capture",
     "classify",
+    "comm",
     "compare",
     "critical_path",
     "device_peaks",
@@ -131,10 +137,12 @@ __all__ = [
     "load_run",
     "load_runs",
     "map_ranks",
+    "measured_kernels",
     "mfu",
     "open_in_perfetto",
     "ops",
     "overlap",
+    "read_counters",
     "report",
     "roofline",
     "run_step_time",
@@ -150,9 +158,11 @@ __all__ = [
 
 if TYPE_CHECKING:
     from traceforge import report as report
+    from traceforge.analyzers.communication.table import CommReport, comm
     from traceforge.analyzers.costs.devices import DevicePeaks, device_peaks, load_peaks
     from traceforge.analyzers.costs.mfu import MFUReport, mfu
     from traceforge.analyzers.costs.roofline import RooflineReport, roofline
+    from traceforge.analyzers.counters.measured import measured_kernels
     from traceforge.analyzers.critical_path import CriticalPath, critical_path
     from traceforge.analyzers.names.kernel_names import classify, display_names, short_name
     from traceforge.analyzers.runs.compare import Comparison, compare
@@ -186,6 +196,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from traceforge.formats import load
+    from traceforge.formats.counter_files import read_counters
     from traceforge.formats.run import load_run
     from traceforge.model import Device, Trace, TraceMeta
     from traceforge.report.document import Report

@@ -40,6 +40,7 @@ COMMANDS: tuple[str, ...] = (
     "critical_path",
     "scaling",
     "compare",
+    "comm",
 )
 
 

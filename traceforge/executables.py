@@ -57,6 +57,14 @@ NSYS = Tool(
     where="/opt/nvidia/nsight-systems*, /usr/local/cuda*/bin, Nsight Compute's bundled nsys",
 )
 
+NCU = Tool(
+    names=("ncu",), env_var="TRACEFORGE_NCU", option="--ncu",
+    how="install Nsight Compute (developer.nvidia.com/nsight-compute)",
+    locations=(("OPT_NVIDIA", ("nsight-compute/*/ncu", "nsight-compute*/ncu")),
+               ("USR_LOCAL", ("cuda*/bin/ncu", "cuda*/nsight-compute*/ncu"))),
+    where="/opt/nvidia/nsight-compute*, /usr/local/cuda*/bin",
+)
+
 ROCPROF = Tool(
     names=("rocprofv3", "rocprof"), env_var="TRACEFORGE_ROCPROF", option="--rocprof",
     how="install ROCm's rocprofiler-sdk (rocprofv3) or rocprof",

@@ -8,9 +8,9 @@ steps after its window, which ran without it. The definitions every verb, the re
 
 * **Step time** (:func:`run_step_time`): the median wall time of the *unprofiled* steps
   after the recorded window, outlier steps left out. Where no step ran after the window,
-  the median of the recorded (profiled) steps stands in, labelled ``profiled``; under nsys
-  or rocprof (which profile the whole run) the steps after the schedule's warm-up, labelled
-  with the profiler.
+  the median of the recorded (profiled) steps stands in, labelled ``profiled``; under nsys,
+  rocprof or ncu (which profile the whole run; ncu serializes kernels) the steps after the
+  schedule's warm-up, labelled with the profiler.
 * **Profiler overhead** = (median profiled step / median unprofiled step - 1) x 100 %:
   how much slower the recorded steps ran than the run itself. Where it is at least
   :data:`OVERHEAD_LARGE_PCT`, findings drawn from host time (launch-bound, host waits, a
@@ -43,7 +43,7 @@ OUTLIER_MIN_PCT = 10.0
 OVERHEAD_LARGE_PCT = 25.0
 
 #: Capture backends under which every step ran profiled (``nvtx``: nsys/rocprof's inner run).
-OUTSIDE_PROFILERS = ("nsys", "rocprof", "nvtx")
+OUTSIDE_PROFILERS = ("nsys", "rocprof", "ncu", "nvtx")
 
 #: Sources of :attr:`StepTime.source`.
 UNPROFILED = "unprofiled"
@@ -173,7 +173,7 @@ def run_step_time(summary: Any, include_outliers: bool = False) -> StepTime | No
         med, bad = median_of(idx)
         if med is None:
             return None
-        name = "rocprof" if backend == "rocprof" else "nsys"
+        name = backend if backend in ("rocprof", "ncu") else "nsys"
         return StepTime(med, PROFILED, len(idx) - len(bad), med, None, tuple(idx), (),
                         tuple(bad), batch, tokens, name)
     unprof, bad_after = median_of(after)

@@ -12,7 +12,7 @@ MODES: tuple[str, ...] = ("eager", "sdpa", "fa2", "compiled")
 #: torch.compile modes traceforge applies to calls that set none.
 COMPILE_MODES: tuple[str, ...] = ("default", "reduce-overhead", "max-autotune")
 #: Profiler backends; ``torch`` runs in-process, the others wrap the target in a profiler.
-BACKEND_NAMES: tuple[str, ...] = ("torch", "nsys", "rocprof")
+BACKEND_NAMES: tuple[str, ...] = ("torch", "nsys", "rocprof", "ncu")
 
 
 @dataclass(frozen=True)

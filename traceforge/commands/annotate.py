@@ -20,9 +20,13 @@ from traceforge.errors import UsageError
               help="How many of the heaviest kernels to mark.")
 @click.option("--min-gap-us", type=values.DURATION, default=1.0, show_default=True,
               help="Draw idle gaps at least this long.")
+@click.option("--counters", "counters_path", type=click.Path(dir_okay=False, path_type=str),
+              help="Hardware counters (ncu --csv --page raw export, .ncu-rep, rocprofv3 "
+                   "counter_collection.csv): each matched kernel gets its launch's counters "
+                   "as ncu_* args.")
 @steps_from_option
 def command(trace: str, output: str, top_n: int, min_gap_us: float,
-            steps_from: str | None) -> None:
+            counters_path: str | None, steps_from: str | None) -> None:
     """Write TRACE with idle gaps by cause, step windows, overlap counters, kernel classes,
     the top-N kernels, each kernel's roofline rates (achieved TFLOP/s, % of bound) and
     each step's critical path (a track, and flow arrows between tracks) on it, for the
@@ -38,6 +42,17 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     destination.check(out)  # before the analysis: a bad destination is found in a moment
     t = load_trace(trace, steps_from)
     ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
+    if counters_path:
+        from dataclasses import replace
+
+        from traceforge.analyzers.counters.measured import measured_kernels
+        from traceforge.formats.counter_files import read_counters
+
+        c = read_counters(counters_path)
+        m = measured_kernels(t, c.launches, counter_notes=c.notes)
+        ann = replace(ann, counters=m.per_launch.set_index("row"),
+                      notes=(*ann.notes, *(n for n in m.notes if not n.startswith(
+                          ("device peaks", "durations under ncu")))))
     destination.write(out, document_bytes(annotated_document(t, ann), out))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
     pieces = sum(len(p.segments) for p in ann.path)

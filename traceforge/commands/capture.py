@@ -43,7 +43,9 @@ from traceforge.render import render_frame
               help="Profiler schedule in steps [default: 2,2,5; compiled: 5,2,5]; the "
                    "steps after the window run unprofiled and give the run's step time.")
 @click.option("--record-shapes/--no-record-shapes", default=True, show_default=True,
-              help="Record operator input shapes.")
+              help="Record operator input shapes (torch: record_shapes; nsys: "
+                   "--pytorch=autograd-shapes-nvtx, ops with shapes as NVTX ranges, which "
+                   "about doubles a CPU-bound step's time under nsys).")
 @click.option("--with-stack", is_flag=True, help="Record Python stacks of operators.")
 @click.option("--memory", is_flag=True, help="Record memory allocations (profile_memory).")
 @click.option("--compile-mode", type=click.Choice(COMPILE_MODES), default="default",
@@ -53,6 +55,16 @@ from traceforge.render import render_frame
               help="nsys executable (else $TRACEFORGE_NSYS, else PATH).")
 @click.option("--rocprof", "rocprof_path", default=None, metavar="PATH",
               help="rocprofv3 or rocprof executable (else $TRACEFORGE_ROCPROF, else PATH).")
+@click.option("--ncu", "ncu_path", default=None, metavar="PATH",
+              help="ncu executable (else $TRACEFORGE_NCU, else PATH, else Nsight Compute's "
+                   "install folders).")
+@click.option("--kernels", default=None, metavar="REGEX",
+              help="--backend ncu: profile kernels whose names match (else the --top ones).")
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
+              help="--backend ncu: profile the top N kernels by GPU time of --from TRACE, "
+                   "else of a first torch capture of the same script.")
+@click.option("--from", "from_trace", default=None, metavar="TRACE",
+              help="--backend ncu: the trace whose top kernels to profile.")
 @click.option("--nproc", "nproc_text", default=None, metavar="N,N,...",
               help="Sweep a torchrun launch over these GPU counts (its --nproc-per-node "
                    "replaced), one folder OUT/nN each, then print the scaling table.")
@@ -65,6 +77,7 @@ from traceforge.render import render_frame
 def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
             record_shapes: bool, with_stack: bool, memory: bool, compile_mode: str,
             name: str | None, nsys_path: str | None, rocprof_path: str | None,
+            ncu_path: str | None, kernels: str | None, top: int, from_trace: str | None,
             nproc_text: str | None, batch: float | None, tokens_per_step: float | None,
             fmt: str, cmd: tuple[str, ...]) -> None:
     """Run a Python program (or torchrun launch) under a profiler in a named mode.
@@ -74,6 +87,7 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
       traceforge capture --mode all -o runs -- python infer.py
       traceforge capture -- torchrun --nproc-per-node 2 train.py
       traceforge capture --backend nsys -- torchrun --nproc-per-node 2 train.py
+      traceforge capture --backend ncu --top 5 -- python train.py
       traceforge capture --nproc 1,2,4,8 -o sweep -- torchrun --nproc-per-node 8 train.py
     """
     words = list(cmd)
@@ -89,7 +103,7 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         steps=parse_steps(steps_text) if steps_text else None,
         record_shapes=record_shapes, with_stack=with_stack, memory=memory,
         compile_mode=compile_mode, name=name or target.stem,
-        profiler_path=nsys_path if backend == "nsys" else rocprof_path,
+        profiler_path={"nsys": nsys_path, "ncu": ncu_path}.get(backend, rocprof_path),
         batch=batch, tokens=tokens_per_step,
     )
     opts.check()
@@ -128,6 +142,10 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         for key in ("report", "sqlite"):
             if extra.get(key):
                 click.echo(f"traceforge: nsys {key} (all ranks): {out / extra[key]}", err=True)
+    elif backend == "ncu":
+        from traceforge.commands import capture_ncu
+
+        rc = capture_ncu.run(target, opts, words, kernels=kernels, top=top, source=from_trace)
     elif backend in ("nsys", "rocprof"):
         from traceforge.capture import nsys, rocprof
 

@@ -71,9 +71,12 @@ def write_report(report: Report, output: str | Path, *, title: str = "traceforge
                    "runs are matched to its modes by label.")
 @click.option("-n", "top", type=values.COUNT, default=15, show_default=True,
               help="Rows in the top-kernel and operator tables.")
+@click.option("--counters", "counters_path", type=click.Path(dir_okay=False, path_type=str),
+              help="Hardware counters (ncu --csv --page raw export, .ncu-rep, rocprofv3 "
+                   "counter_collection.csv) of the first run: adds a measured roofline chart.")
 @steps_from_option
 def command(traces: tuple[str, ...], output: str, title: str, latency_path: str | None,
-            top: int, steps_from: str | None) -> None:
+            top: int, counters_path: str | None, steps_from: str | None) -> None:
     """Write one report over TRACES: several files of one distributed run become one run
     with its ranks; otherwise each file (or directory) is a run and they are compared."""
     from traceforge.commands.options import resolve_steps
@@ -86,6 +89,30 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
     destination.check(out)  # before the analysis: a bad destination is found in a moment
     rule, _ = resolve_steps(steps_from, None)
     measured = _latency_file(latency_path) if latency_path else None
-    rep = build_report(*_load_all(traces, rule), top=top, measured=measured)
+    loaded = _load_all(traces, rule)
+    rep = build_report(*loaded, top=top, measured=measured)
+    if counters_path:
+        first = loaded[0]
+        rep = with_counters(rep, first if isinstance(first, Trace) else first[0],
+                            counters_path)
     write_report(rep, out, title=title)
     click.echo(f"wrote {output}: {len(rep.runs)} run(s), {len(rep.findings)} finding(s)")
+
+
+def with_counters(rep: Report, trace: Trace, path: str) -> Report:
+    """``rep`` with the measured roofline chart of ``trace`` (the first run's first rank)
+    from the counters in ``path``."""
+    from dataclasses import replace
+
+    from traceforge.analyzers.costs.roofline import roofline
+    from traceforge.analyzers.counters.measured import chart_data, measured_kernels
+    from traceforge.formats.counter_files import read_counters
+
+    c = read_counters(path)
+    r = roofline(trace)
+    m = measured_kernels(trace, c.launches, counter_notes=c.notes, device=r.device,
+                         modelled=r.kernels)
+    run0 = rep.runs[0]
+    roof = replace(run0.roofline, measured_chart=chart_data(m, r.device),
+                   measured_notes=m.notes)
+    return replace(rep, runs=(replace(run0, roofline=roof), *rep.runs[1:]))

@@ -10,6 +10,7 @@ import pandas as pd
 
 from traceforge.analyzers.costs.devices import MeasuredPeaks, load_peaks
 from traceforge.analyzers.costs.roofline import BY, TARGET_PCT, RooflineReport, roofline
+from traceforge.analyzers.counters.measured import Measured, measured_kernels
 from traceforge.commands import values
 from traceforge.commands.options import (
     emit,
@@ -19,6 +20,8 @@ from traceforge.commands.options import (
     step_options,
     trace_argument,
 )
+from traceforge.formats.counter_files import read_counters
+from traceforge.model import Trace
 from traceforge.render import render_frame
 from traceforge.render.frame import to_json_bytes
 
@@ -76,18 +79,28 @@ def device_line(r: RooflineReport) -> str:
 @click.option("--target-pct", type=values.PERCENT, default=TARGET_PCT, show_default=True,
               help="Saved time is what running at this % of the bound would save.")
 @device_options
+@click.option("--measured", "measured_path", default=None, metavar="FILE",
+              help="Hardware counters (ncu --csv --page raw export, .ncu-rep, rocprofv3 "
+                   "counter_collection.csv): adds measured FLOPs, DRAM bytes, intensity, "
+                   "% of peak and limiter per kernel.")
+@click.option("--launch-skip", "launch_skip", type=values.COUNT, default=0, show_default=True,
+              help="With --measured: trace launches of each kernel to pass over before the "
+                   "first profiled one (ncu --launch-skip).")
 @step_options
 @format_option
 def command(trace: str, by: str, limit: int, target_pct: float, device: str | None,
-            peaks_path: str | None, steps_from: str | None, steps_text: str | None,
+            peaks_path: str | None, measured_path: str | None, launch_skip: int,
+            steps_from: str | None, steps_text: str | None,
             step_list: tuple[int, ...], fmt: str) -> None:
     """FLOPs, bytes, arithmetic intensity, achieved TFLOP/s and TB/s per op, kernel or
-    class; the bound (compute or memory) and % of it; the time saved at --target-pct."""
+    class; the bound (compute or memory) and % of it; the time saved at --target-pct.
+    With --measured, a second table puts the counters' measured work beside the model's."""
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
     t = load_trace(trace, rule)
     r = roofline(t, by=by, steps=steps, device=device, peaks=read_peaks(peaks_path),
                  target_pct=target_pct)
     table = r.table if limit <= 0 else r.table.head(limit)
+    meas = measured_view(t, r, measured_path, launch_skip)
     if fmt == "json":
         emit(to_json_bytes({
             "device": r.device.key if r.device else None,
@@ -96,10 +109,11 @@ def command(trace: str, by: str, limit: int, target_pct: float, device: str | No
             "rows": table,
             "unmodelled": r.unmodelled,
             "notes": list(r.notes),
+            **({"measured": meas.table, "measured_notes": list(meas.notes)} if meas else {}),
         }).decode())
         return
     if fmt == "csv":
-        emit(render_frame(table, fmt))
+        emit(render_frame(meas.table if meas else table, fmt))
         return
     if r.measured is None:
         table = table.drop(columns=["pct_of_measured", "saved_measured_us"])
@@ -118,7 +132,42 @@ def command(trace: str, by: str, limit: int, target_pct: float, device: str | No
         emit(render_frame(r.unmodelled.rename(columns={"time_us": "GPU time (us)",
                                                        "pct": "% of GPU time"}),
                           fmt, title="Unmodelled GPU time (work unknown)"))
+    if meas is not None:
+        show_m = meas.table if limit <= 0 else meas.table.head(limit)
+        show_m = show_m.drop(columns=list(MEASURED_HIDDEN))
+        emit(render_frame(show_m.rename(columns=MEASURED_LABELS), fmt,
+                          title=f"Measured roofline by kernel: {measured_path}",
+                          notes=meas.notes))
 
 
 def _us(ns: float) -> str:
     return "unknown time (no ceilings)" if pd.isna(ns) else f"{ns / 1e3:,.0f} us"
+
+
+#: Headers of the measured table (JSON and CSV keep the column names).
+MEASURED_LABELS = {
+    "kernel": "Kernel", "calls": "Calls", "matched": "Profiled", "gpu_us": "GPU us",
+    "modelled_gflop": "Modelled GFLOP", "measured_gflop": "Measured GFLOP",
+    "flop_ratio": "Measured/modelled", "modelled_gbytes": "Modelled GB",
+    "measured_gbytes": "DRAM GB", "intensity": "FLOP/B", "tflops_per_s": "TFLOP/s",
+    "tb_per_s": "TB/s", "compute_pct": "% peak compute", "memory_pct": "% peak memory",
+    "limiter": "Limiter", "sm_pct": "SM %", "dram_pct": "DRAM %", "tensor_pct": "Tensor %",
+    "occupancy_pct": "Occupancy %",
+}
+
+
+#: Measured columns the terminal and Markdown tables leave out (top-kernels --counters
+#: shows the utilization ones; JSON and CSV keep them all).
+MEASURED_HIDDEN = ("full_name", "flop_ratio", "modelled_gbytes", "sm_pct", "dram_pct",
+                   "tensor_pct", "occupancy_pct")
+
+
+def measured_view(t: Trace, r: RooflineReport, path: str | None, skip: int
+                  ) -> Measured | None:
+    """The measured table of ``--measured FILE`` (None without it)."""
+    if not path:
+        return None
+    counters = read_counters(path)
+    rows = r.kernels.loc[r.kernels["kind"] == "kernel", "row"].to_numpy()
+    return measured_kernels(t, counters.launches, counter_notes=counters.notes,
+                            device=r.device, skip=skip, modelled=r.kernels, rows=rows)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from traceforge.analyzers.counters.measured import measured_kernels
 from traceforge.analyzers.timing.kernels import (
     BY,
     TOP_KERNEL_COLUMNS,
@@ -24,8 +25,15 @@ from traceforge.commands.options import (
     step_options,
     traces_argument,
 )
+from traceforge.errors import UsageError
+from traceforge.formats.counter_files import read_counters
 from traceforge.model import GPU_KINDS
 from traceforge.render import render_frame
+
+#: The counter columns ``--counters`` adds (means over each kernel's profiled launches).
+COUNTER_COLUMNS = ("matched", "sm_pct", "dram_pct", "occupancy_pct", "tensor_pct")
+COUNTER_LABELS = {"matched": "profiled", "sm_pct": "SM %", "dram_pct": "DRAM %",
+                  "occupancy_pct": "occupancy %", "tensor_pct": "tensor %"}
 
 
 @click.command("top-kernels")
@@ -35,11 +43,19 @@ from traceforge.render import render_frame
 @click.option("--by", type=click.Choice(BY), default="name", show_default=True,
               help="Group by kernel name, family (nvjet_sm90, triton_tem_fused, ...) or class.")
 @click.option("--include-memory", is_flag=True, help="Also count memcpy and memset activity.")
+@click.option("--counters", "counters_path", default=None, metavar="FILE",
+              help="Hardware counters (ncu --csv --page raw/details export, .ncu-rep, "
+                   "rocprofv3 counter_collection.csv) of the same program: adds SM %, DRAM "
+                   "%, occupancy and tensor-pipe % per kernel (one trace, --by name).")
+@click.option("--launch-skip", "launch_skip", type=values.COUNT, default=0, show_default=True,
+              help="With --counters: trace launches of each kernel before the first "
+                   "profiled one (ncu --launch-skip).")
 @step_options
 @format_option
 @engine_options
 def command(
-    traces: tuple[str, ...], limit: int, by: str, include_memory: bool, steps_from: str | None,
+    traces: tuple[str, ...], limit: int, by: str, include_memory: bool,
+    counters_path: str | None, launch_skip: int, steps_from: str | None,
     steps_text: str | None, step_list: tuple[int, ...], fmt: str, engine: Engine
 ) -> None:
     """Kernels by total GPU time, with class, family, calls and avg/min/max.
@@ -50,6 +66,8 @@ def command(
     kernels those steps launched.
     """
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
+    if counters_path and (by != "name" or len(traces) != 1 or Path(traces[0]).is_dir()):
+        raise UsageError("--counters: give one trace file and --by name")
     # Only GPU rows are needed (plus step ranges, launch calls and ops for --steps).
     kinds = set(GPU_KINDS)
     if steps:
@@ -66,8 +84,17 @@ def command(
         notes += (f"{len(ranks)} ranks: the kernels of all of them counted together.",)
         what = f"{len(ranks)} ranks of {' '.join(traces)}"
     df = top_kernels_of(totals, None if limit <= 0 else limit, by=by)
+    extra: list[str] = []
+    if counters_path:
+        c = read_counters(counters_path)
+        m = measured_kernels(t, c.launches, counter_notes=c.notes, skip=launch_skip)
+        df = df.merge(m.table[["full_name", *COUNTER_COLUMNS]], on="full_name", how="left")
+        df["matched"] = df["matched"].fillna(0).astype("int64")
+        extra = list(COUNTER_COLUMNS)
+        notes += tuple(n for n in m.notes if not n.startswith("durations under ncu")
+                       and not n.startswith("device peaks"))
     if fmt in ("table", "md"):
-        df = df[list(TOP_KERNEL_COLUMNS)]
+        df = df[[*TOP_KERNEL_COLUMNS, *extra]].rename(columns=COUNTER_LABELS)
         if by != "name":
             df = df.drop(columns=["name"])
     if totals["class"].isin(("memcpy", "memset")).all():

@@ -34,7 +34,7 @@ import pandas as pd
 
 from traceforge.errors import TraceFormatError
 from traceforge.executables import find_nsys
-from traceforge.formats import columns, sqlite_db
+from traceforge.formats import columns, nvtx_ops, sqlite_db
 from traceforge.formats.sqlite_db import ColumnArgs, pick
 from traceforge.formats.symbols import demangle_names
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
@@ -232,6 +232,8 @@ def _nvtx(conn: sqlite3.Connection) -> tuple[pd.DataFrame, int]:
     df["domain"] = [domains.get(d, "") for d in dom_ids.tolist()]
     df["kind"] = np.where(df["etype"] == NVTX_MARK, "other", "user_annotation")
     df["cat"] = "nvtx"
+    # PyTorch's emit_nvtx op ranges (nsys --pytorch=autograd-shapes-nvtx) are op calls.
+    nvtx_ops.mark_ops(df)
     return df.drop(columns=["te", "etype", "text", "domainId"]), unfinished
 
 
@@ -388,7 +390,7 @@ def _meta(p: Path, conn: sqlite3.Connection, have: frozenset[str], df: pd.DataFr
 
 _ARG_COLUMNS = ("short_name", "bytes", "direction", "copyKind", "srcKind", "dstKind",
                 "srcDeviceId", "dstDeviceId", "value", "memKind", "returnValue", "syncType",
-                "style", "domain", "host_pid") + _GPU_ARGS
+                "style", "domain", "host_pid") + _GPU_ARGS + nvtx_ops.ARG_COLUMNS
 
 
 def split_processes(trace: Trace) -> list[Trace]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import gzip
+import json
 import shutil
 import sqlite3
 import tempfile
@@ -149,6 +150,10 @@ def args_from_cache(path: Path, columns: dict[str, np.ndarray]) -> ColumnArgs:
     return provider
 
 
+#: Args columns a reader keeps as JSON text (nested lists), decoded when args are read.
+JSON_COLUMNS = frozenset({"Input Dims"})
+
+
 class ColumnArgs:
     """Args provider for readers that build a frame: per-row source fields as dicts.
 
@@ -174,6 +179,11 @@ class ColumnArgs:
                 v = v.item() if hasattr(v, "item") else v
                 if k == "host_pid" and v < 0:
                     continue
+                if k in JSON_COLUMNS and isinstance(v, str):
+                    try:
+                        v = json.loads(v)
+                    except ValueError:
+                        continue
                 # Columns with gaps come back as floats from pandas; ids stay integers.
                 d[k] = int(v) if isinstance(v, float) and v.is_integer() else v
             out.append(d)

@@ -5,7 +5,9 @@ idle cause (each gap a slice named by its cause), a thread of step windows, a th
 repeats the top-N kernels' slices, counter tracks of communication overlapped / exposed,
 and global instants at step starts; every kernel gets ``class``/``family`` args (and
 ``top_kernel`` when it is among the top N) and, where its work is known, its roofline
-rates (``achieved_tflops_per_s``, ``achieved_tb_per_s``, ``bound``, ``pct_of_bound``).
+rates (``achieved_tflops_per_s``, ``achieved_tb_per_s``, ``bound``, ``pct_of_bound``);
+every collective kernel its ``collective_kind``, ``msg_bytes``, ``algbw_gbps``,
+``busbw_gbps`` and ``pct_of_ceiling`` (``traceforge comm`` on this one trace).
 A "critical path" process per rank holds each step's critical path as a track, with flow
 arrows where the path moves between threads and streams
 (:mod:`traceforge.render.critical_path`). Everything is formatted from
@@ -19,7 +21,7 @@ from typing import Any
 
 from traceforge.model import Trace
 from traceforge.render.critical_path import chrome_events
-from traceforge.report.annotations import Annotations
+from traceforge.report.annotations import COUNTER_ARGS, Annotations
 
 #: Chrome ``pid`` of the analysis tracks of rank 0 (+ rank for others): far above real pids
 #: and device rows, and inside int32 for the protobuf writer.
@@ -137,6 +139,49 @@ def tag_rates(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
             events[p].setdefault("args", {}).update(args)
 
 
+def tag_comm(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
+    """Add each collective kernel's kind, message bytes, algbw/busbw (GB/s, nccl-tests on
+    its own kernel time) and % of the link ceiling to its event of ``doc``, in place."""
+    c = ann.comm
+    if c.empty:
+        return
+    events = doc.get("traceEvents", [])
+    pos = trace.events.index.get_indexer(c.index)
+    names = trace.events["name"].astype(str).to_numpy()
+    for rec, p in zip(c.to_dict("records"), pos.tolist(), strict=True):
+        if p < 0 or p >= len(events) or events[p].get("name") != names[p]:
+            continue
+        args: dict[str, Any] = {"collective_kind": str(rec["kind"])}
+        for key, digits in (("msg_bytes", 0), ("algbw_gbps", 3), ("busbw_gbps", 3),
+                            ("pct_of_ceiling", 2)):
+            v = float(rec[key])
+            if not math.isnan(v):
+                args[key] = int(v) if digits == 0 else round(v, digits)
+        events[p].setdefault("args", {}).update(args)
+
+
+def tag_counters(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
+    """Add each matched kernel's profiled counters (``ncu_sm_pct``, ``ncu_dram_bytes``,
+    ...) to its event of ``doc`` (rows in trace order, as in :func:`tag_rates`), in place."""
+    c = ann.counters
+    if c.empty:
+        return
+    events = doc.get("traceEvents", [])
+    pos = trace.events.index.get_indexer(c.index)
+    names = trace.events["name"].astype(str).to_numpy()
+    cols = {k: c[k].to_numpy(dtype=float) for k in COUNTER_ARGS if k in c.columns}
+    for i, p in enumerate(pos.tolist()):
+        if p < 0 or p >= len(events) or events[p].get("name") != names[p]:
+            continue
+        args: dict[str, Any] = {}
+        for k, arr in cols.items():
+            v = float(arr[i])
+            if not math.isnan(v):
+                args[f"ncu_{k}"] = int(v) if k in ("launch", "duration_ns", "dram_bytes",
+                                                   "flop") else round(v, 2)
+        events[p].setdefault("args", {}).update(args)
+
+
 def path_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
     """The critical-path tracks and flow arrows, with flow ids above the trace's own."""
     fl = trace.flows
@@ -156,4 +201,6 @@ def annotated_document(trace: Trace, ann: Annotations) -> dict[str, Any]:
     doc = trace_to_chrome(trace, [*annotation_events(trace, ann), *path_events(trace, ann)])
     tag_kernels(doc, ann)
     tag_rates(doc, trace, ann)
+    tag_comm(doc, trace, ann)
+    tag_counters(doc, trace, ann)
     return doc

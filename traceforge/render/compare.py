@@ -25,7 +25,7 @@ from traceforge.render.figures import (
 from traceforge.render.tables import Table
 
 #: The table names (``--table``), in the order they are shown.
-TABLE_NAMES: tuple[str, ...] = ("runs", "classes", "families", "counts")
+TABLE_NAMES: tuple[str, ...] = ("runs", "classes", "families", "counts", "comm")
 
 _NOTE = ("times: GPU activity launched in the steps, durations summed, per step and per GPU "
          "(mean over ranks); step_ms: slowest rank's mean host step; latency_ms: the run's "
@@ -57,6 +57,8 @@ def compare_tables(c: Comparison, *, wide: bool = True) -> list[Table]:
                                     "library per run", digits=3),
         Table("counts", counts, "GPU activities (kernels, copies, memsets) per step by class",
               digits=3),
+        Table("comm", c.comm, "Collective bus bandwidth by kind (GB/s, nccl-tests; NCCL and "
+                              "RCCL lined up)", () if len(c.comm) else ("(none)",)),
     ]
 
 
@@ -64,7 +66,8 @@ def compare_document(c: Comparison) -> dict[str, Any]:
     """The JSON object of ``traceforge compare``: the long tables and the runs' step
     sources."""
     return {"baseline": c.baseline, "runs": c.runs, "by_class": c.by_class,
-            "by_family": c.by_family, "steps_from": c.step_sources, "notes": list(c.notes)}
+            "by_family": c.by_family, "comm": c.comm, "steps_from": c.step_sources,
+            "notes": list(c.notes)}
 
 
 def compare_chart(c: Comparison, stem: Path) -> list[Path]:

@@ -18,6 +18,7 @@ SECTIONS: tuple[tuple[str, str, int], ...] = (
     ("only_a", "Kernels only in A (per step)", 10),
     ("only_b", "Kernels only in B (per step)", 10),
     ("ops", "Operators in both runs (self GPU us per step)", 10),
+    ("comm", "Collective bus bandwidth by kind (GB/s, nccl-tests; ratio = B / A)", 10),
 )
 
 

@@ -239,6 +239,7 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
                             "(NCCL/RCCL) in the steps: nothing overlaps."))
     if len(r.skew):
         out.append("<h3>Collective start skew per rank</h3>" + table(r.skew))
+    out.append(_comm(r))
 
     out.append("<h3>Launch overhead per step</h3>" + _unavailable(r, "launch") + table(r.launch))
     for title, df, why in (
@@ -256,6 +257,19 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
         out.append(f"<h3>Timeline of {_e(title)}</h3>")
         out.append(_chart(charts.timeline, r.timeline, win))
     return "\n".join(out)
+
+
+def _comm(r: RunAnalysis) -> str:
+    """Collective bandwidth: busbw against message size with the ceiling, the table."""
+    if r.comm.empty:
+        return ""
+    from traceforge.render.comm_chart import busbw_svg
+
+    ceil = r.comm_ceiling
+    return ("<h3>Collective bandwidth by kind and message size</h3>"
+            + _chart(busbw_svg, r.comm_points, ceil[0] if ceil else None,
+                     ceil[1] if ceil else "")
+            + _notes(r.comm_notes) + table(r.comm))
 
 
 def _notes(notes: Sequence[str]) -> str:
@@ -282,6 +296,11 @@ def _roofline(r: RunAnalysis) -> str:
     if rf.chart.get("points"):
         title = "" if r.ranks == 1 else f"Roofline of rank {rf.chart_rank}: {rf.device}"
         out.append(_chart(roofline_svg, rf.chart, title=title))
+    if rf.measured_chart.get("points"):
+        out.append("<h3>Roofline: measured (hardware counters: DRAM bytes and FLOPs from "
+                   "instruction counts, over the trace's kernel time)</h3>")
+        out.append(_chart(roofline_svg, rf.measured_chart))
+        out.append(_notes(rf.measured_notes))
     out.append(f"<h3>Ops furthest below their bound (time at stake at {rf.target_pct:g}% "
                "of the bound)</h3>" + table(sections.below(r)))
     out.append("<h3>Roofline by operator</h3>" + table(sections.roofline_ops(r),

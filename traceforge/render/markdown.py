@@ -71,6 +71,7 @@ def _run(r: RunAnalysis) -> str:
         (r.overlap if has_comm else r.overlap.iloc[0:0],
          "Communication / compute overlap per rank", "no communication kernels in the steps"),
         (r.skew, "Collective start skew per rank", "single rank"),
+        (r.comm, COMM_TITLE, "no collectives (NCCL/RCCL)"),
         (r.launch, "Launch overhead per step", ""),
         (r.copies, "Host-device copies inside steps", "none inside steps"),
         (r.syncs, "Synchronizing calls inside steps", "none inside steps"),
@@ -79,6 +80,7 @@ def _run(r: RunAnalysis) -> str:
              below: sections.roofline_lines(r),
              "Roofline by kernel class": list(rf.notes),
              "FLOPs utilization per step": [sections.HFU_NOTE],
+             COMM_TITLE: list(r.comm_notes),
              f"{sections.path_title(r)}: time by category":
                  [*sections.path_lines(r), *cp.notes]}
     skipped = []
@@ -91,6 +93,10 @@ def _run(r: RunAnalysis) -> str:
     if skipped:
         parts.append("_Left out: " + "; ".join(skipped) + "._\n")
     return "\n".join(parts)
+
+
+#: The report's section of ``traceforge comm``'s by_size table.
+COMM_TITLE = "Collective bandwidth by kind and message size (busbw as nccl-tests)"
 
 
 def render_markdown(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,

@@ -41,6 +41,11 @@ _FIT_NOTE = ("amdahl: S(n) = 1/(f + (1-f)/n); gustafson (weak only): S(n) = n - 
              "count")
 
 
+_COMM_NOTE = ("busbw = sum of bytes x nccl-tests factor / sum of synchronized collective "
+              "times; bandwidth_ms = exposed_comm_ms x (1 - busbw / ceiling), at_link_ms "
+              "the rest; wait_ms = straggler wait (as in losses); per step, mean of ranks")
+
+
 def scaling_tables(r: ScalingReport, *, mark_empty: bool = True) -> list[Table]:
     """The report's display tables (NaN-only columns dropped), titled, with notes on what
     each holds and how it is computed; ``mark_empty`` adds "(none)" to an empty one's
@@ -63,6 +68,9 @@ def scaling_tables(r: ScalingReport, *, mark_empty: bool = True) -> list[Table]:
               "Loss terms per rank (ms per step over ideal)"),
         Table("fit", r.fit, "Serial fraction fit and projection", (_FIT_NOTE,), digits=4),
     ]
+    if len(r.comm) and (r.comm["collectives"] > 0).any():
+        out.append(Table("comm", r.comm, "Communication per step: bandwidth (busbw below "
+                         "the link) and wait (skew)", (_COMM_NOTE,)))
     if mark_empty:
         out = [replace(t, notes=(*t.notes, "(none)")) if t.frame.empty else t for t in out]
     return out
@@ -72,7 +80,7 @@ def scaling_document(r: ScalingReport) -> dict[str, Any]:
     """The JSON object of ``traceforge scaling``: the full frames and the chart data."""
     return {"weak": r.weak, "formula": r.formula, "steps_from": r.step_source,
             "runs": r.runs, "losses": r.losses, "ranks": r.ranks, "fit": r.fit,
-            "chart": r.chart_data(), "notes": list(r.notes)}
+            "chart": r.chart_data(), "comm": r.comm, "notes": list(r.notes)}
 
 
 def scaling_chart(r: ScalingReport, stem: Path) -> list[Path]:

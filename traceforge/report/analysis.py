@@ -19,6 +19,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.communication.table import CommReport, ceiling_line, comm
 from traceforge.analyzers.names.kernel_names import classify
 from traceforge.analyzers.runs.inputs import TraceRun
 from traceforge.analyzers.runs.scaling import ScalingReport, scaling
@@ -95,6 +96,13 @@ class RunAnalysis(Tables):
     median_step_ms: float | None = None
     first_step: int | None = None
     unavailable: dict[str, str] = field(default_factory=dict)
+    #: Collective bandwidth (``traceforge comm``): the kind x size table, one point per
+    #: collective (bytes, busbw_gbps, kind) for the chart, the ceiling (GB/s, its name)
+    #: and the ceiling line, findings and notes.
+    comm: pd.DataFrame = field(default_factory=pd.DataFrame)
+    comm_points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    comm_ceiling: tuple[float, str] | None = None
+    comm_notes: tuple[str, ...] = ()
 
     @property
     def ranks(self) -> int:
@@ -328,6 +336,7 @@ def _analyze(ts: list[Trace], label: str | None, top: int,
     path = (_try("critical_path", path_of, PathTables(), miss)
             if any(not timeline(t).activity.empty for t in ts) else PathTables())
     ovr = _try("overlap", lambda: overlap(ts), None, miss)
+    cr = _try("comm", lambda: comm(ts), None, miss)
 
     def table(key: str) -> pd.DataFrame:
         return _ranked(per.get(key, []))
@@ -369,7 +378,20 @@ def _analyze(ts: list[Trace], label: str | None, top: int,
         notes=tuple(notes),
         **_outliers(ts[0]),
         unavailable=miss,
+        **_comm_fields(cr),
     )
+
+
+def _comm_fields(cr: CommReport | None) -> dict[str, Any]:
+    """The RunAnalysis fields of the collectives' bandwidth (none without collectives)."""
+    if cr is None or cr.run.instances.empty:
+        return {}
+    inst = cr.run.instances
+    ceil = next(iter(cr.run.ceilings.values()), None)
+    lines = [ceiling_line(cr), *cr.findings, *cr.notes]
+    return {"comm": cr.table, "comm_points": inst[["bytes", "busbw_gbps", "kind"]],
+            "comm_ceiling": (ceil.gbps, ceil.link) if ceil else None,
+            "comm_notes": tuple(lines)}
 
 
 def _overview_row(f: dict[str, Any]) -> dict[str, Any]:

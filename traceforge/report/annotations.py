@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.communication.table import comm
 from traceforge.analyzers.costs.roofline import kernel_rates, roofline
 from traceforge.analyzers.critical_path import PathTrack, critical_path, path_tracks
 from traceforge.analyzers.names.kernel_names import classify
@@ -16,6 +17,10 @@ from traceforge.analyzers.timing.idle import idle_gaps
 from traceforge.analyzers.timing.kernels import top_kernels
 from traceforge.errors import TraceforgeError
 from traceforge.model import Trace
+
+#: Counter columns of a measured join's ``per_launch`` put on kernel args (as ``ncu_<col>``).
+COUNTER_ARGS = ("launch", "duration_ns", "dram_bytes", "flop", "sm_pct", "dram_pct",
+                "tensor_pct", "occupancy_pct")
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,12 @@ class Annotations:
     rates: pd.DataFrame = field(default_factory=pd.DataFrame)
     path: tuple[PathTrack, ...] = ()
     notes: tuple[str, ...] = ()
+    #: Per collective kernel (indexed by event row): kind, msg_bytes, algbw_gbps,
+    #: busbw_gbps (nccl-tests, on the kernel's own time) and pct_of_ceiling.
+    comm: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: ``annotate --counters FILE``: per matched kernel (indexed by event row) its profiled
+    #: launch's counters (:data:`COUNTER_ARGS`' columns).
+    counters: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _indicator(sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -79,6 +90,26 @@ def overlap_series(trace: Trace) -> pd.DataFrame:
     return out
 
 
+def comm_args(trace: Trace) -> pd.DataFrame:
+    """Each collective kernel's size and bandwidth on its own kernel time (one trace: no
+    other rank to synchronize with), the numbers ``traceforge comm`` shows for one rank."""
+    r = comm(trace)
+    if r.run.instances.empty:
+        none: pd.DataFrame = pd.DataFrame()
+        return none
+    inst = r.run.instances.set_index("instance")
+    m = r.run.members
+    i = inst.loc[m["instance"]]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        algbw = np.where(m["kernel_ns"] > 0, i["bytes"].to_numpy() / m["kernel_ns"], np.nan)
+        pct = 100 * m["busbw_kernel_gbps"].to_numpy() / i["ceiling_gbps"].to_numpy()
+    out: pd.DataFrame = pd.DataFrame({
+        "kind": i["kind"].to_numpy(), "msg_bytes": i["bytes"].to_numpy(),
+        "algbw_gbps": algbw, "busbw_gbps": m["busbw_kernel_gbps"].to_numpy(),
+        "pct_of_ceiling": pct}, index=m["row"].to_numpy())
+    return out
+
+
 def annotation_data(trace: Trace, *, top_n: int = 10, min_gap_ns: int = 1000) -> Annotations:
     """Everything ``annotate`` draws: idle gaps, step windows, top kernels, overlap."""
     tl = timeline(trace)
@@ -100,6 +131,7 @@ def annotation_data(trace: Trace, *, top_n: int = 10, min_gap_ns: int = 1000) ->
         except TraceforgeError as e:
             notes.append(f"critical path not drawn: {e}")
     return Annotations(
+        comm=comm_args(trace),
         rank=0 if trace.meta.rank is None else int(trace.meta.rank),
         gaps=gaps.reset_index(drop=True),
         windows=windows[["step", "ts", "end"]].reset_index(drop=True),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from traceforge.analyzers.communication import table as comm_table
 from traceforge.report import roofline as roofline_tables
 from traceforge.report.analysis import RunAnalysis
 from traceforge.step_time import OUTLIER_K, OUTLIER_MIN_PCT
@@ -274,9 +275,34 @@ def _below_bound(r: RunAnalysis) -> Finding | None:
     )
 
 
+def _comm_below_link(r: RunAnalysis) -> Finding | None:
+    """Large collectives far below the link (synchronized time: several ranks only, since
+    one rank's kernel time counts its wait for the others)."""
+    t = r.comm
+    if t.empty or r.ranks < 2 or "ceiling_pct" not in t:
+        return None
+    bad = t[(t["min_bytes"] >= comm_table.LARGE_BYTES)
+            & (t["ceiling_pct"] < comm_table.SLOW_PCT)]
+    if bad.empty:
+        return None
+    per = "; ".join(f"{x.kind} {x.size}+: median busbw {float(x.busbw_median_gbps):.0f} "
+                    f"GB/s, {float(x.ceiling_pct):.0f}% of {float(x.ceiling_gbps):g} GB/s "
+                    f"({int(x.count)} collectives)" for x in bad.itertuples(index=False))
+    return Finding(
+        "comm_below_link", "medium",
+        f"Large collectives below {comm_table.SLOW_PCT:.0f}% of the link's bandwidth",
+        per + " (nccl-tests busbw on synchronized time).",
+        "Check the transport NCCL/RCCL picked (NCCL_DEBUG=INFO: NVLink/P2P or SHM/PCIe, "
+        "NIC for inter-node groups), the algorithm and protocol, and whether compute "
+        "kernels running beside the collectives take its SMs/CUs; compare with nccl-tests "
+        "on the same machine ('traceforge calibrate --comm').",
+    )
+
+
 RULES: tuple[Callable[[RunAnalysis], Finding | None], ...] = (
     _low_busy, _launch_bound, _exposed_comm, _copies, _syncs, _gemm, _below_bound,
     first_step_outlier,
+    _comm_below_link,
 )
 
 

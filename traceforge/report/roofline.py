@@ -73,6 +73,11 @@ class RooflineTables:
     device_source: str = ""
     target_pct: float = TARGET_PCT
     notes: tuple[str, ...] = ()
+    #: ``report --counters FILE``: the measured roofline chart of the first rank (same
+    #: shape as ``chart``; :func:`traceforge.analyzers.counters.measured.chart_data`) and
+    #: what the join said.
+    measured_chart: dict[str, Any] = field(default_factory=dict)
+    measured_notes: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:

@@ -45,6 +45,7 @@ from traceforge.analyzers.costs.data_movement import (
 from traceforge.analyzers.costs.normalizations import NORMALIZATIONS, PER_ELEMENT
 from traceforge.analyzers.costs.operands import (
     DTYPES,
+    NO_DTYPES,
     SCALAR_TYPES,
     Arg,
     Skip,
@@ -99,6 +100,8 @@ def op_work(name: str, args: dict[str, Any], *, list_dtype: str | None = None) -
         xs, c = read_operands(args, list_dtype)
         w = f(xs, c)
     except Skip as e:
+        if str(e) == NO_DTYPES and own is None and f is not None:
+            return _shapes_only(f, args, list_dtype)
         if own is not None:  # the FLOPs are known even when the bytes are not
             return Work(own, math.nan, "", "", f"bytes unknown: {e}")
         return unknown(str(e))
@@ -107,6 +110,22 @@ def op_work(name: str, args: dict[str, Any], *, list_dtype: str | None = None) -
     if own is not None:
         w = Work(own, w.bytes, w.dtype, w.family, w.reason, w.approx)
     return w
+
+
+def _shapes_only(f: Callable[[list[Arg], list[Any]], Work], args: dict[str, Any],
+                 list_dtype: str | None) -> Work:
+    """FLOPs of a call recorded with shapes but no dtypes (PyTorch's emit_nvtx ranges under
+    nsys): the shapes give the FLOPs; bytes, which need element sizes, stay unknown."""
+    try:
+        xs, c = read_operands(args, list_dtype, shapes_only=True)
+        w = f(xs, c)
+    except Skip as e:
+        return unknown(str(e))
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as e:
+        return unknown(f"malformed arguments ({type(e).__name__})")
+    if not w.known:
+        return w
+    return Work(w.flops, math.nan, "", w.family, "", f"{NO_DTYPES}: bytes unknown")
 
 
 def op_flops(name: str, args: dict[str, Any]) -> int | None:

@@ -166,6 +166,10 @@ def mfu(trace: Trace, *, steps: Sequence[int] | None = None,
             notes.append("No modelled FLOPs in these steps (no operator shapes, or a compiled "
                          "region): give --flops-from EAGER_TRACE, --model-flops or --params "
                          "and --tokens.")
+        if dtype is None and (per["flops"] > 0).any() and (per["key"] == "").all():
+            notes.append("The ops' dtypes are not recorded (PyTorch's emit_nvtx ranges under "
+                         "nsys give shapes only): no peak to divide by; give --dtype "
+                         "(bf16, fp16, ...) for HFU.")
         if dev is not None and np.isnan(peak).any() and (per["key"] != "").any():
             missing = sorted({k for k, p in zip(key, peak, strict=True) if k and math.isnan(p)})
             notes.append(f"{dev.name} has no {', '.join(missing)} peak in the datasheet table.")

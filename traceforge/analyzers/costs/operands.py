@@ -147,9 +147,16 @@ def _parse_tensor(dims: Any, typ: str, list_dtype: str | None) -> Arg:
     return Tensor(tuple(dims), key, size)
 
 
-def read_operands(args: dict[str, Any], list_dtype: str | None) -> tuple[list[Arg], list[Any]]:
+#: Why :func:`read_operands` stops on calls recorded with shapes but no dtypes.
+NO_DTYPES = "no input dtypes recorded"
+
+
+def read_operands(args: dict[str, Any], list_dtype: str | None, *, shapes_only: bool = False
+                  ) -> tuple[list[Arg], list[Any]]:
     """An op call's arguments (a :class:`Tensor`, a list of them, or None for a non-tensor)
-    and its ``Concrete Inputs``; raises :class:`Skip` when shapes or dtypes are missing."""
+    and its ``Concrete Inputs``; raises :class:`Skip` when shapes or dtypes are missing
+    (``shapes_only``: tensors of unknown dtype come back with dtype ``?`` and size 0, for
+    FLOPs, which need no dtype)."""
     dims = args.get("Input Dims", args.get("Input dims"))
     if not isinstance(dims, list):
         raise Skip("no input shapes recorded (record_shapes off, or a compiled region)")
@@ -162,8 +169,8 @@ def read_operands(args: dict[str, Any], list_dtype: str | None) -> tuple[list[Ar
     out = [_parse_tensor(d, str(t) if t is not None else "", list_dtype) if t != "?"
            else (Tensor(tuple(d), "?", 0) if _is_shape(d) and d else None)
            for d, t in zip(dims, types, strict=True)]
-    if any(isinstance(x, Tensor) and x.dtype == "?" for x in out):
-        raise Skip("no input dtypes recorded")
+    if not shapes_only and any(isinstance(x, Tensor) and x.dtype == "?" for x in out):
+        raise Skip(NO_DTYPES)
     return out, list(concrete)
 
 

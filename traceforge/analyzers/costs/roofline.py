@@ -218,6 +218,13 @@ def roofline(trace: Trace, *, by: str = "op", steps: Sequence[int] | None = None
     if dev is not None:
         notes += list(dev.notes)
     k, wn = activity_work(trace, acts)
+    # A roofline needs bytes too: calls recorded without dtypes (emit_nvtx under nsys)
+    # have FLOPs only, and stay out of the modelled share.
+    nob = k["modelled"].to_numpy() & k["bytes"].isna().to_numpy()
+    if nob.any():
+        k = k.assign(modelled=k["modelled"].to_numpy() & ~nob,
+                     reason=np.where(nob, "bytes unknown: no input dtypes recorded",
+                                     k["reason"].to_numpy()))
     notes += wn
     k = with_ceilings(k, dev, peaks, target_pct / 100.0)
     total = float(k["dur"].sum())

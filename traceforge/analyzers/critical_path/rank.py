@@ -16,7 +16,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.collectives import comm_kernels
+from traceforge.analyzers.communication.collectives import comm_kernels
 from traceforge.analyzers.critical_path.edges import GRAPH, LAUNCH, STREAM, WORK, Edges
 from traceforge.analyzers.critical_path.host import Chain, contract, host_chain, host_table
 from traceforge.analyzers.critical_path.streams import last_on_streams, stream_table
@@ -37,9 +37,9 @@ class RankGraph:
 
     ``host``/``acts``: the host ranges and activities behind the nodes, with only the
     columns the path is labelled from; ``comm``: its communication kernels for matching
-    collectives (:func:`~traceforge.analyzers.collectives.comm_kernels`); ``windows``: the
-    selected steps' GPU windows, or the error selecting them raised (raised where the
-    one-process analysis raises it)."""
+    collectives (:func:`~traceforge.analyzers.communication.collectives.comm_kernels`);
+    ``windows``: the selected steps' GPU windows, or the error selecting them raised
+    (raised where the one-process analysis raises it)."""
 
     rank: int
     path: str

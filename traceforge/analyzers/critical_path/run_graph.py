@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceforge.analyzers.collectives import match
+from traceforge.analyzers.communication.collectives import match
 from traceforge.analyzers.critical_path.edges import COLLECTIVE, WORK
 from traceforge.analyzers.critical_path.rank import RankGraph
 

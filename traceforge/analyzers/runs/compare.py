@@ -24,6 +24,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.communication.runs import comm_by_run
 from traceforge.analyzers.runs.inputs import RunInput, TraceRun, as_runs
 from traceforge.analyzers.runs.vendor import (
     HEADLINE_CLASSES,
@@ -76,6 +77,9 @@ class Comparison(Tables):
     labels: tuple[str, ...]
     notes: tuple[str, ...] = ()
     step_sources: dict[str, str] = field(default_factory=dict)
+    #: Collective busbw per kind and run, NCCL and RCCL lined up
+    #: (:func:`~traceforge.analyzers.communication.runs.comm_by_run`).
+    comm: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def wide(self, table: str = "by_class", value: str = "ms") -> pd.DataFrame:
         """``by_class`` or ``by_family`` with one column per run of ``value``, plus the
@@ -221,7 +225,8 @@ def compare(runs: Sequence[RunInput] | RunInput, *, baseline: str | int | None =
         if len(labels) > 1 and len(have) < len(labels):
             notes.append(f"{cls}: only in {', '.join(sorted(have))}")
     return Comparison(cast("pd.DataFrame", run_df[list(RUN_COLUMNS)]), by_class, by_family,
-                      base, tuple(labels), tuple(notes), sources)
+                      base, tuple(labels), tuple(notes), sources,
+                      comm_by_run([(r.label, r.traces) for r in rs]))
 
 
 def _by_class(rows: pd.DataFrame, labels: list[str], base: str) -> pd.DataFrame:

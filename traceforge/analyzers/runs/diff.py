@@ -22,12 +22,13 @@ which include start-up and profiler warm-up and rarely mean anything on their ow
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.communication.runs import comm_diff
 from traceforge.analyzers.names.kernel_names import classify, fused_ops
 from traceforge.analyzers.runs.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
 from traceforge.analyzers.timeline.core import (
@@ -77,6 +78,9 @@ class TraceDiff(Tables):
     ops: pd.DataFrame
     notes: tuple[str, ...] = ()
     step_sources: tuple[str, str] = ("", "")
+    #: Collective busbw per kind, A and B side by side
+    #: (:func:`~traceforge.analyzers.communication.runs.comm_diff`).
+    comm: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def metric(self, name: str) -> tuple[float, float]:
         """The (a, b) values of one summary metric."""
@@ -392,6 +396,7 @@ def diff(a: Trace, b: Trace, *, include_outliers: bool = False) -> TraceDiff:
         replacements=_replacements(sa, only_a, only_b_full),
         ops=_ops(sa, sb),
         step_sources=(sa.tl.step_source, sb.tl.step_source),
+        comm=comm_diff(a, b),
     )
 
 

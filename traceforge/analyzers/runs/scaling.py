@@ -57,6 +57,8 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.communication.instances import CommRank, comm_summary
+from traceforge.analyzers.communication.losses import comm_losses
 from traceforge.analyzers.runs.inputs import Fact, RunInput, as_runs, numeric_fact, step_facts
 from traceforge.analyzers.timeline import intervals as iv
 from traceforge.analyzers.timeline.core import step_time_ns, timeline
@@ -103,6 +105,9 @@ class ScalingReport(Tables):
     weak: bool = True
     notes: tuple[str, ...] = ()
     step_source: str = ""
+    #: Communication per GPU count split into bandwidth (busbw below the link) and wait
+    #: (skew): :func:`~traceforge.analyzers.communication.losses.comm_losses`.
+    comm: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def formula(self) -> str:
@@ -178,6 +183,8 @@ class ScalingRank:
     comm_end: np.ndarray
     exposed: np.ndarray
     step_source: str
+    #: Its collectives, for the bandwidth/wait split of communication (``comm`` table).
+    comm: CommRank | None = None
 
 
 @dataclass(frozen=True)
@@ -200,7 +207,8 @@ def scaling_summary(trace: Trace, *, index: int = 0) -> ScalingRank:
     st, n, p = _parts(trace)
     ts, end, exposed = _comm_kernels(trace)
     return ScalingRank(rank_of(trace, index), trace.meta.world_size, int(trace.meta.base_ns),
-                       st, n, p, ts, end, exposed, timeline(trace).step_source)
+                       st, n, p, ts, end, exposed, timeline(trace).step_source,
+                       comm_summary(trace))
 
 
 def _parts(t: Trace) -> tuple[float, int, dict[str, float]]:
@@ -421,9 +429,13 @@ def scaling_reduce(runs: Sequence[RankedRun], *, weak: bool = True,
     fit = _fit(n_rel, runs_df["speedup"].to_numpy(dtype=float), weak, float(n0))
     if len(counts) == 1:
         notes.append("one GPU count: nothing to scale against")
-    return ScalingReport(runs_df, pd.DataFrame(rank_rows, columns=list(RANK_COLUMNS)),
+    ranks_df = pd.DataFrame(rank_rows, columns=list(RANK_COLUMNS))
+    split = comm_losses([(n, [r.comm for r in by_n[n].ranks if r.comm is not None],
+                          float(np.mean([m.exposed_ns - m.wait_ns for m in measured[n]])),
+                          float(np.mean([m.wait_ns for m in measured[n]]))) for n in counts])
+    return ScalingReport(runs_df, ranks_df,
                          pd.DataFrame(loss_rows, columns=list(LOSS_COLUMNS)), fit, weak,
-                         tuple(notes), ", ".join(sorted(sources)))
+                         tuple(notes), ", ".join(sorted(sources)), split)
 
 
 def _loss_row(n: int, rank: int, tn: float, ideal: float, terms: dict[str, float]
