@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.communication.runs import comm_by_run
+from traceforge.analyzers.memory import PEAK_COLUMNS, peak_columns
 from traceforge.analyzers.runs.inputs import RunInput, TraceRun, as_runs
 from traceforge.analyzers.runs.vendor import (
     HEADLINE_CLASSES,
@@ -47,7 +48,7 @@ RUN_COLUMNS = ("run", "vendor", "device", "gpus", "steps", "step_ms", "speedup",
                "kernels", "busy_pct", "idle_ms", "host_wait_ms", "launch_latency_us",
                "queue_us",
                *("latency_ms", "latency_from", "hz", "samples_per_s", "tokens_per_s",
-                 "overhead_pct"), "peak_gib", "latency_speedup")
+                 "overhead_pct"), *PEAK_COLUMNS, "latency_speedup")
 #: Columns of :attr:`Comparison.by_class` (long: one row per class and run).
 CLASS_COLUMNS = ("class", "run", "ms", "calls", "share_pct", "speedup")
 #: Columns of :attr:`Comparison.by_family` (long: one row per neutral family and run).
@@ -174,7 +175,8 @@ def _run_facts(run: TraceRun, vendor: str) -> dict[str, object]:
         "latency_ms": fact("latency_ms"), "latency_from": run.text("latency_from") or "",
         "hz": fact("hz"), "samples_per_s": fact("samples_per_s"),
         "tokens_per_s": fact("tokens_per_s"), "overhead_pct": fact("overhead_pct"),
-        "peak_gib": fact("peak_gib"),
+        **peak_columns(run.traces, None if run.fact("peak_gib") is None
+                       else fact("peak_gib") * 2**30),
     }
 
 
