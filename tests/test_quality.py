@@ -41,12 +41,15 @@ ALLOWED = {
     "ui": {"model", "errors", "analyzers", "report", "render", "formats", "outputs"},
     "commands": {"model", "errors", "analyzers", "report", "formats", "render", "capture",
                  "samples", "ui", "engine", "__init__", "outputs", "step_time"},
+    # The notebook verbs that return what the CLI shows (tf.info, tf.idle).
+    "notebook": {"model", "errors", "analyzers", "formats"},
     # The CLI's memory guard (reads the one size syntax from formats.cache).
     "limits": {"errors", "formats"},
     "cli": {"errors", "commands", "version", "limits"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
-                 "render", "ui", "commands", "cli", "engine", "limits", "outputs", "step_time"},
+                 "render", "ui", "commands", "cli", "engine", "limits", "outputs",
+                 "notebook", "step_time"},
 }
 MODULES = {p.stem if p.is_file() else p.name for p in PKG.iterdir()
            if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}

@@ -20,8 +20,11 @@ from traceforge.version import __version__ as __version__
 #: Public name -> module that defines it (``module:name`` where the function there is
 #: named otherwise: the notebook names mirror the CLI verbs).
 _EXPORTS: dict[str, str] = {
-    "idle": "traceforge.analyzers.timing.idle:idle_gaps",
-    "info": "traceforge.analyzers.timing.summary:summary",
+    # The CLI's tables, names and units (traceforge/notebook.py); the analyzers beneath
+    # are tf.idle_gaps and traceforge.analyzers.timing.summary.summary.
+    "idle": "traceforge.notebook",
+    "info": "traceforge.notebook",
+    "IdleTables": "traceforge.notebook",
     "launch": "traceforge.analyzers.timing.launch:launch_overhead",
     # The report package itself: calling it builds a Report (traceforge/report/__init__.py).
     "report": "traceforge.report:",
@@ -101,6 +104,7 @@ __all__ = [
     "Device",
     "DevicePeaks",
     "IdleReport",
+    "IdleTables",
     "LaunchReport",
     "MFUReport",
     "MemoryReport",
@@ -185,14 +189,12 @@ if TYPE_CHECKING:
     from traceforge.analyzers.timeline.query import sql
     from traceforge.analyzers.timing.breakdown import breakdown
     from traceforge.analyzers.timing.idle import IdleReport, idle_gaps
-    from traceforge.analyzers.timing.idle import idle_gaps as idle
     from traceforge.analyzers.timing.kernels import kernel_table, launch_config, top_kernels
     from traceforge.analyzers.timing.launch import LaunchReport, launch_overhead
     from traceforge.analyzers.timing.launch import launch_overhead as launch
     from traceforge.analyzers.timing.ops import ops
     from traceforge.analyzers.timing.overlap import OverlapReport, overlap
     from traceforge.analyzers.timing.summary import Summary
-    from traceforge.analyzers.timing.summary import summary as info
     from traceforge.capture import capture, step
     from traceforge.commands.memory import memory_snapshot
     from traceforge.commands.report import write_report
@@ -209,6 +211,7 @@ if TYPE_CHECKING:
     from traceforge.formats.counter_files import read_counters
     from traceforge.formats.run import load_run
     from traceforge.model import Device, Trace, TraceMeta
+    from traceforge.notebook import IdleTables, idle, info
     from traceforge.report.document import Report
     from traceforge.step_time import StepTime, run_step_time
     from traceforge.ui.perfetto import open_in_perfetto

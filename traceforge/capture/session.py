@@ -326,8 +326,9 @@ def _finish(rec: _Recorder, t0: float) -> None:
         if failed and (rec.out / f"{run.stem}.pt.trace.json.gz").exists():
             run.notes.append(f"kept the earlier {run.stem}.pt.trace.json.gz of a run that "
                              "succeeded")
-        kernels = embed_metadata(raw, dest, summary)
-        trace_file = {"path": dest.name, "bytes": dest.stat().st_size, "kernel_events": kernels}
+        names = embed_metadata(raw, dest, summary)
+        trace_file = {"path": dest.name, "bytes": dest.stat().st_size,
+                      "kernel_events": sum(names.values()), "kernel_names": names}
         run.trace_path = dest
     for p in (rec.raw, rec.raw_step0):
         if p is not None:

@@ -34,7 +34,8 @@ def command(trace: str, steps_from: str | None, include_outliers: bool, table: s
     sums = [summary(t, include_outliers) for t in ranks]
     if fmt == "json" and table is None and out_dir is None:
         docs = [{"facts": s.facts, "notes": list(s.notes), "kinds": s.kinds,
-                 "devices": s.devices} for s in sums]
+                 "devices": s.devices, **({"ranges": s.ranges} if len(s.ranges) else {})}
+                for s in sums]
         emit(to_json_bytes(docs[0] if len(docs) == 1 else {"ranks": docs}).decode())
         return
     tables = []
@@ -45,4 +46,7 @@ def command(trace: str, steps_from: str | None, include_outliers: bool, table: s
                    Table(f"kinds{sfx}", s.kinds, "Events by kind")]
         if len(s.devices) or fmt == "csv":
             tables.append(Table(f"devices{sfx}", s.devices, "Devices (busy % of step windows)"))
+        if len(s.ranges):
+            tables.append(Table(f"ranges{sfx}", s.ranges, "Host ranges that could "
+                                "mark steps (--steps-from NAME)"))
     emit_tables(tables, fmt, table=table, out_dir=out_dir)

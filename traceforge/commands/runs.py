@@ -110,9 +110,12 @@ def facts_of(summaries: Sequence[dict[str, Any]], extra: dict[str, Any] | None =
 
 
 def expand(paths: Sequence[str]) -> list[Path]:
-    """The run paths: a sweep folder becomes its count folders (by GPU count)."""
+    """The run paths: a sweep folder becomes its count folders (by GPU count), a
+    ``sample:NAME`` the bundled sample's file."""
+    from traceforge.formats import resolve
+
     out: list[Path] = []
-    for p in map(Path, paths):
+    for p in map(resolve, paths):  # sample:NAME is the bundled file
         sweep = p / SWEEP_FILE
         if p.is_dir() and sweep.is_file():
             runs = sorted(_read_json(sweep).get("runs", []), key=lambda r: int(r.get("gpus", 0)))

@@ -22,6 +22,17 @@ from traceforge.render.text import plain, plain_lines
 
 #: Chart file formats written side by side.
 CHART_FORMATS: tuple[str, ...] = ("png", "svg")
+#: What a report says in a chart's place when matplotlib is missing.
+NO_CHARTS = "charts need matplotlib: pip install 'traceforge[charts]' adds them"
+
+
+def charts_available() -> bool:
+    """Whether matplotlib can be imported (a report without it is written without charts)."""
+    try:
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def new_figure(width: float, height: float, cols: int = 1,

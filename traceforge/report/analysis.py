@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.communication.table import CommReport, ceiling_line, comm
-from traceforge.analyzers.names.kernel_names import classify
+from traceforge.analyzers.names.kernel_names import attention_text, classify
 from traceforge.analyzers.runs.inputs import TraceRun
 from traceforge.analyzers.runs.scaling import ScalingReport, scaling
 from traceforge.analyzers.runs.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
@@ -141,6 +141,20 @@ def run_label(traces: Sequence[Trace]) -> str:
             name = name.replace(r, "")
         name = f"{name.strip('_.-') or 'run'} ({len(traces)} ranks)"
     return name
+
+
+def _capture_notes(t: Trace) -> list[str]:
+    """What ``traceforge capture``'s mode changed (from the trace's own record) and which
+    attention kernels ran, by SDPA backend (from the kernel names)."""
+    ev = t.events
+    k = ev.loc[ev["kind"] == "kernel", "name"].astype(str).value_counts()
+    out = [f"attention kernels: {attention_text(dict(zip(k.index, k.to_numpy(), strict=True)))}"]
+    tf = t.meta.extra.get("traceforge")
+    mode = tf.get("mode") if isinstance(tf, dict) else None
+    if isinstance(mode, dict) and mode.get("actions"):
+        out.insert(0, f"captured in mode {mode.get('mode')}, which changed: "
+                      + "; ".join(map(str, mode["actions"])))
+    return out
 
 
 def _run_info(traces: Sequence[Trace]) -> dict[str, Any]:
@@ -293,23 +307,25 @@ def _path_ahead(ts: Sequence[Trace]) -> Iterator[Callable[[], PathTables]]:
         kid.close()
 
 
-def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: int = 15
-            ) -> RunAnalysis:
-    """Run every analyzer over one run (its ranks' traces, sorted by rank) once."""
+def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: int = 15,
+            flops_from: Trace | None = None) -> RunAnalysis:
+    """Run every analyzer over one run (its ranks' traces, sorted by rank) once;
+    ``flops_from``: FLOPs per step for the FLOPs utilization of runs without op shapes."""
     ts = [traces] if isinstance(traces, Trace) else list(traces)
     with _path_ahead(ts) as path_of:
-        return _analyze(ts, label, top, path_of)
+        return _analyze(ts, label, top, path_of, flops_from)
 
 
 def _analyze(ts: list[Trace], label: str | None, top: int,
-             path_of: Callable[[], PathTables]) -> RunAnalysis:
+             path_of: Callable[[], PathTables], flops_from: Trace | None = None
+             ) -> RunAnalysis:
     miss: dict[str, str] = {}
     per: dict[str, list[tuple[int, pd.DataFrame]]] = {}
 
     def add(key: str, rank: int, df: pd.DataFrame) -> None:
         per.setdefault(key, []).append((rank, df))
 
-    notes: list[str] = []
+    notes: list[str] = _capture_notes(ts[0]) if ts else []
     for i, t in enumerate(ts):
         r = rank_of(t, i)
         s = summary(t)
@@ -335,7 +351,8 @@ def _analyze(ts: list[Trace], label: str | None, top: int,
         add("copies", r, host_copies(t))
         add("syncs", r, sync_calls(t))
     bd = _try("breakdown", lambda: breakdown(ts), _empty(["rank", "step"]), miss)
-    roof = _try("roofline", lambda: roofline_tables.gather(ts), RooflineTables(), miss)
+    roof = _try("roofline", lambda: roofline_tables.gather(ts, flops_from=flops_from),
+                RooflineTables(), miss)
     path = (_try("critical_path", path_of, PathTables(), miss)
             if any(not timeline(t).activity.empty for t in ts) else PathTables())
     ovr = _try("overlap", lambda: overlap(ts), None, miss)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from traceforge.analyzers.communication import table as comm_table
+from traceforge.analyzers.names.kernel_names import short_name
 from traceforge.report import roofline as roofline_tables
 from traceforge.report.analysis import RunAnalysis
 from traceforge.step_time import OUTLIER_K, OUTLIER_MIN_PCT
@@ -33,6 +34,9 @@ GEMM_BOUND_PCT_MIN = 30.0  # GEMM kernels' achieved share of their roofline boun
 #: their bound, as % of the rank's GPU time: below this the ops are close enough.
 AT_STAKE_PCT_MIN = 10.0
 AT_STAKE_OPS = 3  # ops the finding names
+#: GPU idle between the nodes of CUDA/HIP graph replays (cause graph_internal), % of the
+#: steps' GPU windows: above this the graph's own gaps cost more than launches would save.
+GRAPH_IDLE_PCT_MIN = 10.0
 
 SEVERITIES = ("high", "medium", "low")
 
@@ -211,6 +215,40 @@ def _syncs(r: RunAnalysis) -> Finding | None:
     )
 
 
+def _graph_gaps(r: RunAnalysis) -> Finding | None:
+    idle = r.idle_summary
+    if idle.empty or "cause" not in idle:
+        return None
+    rows = idle[idle["cause"] == "graph_internal"]
+    if rows.empty:
+        return None
+    worst = rows.loc[rows["pct"].astype(float).idxmax()]
+    pct = float(worst["pct"])
+    if pct < GRAPH_IDLE_PCT_MIN:
+        return None
+    gaps, idle_ns = int(worst["gaps"]), int(worst["idle_ns"])
+    where = _rank_prefix(r, worst["rank"]) if "rank" in rows else ""
+    top = r.idle_gaps
+    top = top[top["cause"] == "graph_internal"] if "cause" in top else top.iloc[:0]
+    by_next = (top.assign(kernel=top["next_name"].map(lambda n: short_name(str(n))))
+               .groupby("kernel", sort=False)["dur"].agg(["count", "max"])
+               .sort_values("max", ascending=False, kind="stable").head(3))
+    largest = ", ".join(f"{k} ({int(x['count'])} of the {len(top)} longest listed, up to "
+                        f"{float(x['max']) / 1e3:.1f} us)" for k, x in by_next.iterrows())
+    return Finding(
+        "graph_gaps", "high" if pct >= 2 * GRAPH_IDLE_PCT_MIN else "medium",
+        "The GPU idles between the nodes of CUDA-graph replays",
+        f"{where}GPU idle inside graph replays (cause graph_internal): {pct:.1f}% of the "
+        f"steps' GPU windows, {idle_ns / 1e6:.2f} ms in {gaps:,} gaps "
+        f"({idle_ns / max(gaps, 1) / 1e3:.2f} us each on average)"
+        + (f"; the longest come before {largest}." if largest else "."),
+        "A replayed graph still pays a small launch gap per node and waits on its "
+        "dependencies: with many short kernels that adds up. Fuse kernels (torch.compile "
+        "fuses elementwise chains), make each kernel do more (batch), or capture independent "
+        "branches on separate streams so the graph's nodes can overlap.",
+    )
+
+
 def _rank_prefix(r: RunAnalysis, rank: object) -> str:
     return f"rank {int(str(rank))}: " if r.ranks > 1 else ""
 
@@ -303,6 +341,7 @@ RULES: tuple[Callable[[RunAnalysis], Finding | None], ...] = (
     _low_busy, _launch_bound, _exposed_comm, _copies, _syncs, _gemm, _below_bound,
     first_step_outlier,
     _comm_below_link,
+    _graph_gaps,
 )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import shlex
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pandas as pd
@@ -18,6 +20,9 @@ from traceforge.analyzers.timeline.core import (
 from traceforge.model import Tables, Trace
 from traceforge.step_time import run_step_time, summary_of
 
+#: Columns of :attr:`Summary.ranges`.
+RANGE_COLUMNS = ["name", "count", "total_ms"]
+
 
 @dataclass(frozen=True)
 class Summary(Tables):
@@ -28,12 +33,23 @@ class Summary(Tables):
     events, kernels, gpu_busy_pct, versions. ``notes``: plain-language remarks.
     ``kinds``: kind, events. ``devices``: device, name, sms, memory_gib,
     compute_capability, kernels, busy_pct (the timeline's busy %, inside the steps).
+    ``ranges``: in a trace without steps, its host ranges (NVTX ranges, record_function
+    annotations) that could mark them -- name, count, total_ms, most frequent first --
+    with a note suggesting ``--steps-from``; empty otherwise.
     """
 
     facts: dict[str, Any]
     notes: tuple[str, ...]
     kinds: pd.DataFrame
     devices: pd.DataFrame
+    ranges: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RANGE_COLUMNS))
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: the facts table the CLI prints first, then the other tables."""
+        base = super()._repr_html_()
+        at = base.find("<h4>") if "<h4>" in base else len(base) - len("</div>")
+        facts = self.facts_frame().to_html(index=False, border=0)
+        return f"{base[:at]}<h4>facts</h4>{facts}{base[at:]}"
 
     def facts_frame(self) -> pd.DataFrame:
         """``facts`` and notes as a two-column (field, value) table for people."""
@@ -126,4 +142,25 @@ def summary(trace: Trace, include_outliers: bool = False) -> Summary:
         )
     devices = pd.DataFrame(dev_rows, columns=["device", "name", "sms", "memory_gib",
                                               "compute_capability", "kernels", "busy_pct"])
-    return Summary(facts, tuple(notes), kinds, devices)
+    ranges = step_candidates(trace) if not steps else pd.DataFrame(columns=RANGE_COLUMNS)
+    if len(ranges):
+        top = str(ranges["name"].iloc[0])
+        notes.append(f"no steps found; the host ranges below could mark them: "
+                     f"--steps-from {shlex.quote(re.escape(top))} takes each {top!r} as a step")
+    return Summary(facts, tuple(notes), kinds, devices, ranges)
+
+
+def step_candidates(trace: Trace) -> pd.DataFrame:
+    """The trace's host ranges (``user_annotation``: NVTX ranges, record_function
+    annotations) by name: count and total time, most frequent first (then longest)."""
+    ev = trace.events
+    ann = ev[(ev["kind"] == "user_annotation") & (ev["dur"] > 0)]
+    if ann.empty:
+        empty: pd.DataFrame = pd.DataFrame(columns=RANGE_COLUMNS)
+        return empty
+    g = ann.groupby(ann["name"].astype(str), observed=True)["dur"].agg(["count", "sum"])
+    out = pd.DataFrame({"name": g.index.astype(str), "count": g["count"].to_numpy(),
+                        "total_ms": g["sum"].to_numpy() / 1e6})
+    out = out.sort_values(["count", "total_ms", "name"], ascending=[False, False, True],
+                          kind="stable")
+    return cast("pd.DataFrame", out.reset_index(drop=True))
