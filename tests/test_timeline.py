@@ -171,7 +171,8 @@ def test_info_json_is_typed() -> None:
                                  "--format", "json"])
     facts = json.loads(r.output)["facts"]
     assert facts["steps"] == [2, 3] and facts["step_source"] == "ProfilerStep#N"
-    assert isinstance(facts["span_ms"], float) and isinstance(facts["kernels"], int)
+    # JSON writes durations as exact ns (span_ns for span_ms).
+    assert isinstance(facts["span_ns"], int) and isinstance(facts["kernels"], int)
     assert isinstance(facts["events"], int) and facts["rank"] is None or True
 
 
@@ -203,7 +204,7 @@ def test_nsys_steps_from_nvtx_ranges(fa2_db: Path) -> None:
     assert facts["steps"] == list(range(10))
     assert facts["step_source"] == "ranges matching 'policy_inference'"
     mean = np.mean([e - s for s, e in ranges]) / 1e6
-    assert facts["step_time_ms"] == pytest.approx(mean)
+    assert facts["step_time_ns"] == pytest.approx(mean * 1e6, abs=1)
     r = CliRunner().invoke(cli, ["launch", str(fa2_db), "--steps-from", "policy_inference",
                                  "--format", "json"])
     assert r.exit_code == 0, r.output
