@@ -76,6 +76,9 @@ _EXPORTS: dict[str, str] = {
     "gate": "traceforge.analyzers.runs.regression",
     "capture": "traceforge.capture",
     "step": "traceforge.capture",
+    "run_step_time": "traceforge.step_time",
+    "StepTime": "traceforge.step_time",
+    "kernels_per_step": "traceforge.analyzers.timeline.core:kernels_per_step_of",
     "open_in_perfetto": "traceforge.ui.perfetto",
     "DevicePeaks": "traceforge.analyzers.costs.devices",
     "device_peaks": "traceforge.analyzers.costs.devices",
@@ -110,6 +113,7 @@ __all__ = [
     "RooflineReport",
     "ScalingReport",
     "SnapshotReport",
+    "StepTime",
     "Summary",
     "Timeline",
     "Trace",
@@ -134,6 +138,7 @@ __all__ = [
     "idle_gaps",
     "info",
     "kernel_table",
+    "kernels_per_step",
     "launch",
     "launch_config",
     "launch_overhead",
@@ -152,6 +157,7 @@ __all__ = [
     "read_counters",
     "report",
     "roofline",
+    "run_step_time",
     "scaling",
     "select_steps",
     "short_name",
@@ -179,6 +185,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.runs.scaling import ScalingReport, scaling
     from traceforge.analyzers.timeline.activity import gpu_activity
     from traceforge.analyzers.timeline.core import Timeline, select_steps, timeline
+    from traceforge.analyzers.timeline.core import kernels_per_step_of as kernels_per_step
     from traceforge.analyzers.timeline.query import sql
     from traceforge.analyzers.timing.breakdown import breakdown
     from traceforge.analyzers.timing.idle import IdleReport, idle_gaps
@@ -206,6 +213,7 @@ if TYPE_CHECKING:
     from traceforge.render.report_file import write_report
     from traceforge.report.document import Report
     from traceforge.run_loader import load_runs
+    from traceforge.step_time import StepTime, run_step_time
     from traceforge.ui.perfetto import open_in_perfetto
 
 

@@ -47,11 +47,13 @@ def _ranks(source: Source, steps_from: str | None) -> list[Trace]:
     return [t.with_steps(steps_from) for t in ranks]
 
 
-def info(source: Source, *, steps_from: str | None = None) -> Summary | list[Summary]:
+def info(source: Source, *, steps_from: str | None = None, include_outliers: bool = False
+         ) -> Summary | list[Summary]:
     """``traceforge info``: format, devices, ranks, span, steps, step time, events by kind,
     GPU busy % -- the facts the CLI prints, as :class:`~traceforge.analyzers.timing.summary.Summary`
-    (one per rank when the source holds several)."""
-    sums = [summary(t) for t in _ranks(source, steps_from)]
+    (one per rank when the source holds several). ``include_outliers``: as
+    ``info --include-outliers``, outlier steps kept in the step time and kernels per step."""
+    sums = [summary(t, include_outliers) for t in _ranks(source, steps_from)]
     return sums[0] if len(sums) == 1 else sums
 
 

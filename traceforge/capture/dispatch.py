@@ -43,8 +43,6 @@ def dispatch(words: list[str], modes: tuple[str, ...], opts: CaptureOptions,
     ``ncu`` runs ``--backend ncu`` and returns its exit status: choosing the kernels to
     profile reads a trace, which the CLI does (this layer reads none)."""
     out, backend = opts.out, opts.backend
-    if nproc_text is None and (batch is not None or tokens_per_step is not None):
-        raise UsageError("--batch and --tokens-per-step go with --nproc")
     if nproc_text is not None:
         if launch_spec is None:
             raise UsageError("--nproc sweeps a torchrun launch: -- torchrun "

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 @click.option("-o", "--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("traceforge-out"), show_default=True, help="Output directory.")
 @click.option("--steps", "steps_text", default=None, metavar="WAIT,WARMUP,ACTIVE",
-              help="Profiler schedule in steps [default: 1,1,2; compiled: 3,1,2].")
+              help="Profiler schedule in steps [default: 2,2,5; compiled: 5,2,5]; the "
+                   "steps after the window run unprofiled and give the run's step time.")
 @click.option("--record-shapes/--no-record-shapes", default=True, show_default=True,
               help="Record operator input shapes (torch: record_shapes; nsys: "
                    "--pytorch=autograd-shapes-nvtx, ops with shapes as NVTX ranges, which "
@@ -78,9 +79,9 @@ if TYPE_CHECKING:
               help="Sweep a torchrun launch over these GPU counts (its --nproc-per-node "
                    "replaced), one folder OUT/nN each, then print the scaling table.")
 @click.option("--batch", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="With --nproc: samples per GPU per step, for samples/s.")
+              help="Samples per GPU per step: samples/s beside the step time.")
 @click.option("--tokens-per-step", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="With --nproc: tokens per GPU per step, for tokens/s.")
+              help="Tokens per GPU per step: tokens/s beside the step time.")
 @format_option
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
@@ -117,6 +118,7 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         record_shapes=record_shapes, with_stack=with_stack, memory=memory,
         memory_snapshot=memory_snapshot, compile_mode=compile_mode, name=name or target.stem,
         profiler_path={"nsys": nsys_path, "ncu": ncu_path}.get(backend, rocprof_path),
+        batch=batch, tokens=tokens_per_step,
     )
     opts.check()
     # Fail on an unwritable folder now, not after a long run.
@@ -174,11 +176,34 @@ def _comparison_table(modes: tuple[str, ...], summaries: list[dict[str, Any]],
     from traceforge.capture import compare
     from traceforge.render import render_frame
 
-    df = _with_peaks(pd.DataFrame(compare.comparison(summaries),
-                                  columns=list(compare.COLUMNS)), summaries, out)
+    rows = compare.comparison(summaries)
+    for row, s in zip(rows, summaries, strict=True):
+        row["kernels_per_step"] = _kernels_per_step(out, s, row["kernels_per_step"])
+    df = _with_peaks(pd.DataFrame(rows, columns=list(compare.COLUMNS)), summaries, out)
     df["attention"] = [attention_text(kernel_names_of(s)) for s in summaries]
+    # Throughput and overhead columns only where some mode has them.
+    optional = ["samples_per_s", "tokens_per_s", "profiled_ms", "overhead_pct"]
+    df = df.drop(columns=[c for c in optional if df[c].isna().all()])
     emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
                       digits=2, notes=mode_notes(summaries)))
+
+
+def _kernels_per_step(out: Path, summary: dict[str, object], fallback: object) -> object:
+    """The mode's kernels per step by the one definition
+    (:func:`traceforge.analyzers.timeline.core.kernels_per_step`), read from its trace; the
+    capture's estimate where the trace cannot be read."""
+    from traceforge.analyzers.timeline.core import kernels_per_step, timeline
+    from traceforge.errors import TraceforgeError
+    from traceforge.formats import load
+
+    trace = summary.get("trace")
+    path = trace.get("path") if isinstance(trace, dict) else None
+    if not isinstance(path, str) or not (out / path).is_file():
+        return fallback
+    try:
+        return kernels_per_step(timeline(load(out / path)))
+    except TraceforgeError:
+        return fallback
 
 
 def kernel_names_of(summary: dict[str, Any]) -> dict[str, int]:
@@ -190,8 +215,10 @@ def kernel_names_of(summary: dict[str, Any]) -> dict[str, int]:
 
 def mode_notes(summaries: list[dict[str, Any]]) -> tuple[str, ...]:
     """The capture table's notes: what its columns mean and what each mode changed."""
-    notes = ["latency: median step wall time (GPU synchronized) of the steps after the "
-             "recorded window, or of the recorded steps (profiled) when none ran after it",
+    notes = ["latency: the run's step time, the median wall time (GPU synchronized) of the "
+             "unprofiled steps after the recorded window, outlier steps left out (timed_steps "
+             "says over which); profiled_ms: median of the recorded steps; overhead_pct: "
+             "profiled / unprofiled - 1",
              "attention: the attention kernels that ran, by SDPA backend (from their names; "
              "math: the unfused path's softmax kernels)"]
     for s in summaries:

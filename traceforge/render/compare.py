@@ -20,8 +20,9 @@ from traceforge.render.text import display
 TABLE_NAMES: tuple[str, ...] = ("runs", "classes", "families", "counts", "comm")
 
 _NOTE = ("times: GPU activity launched in the steps, durations summed, per step and per GPU "
-         "(mean over ranks); step_ms: slowest rank's mean host step; latency/hz/peak from "
-         "capture summaries (unprofiled steps)")
+         "(mean over ranks); step_ms: slowest rank's mean host step; latency_ms: the run's "
+         "step time from its capture summaries (latency_from says over which steps), "
+         "hz/samples/tokens per s from it")
 
 
 def compare_tables(c: Comparison, *, wide: bool = True) -> list[Table]:

@@ -32,7 +32,8 @@ def render_table(t: Table, fmt: str) -> str:
 
 
 def drop_empty(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` without the numeric columns that hold no value at all (NaN throughout)."""
-    keep = [c for c in df.columns if not (df[c].dtype.kind == "f" and df[c].isna().all())]
+    """``df`` without the columns that hold no value at all (NaN or "" throughout)."""
+    keep = [c for c in df.columns if not (df[c].dtype.kind == "f" and df[c].isna().all())
+            and not (df[c].dtype == object and len(df) and df[c].isin(["", None]).all())]
     out: pd.DataFrame = df[keep]
     return out
