@@ -24,9 +24,15 @@ from traceforge.errors import UsageError
               help="Hardware counters (ncu --csv --page raw export, .ncu-rep, rocprofv3 "
                    "counter_collection.csv): each matched kernel gets its launch's counters "
                    "as ncu_* args.")
+@click.option("--steps", "steps_text", metavar="N|N-M|N,M",
+              help="Annotate only these steps (the trace cut to their time range, as "
+                   "`open --steps`): a smaller output for a big trace.")
+@click.option("--window", "window_text", metavar="START:END",
+              help="Annotate only this time range since the trace start (e.g. 100ms:250ms).")
 @steps_from_option
 def command(trace: str, output: str, top_n: int, min_gap_us: float,
-            counters_path: str | None, steps_from: str | None) -> None:
+            counters_path: str | None, steps_text: str | None, window_text: str | None,
+            steps_from: str | None) -> None:
     """Write TRACE with idle gaps by cause, step windows, overlap counters, kernel classes,
     the top-N kernels, each kernel's roofline rates (achieved TFLOP/s, % of bound) and
     each step's critical path (a track, and flow arrows between tracks) on it, for the
@@ -35,12 +41,21 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     from traceforge.render.document import document_bytes, output_kind
     from traceforge.report.annotations import annotation_data
 
+    from traceforge.ui import perfetto as ui
+    from traceforge.analyzers.timeline.steps import parse_spec
+
+    steps = parse_spec(steps_text) if steps_text else None
+    if steps_text and steps is None:
+        raise UsageError("--steps none: annotate the whole trace by leaving --steps out")
+    window = ui.parse_window(window_text) if window_text else None
+    if steps and window:
+        raise UsageError("give --steps or --window, not both")
     out = Path(output)
     output_kind(out)  # an unknown suffix fails before the analysis
     if out.resolve() == Path(trace).resolve():
         raise UsageError(f"{output}: is the input trace; name another output")
     destination.check(out)  # before the analysis: a bad destination is found in a moment
-    t = load_trace(trace, steps_from)
+    t = ui.trimmed(load_trace(trace, steps_from), steps=steps, window=window)
     ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
     if counters_path:
         from dataclasses import replace
