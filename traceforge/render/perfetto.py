@@ -157,6 +157,8 @@ def _annotation(v: Any) -> bytes:
     if v is True or v is False:
         return b"\x10\x01" if v else b"\x10\x00"
     t = type(v)
+    if t is int and -(2**63) <= v < 2**63:
+        return b"\x20" + _varint(v & _U64)
     if t is float:
         return b"\x29" + _DOUBLE(v)
     if t is str:
@@ -167,7 +169,11 @@ def _annotation(v: Any) -> bytes:
         return b"\x29" + _DOUBLE(v)
     if isinstance(v, str):
         return _bytes(6, v.encode())
-    return _bytes(9, json.dumps(v, default=str).encode())
+    return _bytes(9, _JSON(v).encode())
+
+
+#: ``json.dumps(v, default=str)``, its encoder made once.
+_JSON = json.JSONEncoder(default=str).encode
 
 
 class _Tracks:
