@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from tests.conftest import FIXTURES
 from traceforge.analyzers.timing.kernels import TOP_KERNEL_COLUMNS
 from traceforge.cli import cli
+from traceforge.render.schema import ns_name
 
 EAGER = str(FIXTURES / "eager.pt.trace.json.gz")
 
@@ -28,10 +29,12 @@ def test_top_kernels_json_schema_and_limit() -> None:
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
     assert len(rows) == 5
-    assert list(rows[0])[: len(TOP_KERNEL_COLUMNS)] == list(TOP_KERNEL_COLUMNS)
-    totals = [row["total_us"] for row in rows]
-    assert totals == sorted(totals, reverse=True)
-    assert all(r["min_us"] <= r["avg_us"] <= r["max_us"] for r in rows)
+    # JSON carries times as integer ns: total_us is written total_ns (render.schema)
+    assert list(rows[0])[: len(TOP_KERNEL_COLUMNS)] == [ns_name(c) or c
+                                                         for c in TOP_KERNEL_COLUMNS]
+    totals = [row["total_ns"] for row in rows]
+    assert totals == sorted(totals, reverse=True) and all(isinstance(t, int) for t in totals)
+    assert all(r["min_ns"] <= r["avg_ns"] <= r["max_ns"] for r in rows)
 
 
 def test_top_kernels_csv_and_md() -> None:

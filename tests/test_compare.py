@@ -135,7 +135,9 @@ def test_capture_facts_give_latency_speedup() -> None:
     runs = compare([a, b]).runs.set_index("run")
     assert runs.loc["mi350", "latency_speedup"] == pytest.approx(1.25)
     assert runs.loc["mi350", "hz"] != runs.loc["mi350", "hz"]  # NaN: no hz fact given
-    assert runs.loc["h200", "peak_gib"] == 20.0
+    # no memory events in the traces: the capture summary's peak, labelled so
+    assert runs.loc["h200", "peak_memory_bytes"] == 20.0 * 2**30
+    assert runs.loc["h200", "peak_memory_from"] == "capture summary"
 
 
 def test_cli_compare_writes_table_chart_and_reports(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ TOP_KERNELS = pd.DataFrame({
 
 
 def _table(df: pd.DataFrame) -> str:
-    return render_frame(df, "table")
+    return render_frame(df, "table", width=160)
 
 
 def test_ns_columns_in_ms_with_the_unit_in_the_header() -> None:
@@ -77,18 +77,18 @@ def test_small_values_keep_a_significant_digit() -> None:
 
 
 def test_whole_number_floats_are_counts() -> None:
-    out = render_frame(DIFF_SUMMARY, "table", digits=3)
+    out = render_frame(DIFF_SUMMARY, "table", digits=3, width=160)
     assert "1,791" in out and "1,791.000" not in out and "2.000" not in out
     assert "222.576" in out and "0.661" in out and "-608" in out
     md = render_frame(TOP_KERNELS, "md")
     assert "| 320 |" in md and "| 1,789.50 |" in md
 
 
-def test_spelled_headers_only_in_terminal_tables() -> None:
+def test_spelled_headers_in_terminal_tables_and_markdown() -> None:
     out = _table(TOP_KERNELS)
     assert "total (us)" in out and "calls" in out
     md = render_frame(LAUNCH_STEPS, "md")
-    assert "| window (ms) |" in md and "median_launch_delay_us" in md
+    assert "| window (ms) |" in md and "| median launch delay (us) |" in md  # as in HTML
 
 
 def test_json_and_csv_keep_exact_integer_ns() -> None:
@@ -101,7 +101,7 @@ def test_json_and_csv_keep_exact_integer_ns() -> None:
 
 
 def test_the_verbs_on_a_real_trace() -> None:
-    r = CliRunner().invoke(cli, ["launch", EAGER])
+    r = CliRunner().invoke(cli, ["launch", EAGER, "--width", "160"])
     assert r.exit_code == 0, r.output
     assert "window (ms)" in r.output and "78.898" in r.output
     assert all(len(ln) <= 160 for ln in r.output.splitlines())
@@ -111,3 +111,17 @@ def test_the_verbs_on_a_real_trace() -> None:
     r = CliRunner().invoke(cli, ["breakdown", EAGER, "--format", "json"])
     assert r.exit_code == 0, r.output
     assert all(isinstance(row["window_ns"], int) for row in json.loads(r.output)["breakdown"])
+
+
+def test_bytes_and_seconds_in_humane_units_json_exact() -> None:
+    df = pd.DataFrame({"peak_bytes": np.array([3 * 2**30, 2**20], dtype=np.int64),
+                       "span_ns": np.array([12_345_678_901, 2_000_000_000], dtype=np.int64),
+                       "calls": [3.0, 4.0], "total_us": [1.5, 2.25]})
+    out = render_frame(df, "table", width=160)
+    assert "peak (GiB)" in out and "3.000" in out and "span (s)" in out and "12.346" in out
+    assert "3.0" not in out.replace("3.000", "")  # calls is a count
+    rows = json.loads(render_frame(df, "json"))
+    assert rows[0] == {"peak_bytes": 3 * 2**30, "span_ns": 12_345_678_901, "calls": 3,
+                       "total_ns": 1500}
+    csv = render_frame(df, "csv").splitlines()
+    assert csv[0] == "peak_bytes,span_ns,calls,total_ns" and csv[2].endswith(",4,2250")

@@ -6,8 +6,16 @@ few hundred events), else inputs built in code (``kineto_doc``, ``rocpd_schema``
 Perfetto writer). Each mutant is one random mutation with a fixed seed: truncation, bit
 flips, inserted or deleted bytes, deleted or retyped fields, huge numbers, NaN, negative
 durations, duplicate keys, other text encodings, dropped SQLite tables, renamed columns.
-``TRACEFORGE_FUZZ_N`` sets the number of mutants (default 2100, 150 per seed: about 20 s on two
-cores; each seed has its own random stream, so a larger N only adds mutants).
+A quarter of the mutants are hostile rather than damaged (issue 31): wild timestamps (``ts =
+-1`` or 2**60 on a tenth of the events), gzip bombs, SQLite tables replaced by views that
+recurse forever or multiply rows, WAL-mode databases (rows left in the ``-wal`` file), and
+invalid intervals (an end before its start) in every format. Each loaded mutant also goes
+through the shared timeline (the innermost-range lookup that once recursed on a wild
+timestamp). The limits are lowered for the test (gzip output 8 MiB, SQLite 10 s).
+
+``TRACEFORGE_FUZZ_PER_FORMAT`` sets the number of mutants per seed (default 40: the normal
+suite); CI's fuzz stage sets 500. ``TRACEFORGE_FUZZ_N`` instead sets a total split evenly
+over the seeds. Each seed has its own random stream, so a larger count only adds mutants.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import io
 import json
 import os
 import random
+import resource
 import shutil
 import sqlite3
 import time
@@ -31,11 +40,16 @@ import pytest
 import traceforge as tf
 from tests import rocpd_schema
 from tests.conftest import EXTERNAL, SHARED
+from tests.fuzz_hostile import hostile_mutant
 from tests.test_chrome_reader import kineto_doc
 from traceforge.errors import TraceFormatError
 
-TOTAL = int(os.environ.get("TRACEFORGE_FUZZ_N", "2100"))
+PER_FORMAT = int(os.environ.get("TRACEFORGE_FUZZ_PER_FORMAT", "0") or 0)
+TOTAL = int(os.environ.get("TRACEFORGE_FUZZ_N", "0") or 0)
+DEFAULT_PER_FORMAT = 40
 SECONDS_PER_INPUT = 10.0
+#: Bound on the peak resident memory of the fuzzing process (and of each child).
+MAX_RSS = 2 * 2**30
 
 
 # -- seeds ----------------------------------------------------------------------------------
@@ -351,6 +365,8 @@ def _sqlite_mutation(rng: random.Random, path: Path) -> str:
 
 def _mutant(rng: random.Random, kind: str, seed: bytes, path: Path) -> str:
     """Write one mutant of ``seed`` to ``path``; returns the mutation in words."""
+    if rng.random() < 0.25:
+        return hostile_mutant(rng, kind, seed, path)
     structured = rng.random() < 0.65
     if kind == "sqlite" and structured:
         path.write_bytes(seed)
@@ -376,7 +392,9 @@ def _mutant(rng: random.Random, kind: str, seed: bytes, path: Path) -> str:
 # -- the test ---------------------------------------------------------------------------------
 
 def _share(name: str) -> int:
-    """This seed's number of mutants: TOTAL split evenly over the seeds."""
+    """This seed's number of mutants: PER_FORMAT, else TOTAL split evenly over the seeds."""
+    if PER_FORMAT or not TOTAL:
+        return PER_FORMAT or DEFAULT_PER_FORMAT
     names = list(SEEDS)
     base, extra = divmod(TOTAL, len(names))
     return base + (1 if names.index(name) < extra else 0)
@@ -392,7 +410,14 @@ def _digest(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("name", list(SEEDS))
-def test_reader_survives_mutants(name: str, seed_dir: Path, tmp_path: Path) -> None:
+def test_reader_survives_mutants(name: str, seed_dir: Path, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from traceforge.analyzers.timeline.core import timeline
+    from traceforge.formats import gunzip
+
+    monkeypatch.setenv("TRACEFORGE_GUNZIP_MAX_BYTES", str(8 * 2**20))
+    monkeypatch.setenv("TRACEFORGE_SQLITE_SECONDS", "3")
+    monkeypatch.setattr(gunzip, "RATIO_FLOOR", 2**20)
     fname, kind, build = SEEDS[name]
     seed = build(seed_dir)
     if seed is None:
@@ -411,7 +436,7 @@ def test_reader_survives_mutants(name: str, seed_dir: Path, tmp_path: Path) -> N
         before = _digest(case)
         t0 = time.perf_counter()
         try:
-            tf.load(path)
+            timeline(tf.load(path))
         except TraceFormatError as e:
             msg = str(e)
             if "damaged or unexpected" in msg:  # load() caught what no reader foresaw
@@ -430,3 +455,7 @@ def test_reader_survives_mutants(name: str, seed_dir: Path, tmp_path: Path) -> N
             problems.append(f"{name} #{k} [{how}]: the input folder changed")
         shutil.rmtree(case)
     assert not problems, f"{len(problems)} of {_share(name)} mutants:\n" + "\n".join(problems)
+    # Peak memory of this process and of its largest child (the reader's workers) so far.
+    peak = max(resource.getrusage(who).ru_maxrss * 1024
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    assert peak < MAX_RSS, f"peak memory {peak / 2**30:.2f} GiB (bound {MAX_RSS / 2**30} GiB)"

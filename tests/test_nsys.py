@@ -82,9 +82,9 @@ def test_top_kernels_cli_matches_nsys_totals(fa2_db: Path) -> None:
     for r in _oracle("policy_fa2_stats_cuda_gpu_kern_sum.csv"):
         o = ours[r["Name"]]
         assert int(o["calls"]) == int(r["Instances"])
-        assert round(float(o["total_us"]) * 1000) == int(r["Total Time (ns)"])
-        assert round(float(o["min_us"]) * 1000) == int(r["Min (ns)"])
-        assert round(float(o["max_us"]) * 1000) == int(r["Max (ns)"])
+        assert int(o["total_ns"]) == int(r["Total Time (ns)"])  # CSV: exact integer ns
+        assert int(o["min_ns"]) == int(r["Min (ns)"])
+        assert int(o["max_ns"]) == int(r["Max (ns)"])
     assert len(ours) == len(_oracle("policy_fa2_stats_cuda_gpu_kern_sum.csv"))
 
 

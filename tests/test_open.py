@@ -50,12 +50,15 @@ def test_serves_one_path_with_cors_then_exits() -> None:
     th = threading.Thread(target=lambda: done.append(srv.serve_until_fetched(server, timeout_s=20)))
     th.start()
     base = f"http://127.0.0.1:{port}"
+    tok = f"{base}/{server.token}"
+    assert len(server.token) >= 16
     assert _get(base + "/other.json")[0] == 404
     assert _get(base + "/")[0] == 404
-    assert _get(base + "/t.json/../etc/passwd")[0] == 404
-    assert _get(base + "/t.json", "POST")[0] == 404
+    assert _get(base + "/t.json")[0] == 404  # the name alone: no token, no trace
+    assert _get(tok + "/t.json/../etc/passwd")[0] == 404
+    assert _get(tok + "/t.json", "POST")[0] == 404
     assert th.is_alive()  # none of those was the fetch
-    status, headers, body = _get(base + "/t.json?x=1")
+    status, headers, body = _get(tok + "/t.json?x=1")
     assert status == 200 and body == data
     assert headers["Access-Control-Allow-Origin"] == ORIGIN
     th.join(5)
@@ -107,6 +110,7 @@ def test_cli_open_exits_after_fetch(monkeypatch: pytest.MonkeyPatch) -> None:
     src = shared("h100/compiled.pt.trace.json.gz")
     port = _free_port()
     monkeypatch.setattr(ui, "PORT", port)
+    monkeypatch.setattr(srv.secrets, "token_urlsafe", lambda n: "tok")
     result: list[object] = []
     th = threading.Thread(target=lambda: result.append(CliRunner().invoke(
         cli, ["open", str(src), "--no-browser", "--timeout", "20"])))
@@ -115,7 +119,7 @@ def test_cli_open_exits_after_fetch(monkeypatch: pytest.MonkeyPatch) -> None:
     status = 0
     while time.monotonic() < deadline:
         try:
-            status, headers, body = _get(f"http://127.0.0.1:{port}/{src.name}")
+            status, headers, body = _get(f"http://127.0.0.1:{port}/tok/{src.name}")
             break
         except urllib.error.URLError:
             time.sleep(0.05)
@@ -124,7 +128,7 @@ def test_cli_open_exits_after_fetch(monkeypatch: pytest.MonkeyPatch) -> None:
     th.join(10)
     r = result[0]
     assert r.exit_code == 0, r.output  # type: ignore[attr-defined]
-    assert f"#!/?url=http://127.0.0.1:{port}/{src.name}" in r.output  # type: ignore[attr-defined]
+    assert f"#!/?url=http://127.0.0.1:{port}/tok/{src.name}" in r.output  # type: ignore[attr-defined]
 
 
 def test_open_in_perfetto_for_notebooks() -> None:
@@ -150,7 +154,7 @@ def test_port_is_free_again_right_after_a_fetch() -> None:
         th = threading.Thread(target=srv.serve_until_fetched, args=(server,),
                               kwargs={"timeout_s": 10})
         th.start()
-        assert _get(f"http://127.0.0.1:{port}/t.json")[0] == 200
+        assert _get(f"http://127.0.0.1:{port}/{server.token}/t.json")[0] == 200
         th.join(5)
         assert not th.is_alive()
 
@@ -179,3 +183,36 @@ def test_cli_warns_on_large_traces_and_times_out(monkeypatch: pytest.MonkeyPatch
     assert r.exit_code == 1
     assert "warning" in r.output and "--steps" in r.output
     assert "no fetch before the timeout" in r.output
+
+
+def test_idle_connection_and_foreign_host_do_not_stall_or_fetch() -> None:
+    """An idle TCP connection once blocked the single-threaded server past --timeout; a
+    request with another Host (DNS rebinding) once got the trace. Now: the timeout fires
+    with an idle connection open, and a foreign Host gets 403 without using up the fetch."""
+    server = srv.bind("t.json", b"{}", port=0)
+    port = server.server_address[1]
+    idle = socket.create_connection(("127.0.0.1", port))
+    try:
+        t0 = time.monotonic()
+        assert srv.serve_until_fetched(server, timeout_s=1.0) is False
+        assert time.monotonic() - t0 < 5
+    finally:
+        idle.close()
+    server = srv.bind("t.json", b"{}", port=0)
+    port = server.server_address[1]
+    th = threading.Thread(target=srv.serve_until_fetched, args=(server,),
+                          kwargs={"timeout_s": 10})
+    th.start()
+    idle = socket.create_connection(("127.0.0.1", port))
+    try:
+        url = f"http://127.0.0.1:{port}/{server.token}/t.json"
+        req = urllib.request.Request(url, headers={"Host": "evil.example:9001"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=5)
+        assert e.value.code == 403
+        assert th.is_alive()
+        assert _get(url)[0] == 200  # served while the idle connection is still open
+        th.join(5)
+        assert not th.is_alive()
+    finally:
+        idle.close()

@@ -25,22 +25,26 @@ ALLOWED = {
     "version": set(),
     # Work done in forked children (the reader's chunks, the report's critical path).
     "forks": set(),
+    # Output files replaced whole or not at all (a leaf: every layer that writes uses it).
+    "outputs": set(),
     "formats": {"model", "errors", "samples", "executables", "forks"},
-    "capture": {"model", "errors", "executables"},
+    "capture": {"model", "errors", "executables", "outputs"},
     # Many-rank runs: reads rank files (formats) on a process pool or Dask and runs the
     # per-rank summary a verb hands it; it never imports analyzers, whose split
     # functions stay pure (Trace -> summary, summaries -> result).
     "engine": {"model", "errors", "formats"},
     "analyzers": {"model", "errors"},
     "report": {"model", "errors", "analyzers", "forks"},
-    "render": {"model", "errors", "analyzers", "report", "formats"},
-    "ui": {"model", "errors", "analyzers", "report", "render", "formats"},
+    "render": {"model", "errors", "analyzers", "report", "formats", "outputs"},
+    "ui": {"model", "errors", "analyzers", "report", "render", "formats", "outputs"},
     "commands": {"model", "errors", "analyzers", "report", "formats", "render", "capture",
-                 "samples", "ui", "engine", "__init__"},
-    "cli": {"errors", "commands", "version"},
+                 "samples", "ui", "engine", "__init__", "outputs"},
+    # The CLI's memory guard (reads the one size syntax from formats.cache).
+    "limits": {"errors", "formats"},
+    "cli": {"errors", "commands", "version", "limits"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
-                 "render", "ui", "commands", "cli", "engine"},
+                 "render", "ui", "commands", "cli", "engine", "limits", "outputs"},
 }
 MODULES = {p.stem if p.is_file() else p.name for p in PKG.iterdir()
            if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}
@@ -175,8 +179,9 @@ ANALYZERS = {
     # Collectives: matching across ranks, sizes, bandwidth, link ceilings (device peaks).
     "communication": {"names", "timeline", "costs"},
     "critical_path": {"names", "timeline", "timing", "communication"},
-    "runs": {"names", "timeline", "costs", "timing", "communication"},
+    "runs": {"names", "timeline", "costs", "timing", "communication", "memory"},
     "counters": {"names", "costs"},
+    "memory": {"names", "timeline"},
 }
 ANALYZER_FILES = sorted((PKG / "analyzers").rglob("*.py"))
 

@@ -63,8 +63,11 @@ def test_roofline_and_mfu_in_the_report_equal_the_cli() -> None:
     assert len(rows) == len(rf.by_op)
     for x in rf.by_op.to_dict("records"):
         cli = rows[x["op"]]
-        for col in ("time_us", "tflops_per_s", "tb_per_s", "pct_of_bound", "saved_us"):
+        for col in ("tflops_per_s", "tb_per_s", "pct_of_bound"):
             assert cli[col] == pytest.approx(x[col], rel=1e-12, nan_ok=True), (x["op"], col)
+        for col in ("time_us", "saved_us"):  # JSON: integer ns (render.schema)
+            want = x[col] if x[col] != x[col] else round(x[col] * 1000)
+            assert cli[col[:-3] + "_ns"] == pytest.approx(want, nan_ok=True), (x["op"], col)
     cli_steps = _json("mfu", str(EAGER))["steps"]
     assert [s["hfu_pct"] for s in cli_steps] == pytest.approx(rf.mfu["hfu_pct"].tolist(),
                                                               rel=1e-12)
@@ -77,11 +80,11 @@ def test_roofline_and_mfu_in_the_report_equal_the_cli() -> None:
     assert "HFU per step" in md and f"{shown}%" in md
     assert f"GPU window x bf16 {peak:,.1f} TFLOP/s peak" in md
     # The finding names the ops furthest below their bound with the CLI's numbers.
-    worst = sorted(rows.values(), key=lambda x: -x["saved_us"])[:3]
+    worst = sorted(rows.values(), key=lambda x: -x["saved_ns"])[:3]
     f = {x.rule: x for x in findings(r)}["ops_below_bound"]
     for w in worst:
         assert (f"{w['op']} at {w['pct_of_bound']:.1f}% of its {w['bound']} bound" in f.evidence)
-        assert f"{w['saved_us'] / 1e3:,.2f} ms of its {w['time_us'] / 1e3:,.2f} ms" in f.evidence
+        assert f"{w['saved_ns'] / 1e6:,.2f} ms of its {w['time_ns'] / 1e6:,.2f} ms" in f.evidence
     # The GEMM rule quotes `traceforge roofline --by class`'s gemm row.
     gemm = next(x for x in _json("roofline", str(EAGER), "--by", "class")["rows"]
                 if x["class"] == "gemm")

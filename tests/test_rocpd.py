@@ -132,7 +132,7 @@ def test_top_kernels_cli_matches_raw_sql(db: Path) -> None:
     assert len(ours) == len(rows)
     for name, calls, total in rows:
         assert int(ours[str(name)]["calls"]) == calls
-        assert round(float(ours[str(name)]["total_us"]) * 1000) == total
+        assert int(ours[str(name)]["total_ns"]) == total  # CSV: exact integer ns
 
 
 def test_several_processes_get_ranks_in_pid_order(db2: Path) -> None:

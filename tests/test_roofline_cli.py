@@ -95,7 +95,7 @@ def test_roofline_verbs_and_views() -> None:
         r = runner.invoke(cli, ["roofline", EAGER, "--by", by, "--format", "md"])
         assert r.exit_code == 0 and f"| {first} |" in r.output
     r = runner.invoke(cli, ["roofline", EAGER, "--format", "csv", "--step", "2"])
-    assert r.exit_code == 0 and r.output.startswith("op,calls,kernels,time_us")
+    assert r.exit_code == 0 and r.output.startswith("op,calls,kernels,time_ns")
     r = runner.invoke(cli, ["roofline", COMPILED])
     assert r.exit_code == 0 and "Unmodelled GPU time" in r.output
 

@@ -297,4 +297,4 @@ def test_cli_scaling_on_rank_folders(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "traceforge", "scaling", str(n2), "--table",
                         "runs", "--format", "csv"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0].startswith("run,gpus,ranks_traced,steps,step_ms")
+    assert r.stdout.splitlines()[0].startswith("run,gpus,ranks_traced,steps,step_ns")

@@ -99,3 +99,29 @@ def test_pair_codes_number_pairs_as_they_first_appear(pairs: list[tuple[int, int
         qcodes, np.array([first.get((int(x), int(y)), -1) for x, y in zip(qa, qb, strict=True)],
                          dtype=np.int64))
     assert pd.api.types.is_integer_dtype(codes.dtype)
+
+
+@settings(max_examples=150, deadline=None)
+@given(threads=hs.lists(hs.lists(interval, max_size=10), min_size=1, max_size=3),
+       offsets=hs.lists(hs.sampled_from([-(2**62), -1, 0, 1_700_000_000_000_000, 2**62]),
+                        min_size=3, max_size=3),
+       queries=hs.lists(hs.tuples(hs.integers(0, 2), hs.integers(-2, 40),
+                                  hs.sampled_from([-(2**62), -1, 0, 1_700_000_000_000_000,
+                                                   2**62])), max_size=20))
+def test_innermost_with_wild_timestamps(threads: list[list[tuple[int, int]]],
+                                        offsets: list[int],
+                                        queries: list[tuple[int, int, int]]) -> None:
+    """Threads whose times lie anywhere in int64 (-2**62, -1 beside epoch microseconds,
+    2**62) and a stray range at ts=-1 on the first thread: the oracle's answer, with no
+    recursion and no overflow (a span x depth past 2**62 once overflowed and recursed)."""
+    rows = [(k, s + offsets[k], e + offsets[k])
+            for k, cands in enumerate(threads) for s, e in _laminar(cands)]
+    if offsets[0] >= 0:
+        rows.append((0, -1, 0))
+    tid = np.array([r[0] for r in rows], dtype=np.int64)
+    s = np.array([r[1] for r in rows], dtype=np.int64)
+    e = np.array([r[2] for r in rows], dtype=np.int64)
+    q_tid = np.array([k for k, _, _ in queries], dtype=np.int64)
+    q_t = np.array([t + off for _, t, off in queries], dtype=np.int64)
+    np.testing.assert_array_equal(innermost(tid, s, e, q_tid, q_t),
+                                  _oracle(tid, s, e, q_tid, q_t))

@@ -81,6 +81,10 @@ _EXPORTS: dict[str, str] = {
     "roofline": "traceforge.analyzers.costs.roofline",
     "MFUReport": "traceforge.analyzers.costs.mfu",
     "mfu": "traceforge.analyzers.costs.mfu",
+    "MemoryReport": "traceforge.analyzers.memory",
+    "memory": "traceforge.analyzers.memory",
+    "SnapshotReport": "traceforge.analyzers.memory",
+    "memory_snapshot": "traceforge.commands.memory",
     "read_counters": "traceforge.formats.counter_files",
     "measured_kernels": "traceforge.analyzers.counters.measured",
 }
@@ -96,10 +100,12 @@ __all__ = [
     "IdleReport",
     "LaunchReport",
     "MFUReport",
+    "MemoryReport",
     "OverlapReport",
     "Report",
     "RooflineReport",
     "ScalingReport",
+    "SnapshotReport",
     "Summary",
     "Timeline",
     "Trace",
@@ -133,6 +139,8 @@ __all__ = [
     "load_runs",
     "map_ranks",
     "measured_kernels",
+    "memory",
+    "memory_snapshot",
     "mfu",
     "open_in_perfetto",
     "ops",
@@ -158,6 +166,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.costs.roofline import RooflineReport, roofline
     from traceforge.analyzers.counters.measured import measured_kernels
     from traceforge.analyzers.critical_path import CriticalPath, critical_path
+    from traceforge.analyzers.memory import MemoryReport, SnapshotReport, memory
     from traceforge.analyzers.names.kernel_names import classify, display_names, short_name
     from traceforge.analyzers.runs.compare import Comparison, compare
     from traceforge.analyzers.runs.diff import TraceDiff, diff
@@ -178,6 +187,7 @@ if TYPE_CHECKING:
     from traceforge.analyzers.timing.summary import Summary
     from traceforge.analyzers.timing.summary import summary as info
     from traceforge.capture import capture, step
+    from traceforge.commands.memory import memory_snapshot
     from traceforge.commands.report import write_report
     from traceforge.commands.runs import load_runs
     from traceforge.engine import map_ranks

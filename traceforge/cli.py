@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
+import threading
 from typing import Any
 
 import click
 
+from traceforge import errors
 from traceforge.commands import values
 from traceforge.errors import TraceforgeError
 
@@ -40,6 +43,7 @@ COMMANDS: tuple[str, ...] = (
     "critical_path",
     "scaling",
     "compare",
+    "memory",
     "comm",
 )
 
@@ -70,8 +74,17 @@ class _LazyGroup(click.Group):
 @click.option("--cache-size", metavar="SIZE", callback=values.check_size,
               help="Cap on the cache directory, e.g. 5GB (default; also "
               "TRACEFORGE_CACHE_SIZE); least recently used entries are evicted.")
+@click.option("--max-memory", metavar="SIZE",
+              help="End the run with one line once it (with its workers) uses more memory "
+              "than SIZE, e.g. 8GB (also TRACEFORGE_MAX_MEMORY; default 90% of the memory "
+              "available at start; 0 turns the guard off).")
+@click.option("--width", type=values.WIDTH, default=None, metavar="N", expose_value=False,
+              callback=values.set_width, is_eager=True,
+              help="Fit tables in N columns (default: the terminal's; unlimited when "
+              "piped or redirected; also TRACEFORGE_WIDTH).")
 @click.pass_context
-def cli(ctx: click.Context, no_cache: bool, cache_size: str | None) -> None:
+def cli(ctx: click.Context, no_cache: bool, cache_size: str | None,
+        max_memory: str | None) -> None:
     """Analyze GPU traces of ML workloads: Kineto JSON, Nsight Systems, rocprof, Perfetto.
 
     Parsed traces are cached as Arrow files in $TRACEFORGE_CACHE (default
@@ -81,6 +94,15 @@ def cli(ctx: click.Context, no_cache: bool, cache_size: str | None) -> None:
     """
     # Environment variables, not globals: worker processes of multi-rank verbs inherit them.
     # They are restored when the command ends (the CLI also runs in-process, in tests).
+    from traceforge import limits
+
+    try:
+        limit = limits.parse_limit(max_memory or os.environ.get("TRACEFORGE_MAX_MEMORY"))
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--max-memory") from None
+    stop = limits.guard(limit)
+    if stop is not None:
+        ctx.call_on_close(stop.set)
     settings = {"TRACEFORGE_NO_CACHE": "1" if no_cache else None,
                 "TRACEFORGE_CACHE_SIZE": cache_size}
     for var, value in settings.items():
@@ -98,12 +120,24 @@ def _restore(var: str, old: str | None) -> None:
         os.environ[var] = old
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    """SIGTERM ends the run as an exit does: ``finally`` blocks and ``atexit`` hooks run,
+    so temporary files (a decompressed database, a half-written output) are removed."""
+    errors.TERMINATED.append(signum)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI; errors become one line on stderr and an exit code, never a traceback."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         return cli.main(args=argv, prog_name="traceforge", standalone_mode=False)
     except TraceforgeError as e:
-        click.echo(f"traceforge: error: {e}", err=True)
+        from traceforge.commands.options import say
+
+        say(f"traceforge: error: {e}")
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
         click.echo("traceforge: aborted", err=True)

@@ -55,3 +55,15 @@ class UsageError(TraceforgeError):
     """Options or arguments that contradict each other."""
 
     exit_code = 2
+
+
+#: Signals that asked this process to end (the CLI's SIGTERM handler records them): code
+#: that turns a failed operation into an error line (a SQLite query the signal aborted)
+#: checks it, so that the run exits as terminated instead.
+TERMINATED: list[int] = []
+
+
+def exit_if_terminated() -> None:
+    """Raise SystemExit(128 + signal) when a terminating signal has arrived."""
+    if TERMINATED:
+        raise SystemExit(128 + TERMINATED[0])

@@ -66,6 +66,14 @@ EVENT_COLUMNS: dict[str, str] = {
 
 _INT_COLUMNS = [c for c, t in EVENT_COLUMNS.items() if t == "int64"]
 
+#: Columns of ``Trace.memory()``, one row per allocator event: ``event`` alloc/free/oom,
+#: ``delta_bytes`` +alloc/-free (oom: the request), totals after it (-1: not recorded), device
+#: -1 for host memory, ``row`` in ``events`` or -1. See :mod:`traceforge.formats.memory`.
+MEMORY_COLUMNS: dict[str, str] = dict(  # noqa: C408 - names, not string keys: shorter
+    ts="int64", device="int64", device_type="category", event="category", addr="int64",
+    delta_bytes="int64", allocated_bytes="int64", reserved_bytes="int64", pid="int64",
+    tid="int64", row="int64")
+
 #: Columns of ``Trace.flows`` (Chrome-trace ``s``/``t``/``f`` flow events).
 FLOW_COLUMNS: dict[str, str] = {
     "id": "int64",
@@ -139,8 +147,7 @@ def distinct_args(provider: ArgsProvider, rows: np.ndarray, keys: Sequence[str]
     """
     own = getattr(provider, "distinct", None)
     if own is not None:
-        result: tuple[np.ndarray, list[dict[str, Any]]] = own(rows, keys)
-        return result
+        return cast(tuple[np.ndarray, list[dict[str, Any]]], own(rows, keys))
     return factorize_args(provider, rows, keys)
 
 
@@ -168,8 +175,7 @@ def factorize_args(provider: ArgsProvider, rows: np.ndarray, keys: Sequence[str]
 
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
     """An empty frame with the given column dtypes (e.g. FLOW_COLUMNS)."""
-    result: pd.DataFrame = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()})
-    return result
+    return cast(pd.DataFrame, pd.DataFrame({c: pd.Series([], dtype=t) for c, t in columns.items()}))
 
 
 def name_mask(names: pd.Series, pattern: str) -> np.ndarray:
@@ -187,8 +193,7 @@ def name_mask(names: pd.Series, pattern: str) -> np.ndarray:
     # Plain columns (a timeline's names) are numbered first, for the same reason.
     codes, labels = str_codes(names)
     hit = np.fromiter((bool(rx.search(v)) for v in labels), dtype=bool, count=len(labels))
-    result: np.ndarray = hit[codes] if len(labels) else np.zeros(len(codes), dtype=bool)
-    return result
+    return hit[codes] if len(labels) else np.zeros(len(codes), dtype=bool)
 
 
 def str_codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
@@ -299,9 +304,7 @@ def normalize_events(df: pd.DataFrame) -> pd.DataFrame:
         elif dtype == "int64" and s.dtype != np.int64:
             s = s.fillna(-1).astype(np.int64)  # rows built from dicts may lack a column
         out[col] = s
-    res = pd.DataFrame(out, index=pd.RangeIndex(n))
-    result2: pd.DataFrame = res
-    return result2
+    return cast(pd.DataFrame, pd.DataFrame(out, index=pd.RangeIndex(n)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -328,6 +331,8 @@ class Trace:
     #: copied by ``dataclasses.replace`` either: a trace with other rows must not read the
     #: tables of these.
     store: Store | None = field(default=None, init=False, repr=False)
+    #: Reads the memory table (:meth:`memory`) when first asked for; None: no source.
+    memory_provider: Callable[[], pd.DataFrame] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         missing = [c for c in EVENT_COLUMNS if c not in self.events.columns]
@@ -363,8 +368,7 @@ class Trace:
     # -- selections ---------------------------------------------------------------------
     def of_kind(self, *kinds: str) -> pd.DataFrame:
         """Rows whose ``kind`` is one of ``kinds`` (original row labels kept)."""
-        result3: pd.DataFrame = self.events[self.events["kind"].isin(kinds)]
-        return result3
+        return cast(pd.DataFrame, self.events[self.events["kind"].isin(kinds)])
 
     def kernels(self) -> pd.DataFrame:
         """GPU kernel rows."""
@@ -386,6 +390,13 @@ class Trace:
         :meth:`args` when many rows repeat a few values (op shapes)."""
         arr = np.asarray(rows, dtype=np.int64).reshape(-1)
         return distinct_args(self.args_provider, arr, tuple(keys))
+
+    def memory(self) -> pd.DataFrame:
+        """Allocator events (:data:`MEMORY_COLUMNS`; attrs notes, source), read on first use."""
+        if "memory" not in self.memo:
+            got = self.memory_provider() if self.memory_provider is not None else None
+            self.memo["memory"] = empty_frame(MEMORY_COLUMNS) if got is None else got
+        return cast(pd.DataFrame, self.memo["memory"])
 
     # -- derived facts ------------------------------------------------------------------
     @property
@@ -460,9 +471,8 @@ class Trace:
 
     def _repr_html_(self) -> str:
         m = self.meta
-        rows = "".join(
-            f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in self.counts().items()
-        )
+        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>"
+                       for k, v in self.counts().items())
         dev = html.escape(", ".join(d.name for d in m.devices) or "no device info")
         return (
             f"<div><b>Trace</b> {html.escape(m.format)} <code>{html.escape(m.path)}</code><br>"
@@ -472,11 +482,8 @@ class Trace:
 
 
 class Tables:
-    """Mixin for the dataclasses analyses return: in Jupyter they show their tables.
-
-    Every DataFrame field renders as an HTML table (first 50 rows, pandas' own HTML), and
-    text fields (notes, step source) as lines above them.
-    """
+    """Mixin for the dataclasses analyses return: in Jupyter, each DataFrame field shows as
+    an HTML table (first 50 rows, pandas' own HTML), text fields (notes, ...) as lines."""
 
     def _repr_html_(self) -> str:
         import dataclasses

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from traceforge.errors import CaptureError, TraceFormatError
+from traceforge.outputs import write
 
 SCHEMA = "traceforge-peaks/1"
 #: (M, N, K) of the products timed per dtype: large enough to saturate the tensor cores,
@@ -148,7 +149,7 @@ def write_peaks(doc: dict[str, Any], path: str | Path) -> Path:
     """Write a peaks document as JSON; one-line error when the file cannot be written."""
     p = Path(path)
     try:
-        p.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        write(p, json.dumps(doc, indent=2) + "\n")
     except OSError as e:
         raise TraceFormatError(p, f"cannot write the peaks file ({e.strerror or e})") from None
     return p

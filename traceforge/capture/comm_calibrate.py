@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from traceforge.errors import CaptureError, TraceFormatError
+from traceforge.outputs import write
 
 SCHEMA = "traceforge-peaks/1"
 #: All-reduce sizes (bytes) of the default sweep: 1 MiB to 1 GiB, x4.
@@ -165,10 +166,8 @@ def merge_comm(result: dict[str, Any], path: str | Path) -> Path:
     doc = existing_peaks(p) or {"schema": SCHEMA, "device": result["device"],
                                 "matmul_tflops": {}}
     doc.update({k: result[k] for k in ("allreduce_busbw_gb_s", "allreduce", "comm_method")})
-    tmpf = p.with_name(p.name + ".tmp")
     try:
-        tmpf.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmpf, p)
+        write(p, json.dumps(doc, indent=2) + "\n")  # whole or not at all (outputs.py)
     except OSError as e:
         raise TraceFormatError(p, f"cannot write the peaks file ({e.strerror or e})") from None
     return p

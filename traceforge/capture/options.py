@@ -81,6 +81,7 @@ class CaptureOptions:
     record_shapes: bool = True
     with_stack: bool = False
     memory: bool = False
+    memory_snapshot: bool = False  # a torch.cuda.memory snapshot of the recorded window
     compile_mode: str = "default"
     name: str = "capture"  # file stem: the script's name for CLI runs
     profiler_path: str | None = None  # --nsys PATH
@@ -115,6 +116,8 @@ def to_args(opts: CaptureOptions, mode: str | None = None) -> list[str]:
         args.append("--with-stack")
     if opts.memory:
         args.append("--memory")
+    if opts.memory_snapshot:
+        args.append("--memory-snapshot")
     if opts.profiler_path:
         args += ["--nsys" if opts.backend == "nsys" else "--rocprof", opts.profiler_path]
     return args

@@ -18,8 +18,9 @@ from traceforge.executables import ROCPROF
 
 
 def v3_command(exe: str, opts: CaptureOptions, stem: str, inner: list[str]) -> list[str]:
+    memory = ["--memory-allocation-trace"] if opts.memory else []
     return [exe, "--kernel-trace", "--hip-trace", "--memory-copy-trace", "--marker-trace",
-            "--output-format", "csv", "json", "pftrace", "-d", str(opts.out), "-o", stem,
+            *memory, "--output-format", "csv", "json", "pftrace", "-d", str(opts.out), "-o", stem,
             "--", *inner]
 
 

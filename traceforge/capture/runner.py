@@ -53,7 +53,8 @@ def run_target(target: Target, options: CaptureOptions, command: list[str]) -> R
         with capture(options.mode, options.out, backend=options.backend,
                      steps=options.schedule(), name=options.name,
                      record_shapes=options.record_shapes, with_stack=options.with_stack,
-                     memory=options.memory, compile_mode=options.compile_mode,
+                     memory=options.memory, memory_snapshot=options.memory_snapshot,
+                     compile_mode=options.compile_mode,
                      command=command, script=None if target.is_module else target.path) as run:
             try:
                 if target.is_module:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from traceforge.capture import metadata
+from traceforge.capture.memory import MemorySnapshot
 from traceforge.capture.modes import ModeState, apply_mode, dynamo_counters
 from traceforge.capture.options import CaptureOptions, Steps
 from traceforge.capture.steps import WHOLE_RUN, StepTracker
@@ -113,6 +114,7 @@ class _Recorder:
         self.provisional = True  # step 0 may be the whole run (see _schedule_action)
         self.discarding = False
         self.tracker = StepTracker(self.on_step)
+        self.snapshot = MemorySnapshot(out / f"{run.stem}.memory.pickle", run.notes)
 
     # -- profiler callbacks --------------------------------------------------------------
     def on_ready(self, prof: Any) -> None:
@@ -157,6 +159,8 @@ class _Recorder:
             self._restart_profiler()
         self.run.steps.append(StepRecord(len(self.run.steps), now - self.last, peak,
                                          graphs - self.graphs_seen))
+        if self.run.options.memory_snapshot:
+            self.snapshot.on_step(len(self.run.steps), self.steps)
         self.graphs_seen = graphs
         if self.prof is not None:
             self.prof.step()
@@ -233,6 +237,8 @@ class _Recorder:
     def stop(self) -> None:
         self.tracker.remove()
         self.run.step_source = self.tracker.description
+        if self.run.options.memory_snapshot:
+            self.snapshot.finish()
         if self.prof is not None:
             self.prof.__exit__(None, None, None)  # stop, and release Kineto's step counter
         if self.nvtx_open:
@@ -324,6 +330,9 @@ def _finish(rec: _Recorder, t0: float) -> None:
         if p is not None:
             p.unlink(missing_ok=True)
     summary["trace"] = trace_file
+    if rec.snapshot.written:
+        summary["memory_snapshot"] = rec.snapshot.path.name
+        run.notes.append(f"wrote {rec.snapshot.path}")
     run.summary_path = rec.out / f"{run.stem}.summary.json"
     write_summary(run.summary_path, summary)
     run.summary = summary
@@ -367,6 +376,7 @@ def capture(
     record_shapes: bool = True,
     with_stack: bool = False,
     memory: bool = False,
+    memory_snapshot: bool = False,
     compile_mode: str = "default",
     quiet: bool = False,
     command: list[str] | None = None,
@@ -386,7 +396,7 @@ def capture(
         mode=mode, backend=backend, out=Path(out),
         steps=parse_steps(steps) if isinstance(steps, str) else steps,
         record_shapes=record_shapes, with_stack=with_stack, memory=memory,
-        compile_mode=compile_mode, name=name,
+        memory_snapshot=memory_snapshot, compile_mode=compile_mode, name=name,
     )
     opts.check()
     check_writable(opts.out)

@@ -8,8 +8,7 @@ import click
 
 from traceforge.commands import output as destination
 from traceforge.commands import values
-from traceforge.commands.options import load_trace, steps_from_option, trace_argument
-from traceforge.errors import UsageError
+from traceforge.commands.options import load_trace, say, steps_from_option, trace_argument
 
 
 @click.command("annotate")
@@ -52,8 +51,7 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
         raise UsageError("give --steps or --window, not both")
     out = Path(output)
     output_kind(out)  # an unknown suffix fails before the analysis
-    if out.resolve() == Path(trace).resolve():
-        raise UsageError(f"{output}: is the input trace; name another output")
+    destination.refuse_input(out, [trace])
     destination.check(out)  # before the analysis: a bad destination is found in a moment
     t = ui.trimmed(load_trace(trace, steps_from), steps=steps, window=window)
     ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
@@ -75,4 +73,4 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
                f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
                f"critical path in {pieces} pieces")
     for n in ann.notes:
-        click.echo(f"note: {n}", err=True)
+        say(f"note: {n}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import pandas as pd
@@ -46,7 +47,12 @@ from traceforge.render import render_frame
                    "--pytorch=autograd-shapes-nvtx, ops with shapes as NVTX ranges, which "
                    "about doubles a CPU-bound step's time under nsys).")
 @click.option("--with-stack", is_flag=True, help="Record Python stacks of operators.")
-@click.option("--memory", is_flag=True, help="Record memory allocations (profile_memory).")
+@click.option("--memory", is_flag=True,
+              help="Record memory allocations: [memory] events (profile_memory), nsys "
+                   "--cuda-memory-usage, rocprofv3 --memory-allocation-trace.")
+@click.option("--memory-snapshot", is_flag=True,
+              help="Also write NAME.MODE.memory.pickle: a torch.cuda.memory snapshot with "
+                   "the allocation history of the recorded steps (traceforge memory reads it).")
 @click.option("--compile-mode", type=click.Choice(COMPILE_MODES), default="default",
               show_default=True, help="torch.compile mode for calls that set none (compiled).")
 @click.option("--name", default=None, help="Output file stem [default: the script's name].")
@@ -74,7 +80,8 @@ from traceforge.render import render_frame
 @format_option
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
-            record_shapes: bool, with_stack: bool, memory: bool, compile_mode: str,
+            record_shapes: bool, with_stack: bool, memory: bool, memory_snapshot: bool,
+            compile_mode: str,
             name: str | None, nsys_path: str | None, rocprof_path: str | None,
             ncu_path: str | None, kernels: str | None, top: int, from_trace: str | None,
             nproc_text: str | None, batch: float | None, tokens_per_step: float | None,
@@ -101,7 +108,7 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         mode=modes[0], backend=backend, out=out,
         steps=parse_steps(steps_text) if steps_text else None,
         record_shapes=record_shapes, with_stack=with_stack, memory=memory,
-        compile_mode=compile_mode, name=name or target.stem,
+        memory_snapshot=memory_snapshot, compile_mode=compile_mode, name=name or target.stem,
         profiler_path={"nsys": nsys_path, "ncu": ncu_path}.get(backend, rocprof_path),
     )
     opts.check()
@@ -121,7 +128,8 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
             _scaling_table(root, fmt)
     elif len(modes) > 1:
         rc, summaries = compare.run_modes(modes, opts, words)
-        df = pd.DataFrame(compare.comparison(summaries), columns=list(compare.COLUMNS))
+        df = _with_peaks(pd.DataFrame(compare.comparison(summaries),
+                                      columns=list(compare.COLUMNS)), summaries, out)
         emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
                           digits=2, notes=_notes(summaries)))
     elif launch_spec is not None:
@@ -188,3 +196,27 @@ def _notes(summaries: list[dict[str, object]]) -> tuple[str, ...]:
         for w in m.get("warnings", []) if isinstance(m.get("warnings"), list) else []:
             notes.append(f"{m.get('mode')}: {w}")
     return tuple(notes)
+
+
+def _with_peaks(df: pd.DataFrame, summaries: list[dict[str, Any]], out: Path) -> pd.DataFrame:
+    """The capture table with each mode's peak memory in place of ``peak_gib``: from its
+    trace's memory events (``--memory``), else the summary's max_memory_allocated, and
+    which (:func:`traceforge.analyzers.memory.peak_columns`)."""
+    from traceforge.analyzers.memory import PEAK_COLUMNS, peak_columns
+    from traceforge.errors import TraceforgeError
+    from traceforge.formats import load
+
+    rows = []
+    for s, gib in zip(summaries, df["peak_gib"].tolist(), strict=True):
+        name = (s.get("trace") or {}).get("path")
+        traces = []
+        if name and (out / name).is_file():
+            try:
+                traces = [load(out / name)]
+            except TraceforgeError:
+                traces = []
+        rows.append(peak_columns(traces, None if gib is None or gib != gib else gib * 2**30))
+    at = list(df.columns).index("peak_gib")
+    peaks = pd.DataFrame(rows, columns=list(PEAK_COLUMNS), index=df.index)
+    joined: pd.DataFrame = pd.concat([df.iloc[:, :at], peaks, df.iloc[:, at + 1:]], axis=1)
+    return joined

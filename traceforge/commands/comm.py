@@ -12,7 +12,6 @@ from traceforge.analyzers.runs.rank_summaries import TIMELINE_KINDS
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import format_option, traces_argument
 from traceforge.commands.tables import Table, emit_tables, table_options
-from traceforge.errors import UsageError
 
 
 def link_option(f: click.decorators.FC) -> click.decorators.FC:
@@ -20,16 +19,11 @@ def link_option(f: click.decorators.FC) -> click.decorators.FC:
     f = click.option("--peaks", "peaks_path", default=None, metavar="FILE",
                      help="Peaks file with an all-reduce busbw measured by `traceforge "
                      "calibrate --comm`: the ceiling instead of the datasheet link.")(f)
-    return click.option("--link-gbps", "link_gbps", type=float, default=None,
+    return click.option("--link-gbps", "link_gbps", default=None,
+                        type=click.FloatRange(min=0, min_open=True),
                         metavar="GB/S", help="Ceiling in GB/s per direction (overrides "
                         "the device's link and --peaks), e.g. 50 for a 400 Gb/s NIC "
                         "per GPU.")(f)
-
-
-def check_link(link_gbps: float | None) -> float | None:
-    if link_gbps is not None and not link_gbps > 0:
-        raise UsageError(f"--link-gbps {link_gbps:g}: want a positive number")
-    return link_gbps
 
 
 @click.command("comm")
@@ -53,11 +47,10 @@ def command(traces: tuple[str, ...], link_gbps: float | None, peaks_path: str | 
     against the link's per-direction ceiling. Tables: by_size, slowest, histogram,
     ranks.
     """
-    link = check_link(link_gbps)
     measured = measured_busbw(peaks_path)
     ranks = engine.ranks(run_paths(traces), comm_summary, steps_from=None,
                          kinds=TIMELINE_KINDS)
-    r = comm_report([x.value for x in ranks], link_gbps=link, measured_gbps=measured,
+    r = comm_report([x.value for x in ranks], link_gbps=link_gbps, measured_gbps=measured,
                     top=top)
     emit_tables(tables(r, full=fmt in ("json", "csv")), fmt, table=table, out_dir=out_dir,
                 doc=document(r))

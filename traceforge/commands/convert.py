@@ -8,7 +8,6 @@ import click
 
 from traceforge.commands import output
 from traceforge.commands.options import emit, trace_argument
-from traceforge.errors import UsageError
 from traceforge.formats import load
 from traceforge.render.chrome_json import trace_to_chrome
 from traceforge.render.document import document_bytes, output_kind
@@ -18,8 +17,7 @@ def convert(src: str | Path, out: str | Path) -> Path:
     """Read ``src`` (any supported format) and write ``out`` in the format its suffix names."""
     dst = Path(out)
     output_kind(dst)  # an unknown suffix fails before the (long) read
-    if Path(src).resolve() == dst.resolve():
-        raise UsageError(f"{dst}: output would overwrite the input")
+    output.refuse_input(dst, [src])
     output.check(dst)  # before the read: a bad destination is found in a moment
     return output.write(dst, document_bytes(trace_to_chrome(load(src)), dst))
 

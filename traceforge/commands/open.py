@@ -43,14 +43,14 @@ def command(trace: str, no_browser: bool, origin: str, steps_text: str | None,
         )
     # ui.PORT is read at call time so that tests can move the server off 9001.
     srv = server.bind(name, data, origin=origin, port=ui.PORT)
-    url = ui.ui_url(name, origin=origin, port=ui.PORT)
+    url = ui.ui_url(name, origin=origin, port=ui.PORT, token=srv.token)
     click.echo(url)
     if not no_browser:
         import webbrowser
 
         webbrowser.open(url)
-    click.echo(f"Serving {name} on http://{ui.HOST}:{ui.PORT}/ until the UI fetches it "
-               "(Ctrl-C to stop)", err=True)
+    click.echo(f"Serving {name} on http://{ui.HOST}:{ui.PORT}/ (secret path) until the UI "
+               "fetches it (Ctrl-C to stop)", err=True)
     if not server.serve_until_fetched(srv, timeout_s=timeout_s):
         click.echo("traceforge: no fetch before the timeout; stopped", err=True)
         raise SystemExit(1)

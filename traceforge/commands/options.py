@@ -17,7 +17,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def format_option(f: F) -> F:
-    """``--format table|csv|json|md`` (default table)."""
+    """``--format table|csv|json|md`` (default table) and ``--width N``."""
+    from traceforge.commands.values import WIDTH, set_width
+
+    f = click.option("--width", type=WIDTH, default=None, metavar="N", expose_value=False,
+                     callback=set_width, is_eager=True,
+                     help="Fit tables in N columns [default: the terminal's width; "
+                     "unlimited when output is piped or redirected; also TRACEFORGE_WIDTH].")(f)
     return click.option(
         "--format",
         "fmt",
@@ -39,8 +45,18 @@ def traces_argument(f: F) -> F:
 
 
 def emit(text: str) -> None:
-    """Write command output to stdout."""
-    click.echo(text, nl=not text.endswith("\n"))
+    """Write command output to stdout, control characters from trace data escaped (see
+    :mod:`traceforge.render.text`)."""
+    from traceforge.render.text import plain_lines
+
+    click.echo(plain_lines(text), nl=not text.endswith("\n"))
+
+
+def say(text: str) -> None:
+    """One line (or a few) for people on stderr, control characters escaped."""
+    from traceforge.render.text import plain_lines
+
+    click.echo(plain_lines(text), err=True)
 
 
 def report_option(holds: str) -> Callable[[F], F]:

@@ -1,16 +1,21 @@
 """Writing a command's output file: one line naming the path when it cannot be written.
 
-Every verb that writes a file (convert, annotate, report) checks the destination before
-the work (a missing folder is found before a long analysis, not after) and writes through
-:func:`write`, so a missing parent folder, a folder given as the file, or a permission
-problem is ``traceforge: error: PATH: cannot write (why)``, exit 2, never a traceback.
+Every verb that writes a file (convert, annotate, report, ``-o DIR``) checks the
+destination before the work (a missing folder is found before a long analysis, not after)
+and writes through :func:`write`, which replaces the file whole or not at all (a temporary
+file beside it, renamed over it: :mod:`traceforge.outputs`), so a missing parent folder,
+a folder given as the file, or a permission problem is ``traceforge: error: PATH: cannot
+write (why)``, exit 2, never a traceback. :func:`refuse_input` keeps an output off its
+inputs, hard links included.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
+from traceforge import outputs
 from traceforge.errors import UsageError
 
 
@@ -34,11 +39,27 @@ def check(path: str | Path) -> Path:
 
 
 def write(path: str | Path, data: bytes | str) -> Path:
-    """Write ``data`` (text as UTF-8) to ``path``; a UsageError naming it when that fails."""
+    """Write ``data`` (text as UTF-8) to ``path``, replacing it whole or not at all
+    (:mod:`traceforge.outputs`); a UsageError naming it when that fails."""
     p = check(path)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        p.write_bytes(raw)
+        outputs.write(p, data)
     except OSError as e:
         raise _fail(p, e.strerror or type(e).__name__) from None
     return p
+
+
+def refuse_input(path: str | Path, inputs: Sequence[str | Path], what: str = "the input trace"
+                 ) -> None:
+    """A UsageError when writing ``path`` would overwrite one of ``inputs``: the same path
+    once resolved, or the same file by device and inode (a hard link, a bind mount)."""
+    out = Path(path)
+    for src in inputs:
+        same = out.resolve() == Path(src).resolve()
+        if not same and out.exists() and Path(src).exists():
+            try:
+                same = os.path.samefile(out, src)
+            except OSError:
+                same = False
+        if same:
+            raise UsageError(f"{path}: is {what} {src}; name another output")

@@ -84,8 +84,7 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
 
     out = Path(output)
     _format_of(output)  # like the destination below: a bad name fails before the analysis
-    if any(out.resolve() == Path(t).resolve() for t in traces):
-        raise UsageError(f"{output}: is one of the input traces; name another output")
+    destination.refuse_input(out, traces, "one of the input traces:")
     destination.check(out)  # before the analysis: a bad destination is found in a moment
     rule, _ = resolve_steps(steps_from, None)
     measured = _latency_file(latency_path) if latency_path else None

@@ -19,7 +19,10 @@ from traceforge.commands.options import (
 @click.argument("query")
 @steps_from_option
 @format_option
-def command(trace: str, query: str, steps_from: str | None, fmt: str) -> None:
+@click.option("--allow-files", is_flag=True,
+              help="Let the query read and write files (read_csv, COPY ... TO, ATTACH); off "
+                   "by default: a query sees only the trace's tables. Never writes an input.")
+def command(trace: str, query: str, steps_from: str | None, fmt: str, allow_files: bool) -> None:
     """Run a SQL QUERY (DuckDB) over the tables events, activity and steps.
 
     \b
@@ -30,6 +33,9 @@ def command(trace: str, query: str, steps_from: str | None, fmt: str) -> None:
               op_name, annotation, step
     steps     step, host_ts, host_end, ts, end (host range and GPU window of each step)
 
+    The query is sandboxed: no files, URLs, ATTACH, COPY or extension installs unless
+    --allow-files is given (and even then COPY never targets the trace).
+
     Example: traceforge sql t.json "SELECT name, sum(dur)/1e3 AS us FROM events
     WHERE kind = 'kernel' GROUP BY name ORDER BY us DESC LIMIT 5"
     """
@@ -37,5 +43,8 @@ def command(trace: str, query: str, steps_from: str | None, fmt: str) -> None:
     from traceforge.render import render_frame
 
     rule, _ = resolve_steps(steps_from, None)
-    df = sql(load_trace(trace, rule), query)
-    emit(render_frame(df, fmt, title=f"SQL on {trace}"))
+    from traceforge.formats import resolve
+
+    df = sql(load_trace(trace, rule), query, allow_files=allow_files,
+             inputs=[resolve(trace)])
+    emit(render_frame(df, fmt, title=f"SQL on {trace}", schema=False))  # the query's columns

@@ -56,3 +56,26 @@ POSITIVE = FiniteFloat(min=0.0, min_open=True)
 INDEX = click.IntRange(min=0)
 #: Repetitions: at least one.
 REPEATS = click.IntRange(min=1)
+
+#: Table widths (``--width``): narrower than this holds no table.
+WIDTH = click.IntRange(min=20)
+
+
+def set_width(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """Callback of ``--width N``: tables fit N columns for the rest of the command (via
+    ``TRACEFORGE_WIDTH``, restored when the command ends: the CLI also runs in-process)."""
+    if value is None:
+        return None
+    import os
+
+    old = os.environ.get("TRACEFORGE_WIDTH")
+    os.environ["TRACEFORGE_WIDTH"] = str(value)
+
+    def restore() -> None:
+        if old is None:
+            os.environ.pop("TRACEFORGE_WIDTH", None)
+        else:
+            os.environ["TRACEFORGE_WIDTH"] = old
+
+    ctx.call_on_close(restore)
+    return value

@@ -8,16 +8,20 @@ the order of :data:`READERS` and raises one ``TraceFormatError`` line when none 
 from __future__ import annotations
 
 import importlib
+import os
 import sqlite3
+import stat
 import zlib
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 
 from traceforge import samples
 from traceforge.errors import TraceFormatError
+from traceforge.formats import timestamps
 from traceforge.formats.source import read_head
 from traceforge.model import Trace
 
@@ -85,7 +89,7 @@ def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> 
     from traceforge.formats import cache
 
     k = cache.key(p)  # taken before parsing: a file changed meanwhile is never stored as current
-    full: Trace = mod.read(p)
+    full: Trace = timestamps.noted(mod.read(p))
     name = mod.__name__.rsplit(".", 1)[-1]
     stored = cache.write(p, full, name, k)
     if stored and kinds is not None:
@@ -102,9 +106,9 @@ def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> 
 
 def _read_kinds(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
     if kinds is not None and getattr(mod, "ACCEPTS_KINDS", False):
-        trace: Trace = mod.read(p, kinds=kinds)
+        trace: Trace = timestamps.noted(mod.read(p, kinds=kinds))
         return trace
-    trace = mod.read(p)
+    trace = timestamps.noted(mod.read(p))
     if kinds is None:
         return trace
     ev = trace.events
@@ -121,8 +125,40 @@ def resolve(path: str | Path) -> Path:
     return Path(path)
 
 
+def input_stat(p: Path, missing: str = "no such file") -> os.stat_result:
+    """``p.stat()``, or one line naming ``p``: ``missing`` when it does not exist, else why
+    it cannot be read (``Path.exists`` raises PermissionError under a directory that
+    cannot be entered)."""
+    try:
+        return p.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise TraceFormatError(p, missing) from None
+    except PermissionError:
+        raise TraceFormatError(p, "permission denied (on the file or a directory above it)"
+                               ) from None
+    except OSError as e:
+        raise TraceFormatError(p, f"cannot read ({e.strerror or e})") from None
+
+
 def load(path: str | Path, *, kinds: Collection[str] | None = None,
          cache: bool | None = None) -> Trace:
+    """Read any supported trace file (format sniffed from its content) into a Trace.
+
+    See :func:`_load`; the trace gets a memory provider (:mod:`traceforge.formats.memory`)
+    that reads its allocator events only when ``Trace.memory()`` is called.
+    """
+    from traceforge.formats import cache as cache_mod
+    from traceforge.formats import memory
+
+    trace = _load(path, kinds=kinds, cache=cache)
+    p = resolve(path)
+    k = cache_mod.key(p) if cache_mod.enabled(cache) and not p.is_dir() else None
+    entry, key = k if k is not None else (None, None)
+    return memory.attach(trace, p, kinds is None, partial(load, p, cache=cache), entry, key)
+
+
+def _load(path: str | Path, *, kinds: Collection[str] | None = None,
+          cache: bool | None = None) -> Trace:
     """Read any supported trace file (format sniffed from its content) into a Trace.
 
     ``path`` may be ``sample:NAME`` (a bundled sample). A folder is read only when it is a
@@ -138,9 +174,8 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None,
     later loads map it instead of parsing. Directories are never cached.
     """
     p = resolve(path)
-    if not p.exists():
-        raise TraceFormatError(p, "no such file")
-    if p.is_dir():
+    st = input_stat(p)
+    if stat.S_ISDIR(st.st_mode):
         for name in READERS:
             mod = _reader(name)
             if getattr(mod, "READS_DIRECTORIES", False) and _sniff(mod, p, b""):
@@ -153,11 +188,10 @@ def load(path: str | Path, *, kinds: Collection[str] | None = None,
             "not one trace: name a file (overlap, breakdown, idle, top-kernels, critical-path "
             "and report read a directory of one run's ranks)" if n
             else "is a directory without trace files at its top level")
-    try:
-        size = p.stat().st_size
-    except OSError as e:
-        raise TraceFormatError(p, f"cannot read ({e.strerror})") from None
-    if size == 0:
+    if not stat.S_ISREG(st.st_mode):
+        raise TraceFormatError(p, "not a regular file (a FIFO, device or socket): name a "
+                               "trace file")
+    if st.st_size == 0:
         raise TraceFormatError(p, "empty file")
     from traceforge.formats import cache as cache_mod
 

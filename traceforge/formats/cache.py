@@ -37,6 +37,7 @@ import hashlib
 import logging
 import os
 import re
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Collection, Iterator
@@ -59,6 +60,7 @@ from traceforge.formats.cache_args import (
 )
 from traceforge.formats.derived import SUFFIX as DERIVED_SUFFIX
 from traceforge.formats.derived import DiskStore
+from traceforge.formats.memory import SUFFIX as MEMORY_SUFFIX
 from traceforge.model import (
     EVENT_COLUMNS,
     FLOW_COLUMNS,
@@ -314,7 +316,7 @@ def write(path: Path, trace: Trace, reader: str, k: tuple[Path, str] | None = No
         return False
     d = entry.parent
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
         _publish(d, entry, table, header)
     except OSError as e:
         _note_once("dir", f"cache directory {d} is not writable ({e.strerror or e}); "
@@ -370,6 +372,8 @@ def _publish(d: Path, entry: Path, table: pa.Table, md: dict[bytes, bytes]) -> N
         with os.fdopen(fd, "wb") as f, pa.ipc.new_file(f, table.schema) as w:
             # One record batch: every column is then one contiguous buffer to map.
             w.write_table(table.combine_chunks(), max_chunksize=max(1, table.num_rows))
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)  # a directory where the entry belongs: heal, not "unwritable"
         os.replace(tmp, entry)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -379,7 +383,7 @@ def _publish(d: Path, entry: Path, table: pa.Table, md: dict[bytes, bytes]) -> N
 
 # -- housekeeping --------------------------------------------------------------------------
 def _files(d: Path) -> Iterator[Path]:
-    """Entries, their derived tables and stray temporary files of both."""
+    """Entries, their derived and memory tables and stray temporary files of them."""
     try:
         yield from (p for p in d.iterdir() if p.name.endswith((SUFFIX, DERIVED_SUFFIX)))
     except OSError:
@@ -424,12 +428,12 @@ def entries() -> list[Entry]:
     # An entry's size includes its derived tables (named after it).
     extra: dict[str, int] = {}
     for p in files:
-        if p.name.endswith(DERIVED_SUFFIX):
+        if p.name.endswith((DERIVED_SUFFIX, MEMORY_SUFFIX)):
             with contextlib.suppress(OSError):
                 stem = p.name.split(".", 1)[0]
                 extra[stem] = extra.get(stem, 0) + p.stat().st_size
     for p in files:
-        if not p.name.endswith(SUFFIX):
+        if not p.name.endswith(SUFFIX) or p.name.endswith(MEMORY_SUFFIX):
             continue
         try:
             st = p.stat()
@@ -451,6 +455,7 @@ def clear() -> tuple[int, int]:
         with contextlib.suppress(OSError):
             size = p.stat().st_size
             p.unlink()
-            n += p.name.endswith(SUFFIX) and not p.name.startswith(".tmp-")
+            n += (p.name.endswith(SUFFIX) and not p.name.startswith(".tmp-")
+                  and not p.name.endswith(MEMORY_SUFFIX))
             b += size
     return n, b

@@ -57,6 +57,38 @@ def times(path: Path, s: pd.Series, what: str) -> np.ndarray:
     return out
 
 
+def check_intervals(path: Path, start: np.ndarray, end: np.ndarray, names: pd.Series,
+                    check: np.ndarray | None = None) -> None:
+    """The one policy of every reader for invalid intervals: refuse the file, one line.
+
+    An event that ends before it starts, or starts before 0 on a clock that starts at 0
+    (nsys, rocprof, rocpd and Perfetto times are counters; Kineto's ``ts`` may lie
+    anywhere), cannot be given a duration without guessing: clipping it to 0 µs or
+    dropping it would change every total silently. So the read fails naming the first such
+    event and counting them (a missing end is already an error of :func:`times`; the
+    Kineto reader refuses a negative ``dur`` the same way). ``check`` limits the rows
+    checked (e.g. not NVTX marks).
+    """
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    reverse = end < start
+    negative = start < 0
+    if check is not None:
+        reverse &= check
+        negative &= check
+    bad = reverse | negative
+    n = int(bad.sum())
+    if n == 0:
+        return
+    i = int(np.flatnonzero(bad)[0])
+    what = "ends before it starts" if reverse[i] else "starts before 0"
+    name = str(names.iloc[i])[:80] if i < len(names) else ""
+    raise TraceFormatError(
+        path, f"event {i} ({name!r}) {what}: {n} of {len(start)} events have an invalid "
+        "interval (end before start, or a negative start); traceforge refuses rather than "
+        "guess their times")
+
+
 def as_int(v: object, default: int | None = None) -> int | None:
     """One SQL cell as a Python int in the 64-bit range, or ``default`` when it holds none
     (NULL, text, a blob, a fraction, a number too large)."""

@@ -10,8 +10,11 @@ A stored table is only read back for the same thing it was made from: its file h
 full key, the cache entry's key (source path, size, mtime, inode, reader code), which
 event kinds the trace kept, a fingerprint of every module of the package (size and mtime:
 any edit of any analyzer makes old tables misses) and the table's own key (which names
-the step rule). Files are pickles, the only way to store these objects whole; they are
-read only from the user's own cache directory, and only when the current user owns them.
+the step rule). Files are pickles, the only way to store these objects whole, and a pickle
+runs code when read: so one is read only from a cache directory that the current user owns
+and that no one else may write (not group- or world-writable), opened with ``O_NOFOLLOW``
+(a planted symlink to a file of the user's is refused, not followed), and only when it is
+a regular file the current user owns.
 Like the cache, nothing here raises: a damaged, foreign or unreadable file is a miss, an
 unwritable directory means no store. Files are written to a temporary name and published
 with ``os.replace``; ``traceforge cache clear`` and the cache's size cap (least recently
@@ -25,6 +28,8 @@ import hashlib
 import logging
 import os
 import pickle
+import shutil
+import stat
 import tempfile
 from collections.abc import Collection
 from pathlib import Path
@@ -55,6 +60,18 @@ def package_fingerprint() -> str:
     return _package_print
 
 
+def private_dir(d: Path) -> bool:
+    """Whether ``d`` is owned by the current user and writable by no one else, so that no
+    other user can have placed a file in it."""
+    if not hasattr(os, "getuid"):
+        return True
+    try:
+        st = os.stat(d)
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
 class DiskStore:
     """The derived tables of one cached trace (entry ``entry`` with key ``key``, rows of
     ``kinds``): see the module docstring."""
@@ -71,9 +88,14 @@ class DiskStore:
     def get(self, key: str) -> Any | None:
         full = f"{self.prefix}|{key}"
         f = self._file(full)
+        if not private_dir(f.parent):
+            return None
         try:
-            with open(f, "rb") as fh:
-                if hasattr(os, "getuid") and os.fstat(fh.fileno()).st_uid != os.getuid():
+            fd = os.open(f, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if not stat.S_ISREG(st.st_mode) or (
+                        hasattr(os, "getuid") and st.st_uid != os.getuid()):
                     return None
                 stored, value = pickle.load(fh)
         except FileNotFoundError:
@@ -100,6 +122,8 @@ class DiskStore:
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=f.parent)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
+            if f.is_dir() and not f.is_symlink():
+                shutil.rmtree(f)  # a directory where a table belongs: heal
             os.replace(tmp, f)
         except OSError as e:
             log.debug("derived table %s not kept: %s", f, e)

@@ -337,7 +337,17 @@ def _layout(p: Path, df: pd.DataFrame) -> pd.DataFrame:
     else:
         df["rank"] = np.full(n, -1, dtype=np.int64)
     df["ts"] = columns.times(p, df["ts"], "start time")
-    df["dur"] = np.clip(columns.times(p, df["dur"].fillna(0), "duration"), 0, None)
+    # GPU activity and API calls have an end: NULL, before the start or a negative start
+    # is refused (columns.check_intervals); NVTX marks and open ranges have none.
+    timed = df["kind"].isin(("kernel", "memcpy", "memset", "runtime", "driver")).to_numpy()
+    if (timed & df["dur"].isna().to_numpy()).any():
+        i = int(np.flatnonzero(timed & df["dur"].isna().to_numpy())[0])
+        raise TraceFormatError(p, f"event {i} ({str(df['name'].iloc[i])[:80]!r}) has no end "
+                               "time (NULL end); traceforge refuses rather than guess it")
+    dur = columns.times(p, df["dur"].fillna(0), "duration")
+    columns.check_intervals(p, df["ts"].to_numpy(), df["ts"].to_numpy() + dur, df["name"],
+                            check=timed)
+    df["dur"] = np.clip(dur, 0, None)
     out: pd.DataFrame = df.drop(columns=["gtid", "hpid", "graphId"])
     return out
 

@@ -201,7 +201,11 @@ def read(path: str | Path) -> Trace:
             stack = open_.get(track)
             if stack:
                 r = stack.pop()
-                r["dur"] = max(0, ts - r["ts"])
+                if ts < r["ts"]:  # the one policy of every reader (columns.check_intervals)
+                    raise TraceFormatError(
+                        p, f"slice {r['name'][:80]!r} ends before it starts; traceforge "
+                        "refuses rather than guess its time")
+                r["dur"] = ts - r["ts"]
                 rows.append(r)
             continue
         if te.type == TE.TYPE_COUNTER:

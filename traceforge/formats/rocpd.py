@@ -350,9 +350,11 @@ def _schema_version(conn: sqlite3.Connection, table: str | None) -> str | None:
 def _trace(p: Path, df: pd.DataFrame, devices: tuple[Device, ...], procs: dict[int, str],
            threads: dict[tuple[int, int], str], version: str | None,
            notes: list[str]) -> Trace:
-    df = df[df["ts"].notna() & df["end"].notna()].copy()
+    df = df.reset_index(drop=True)
     df["ts"] = columns.times(p, df["ts"], "start time")
-    df["dur"] = (columns.times(p, df["end"], "end time") - df["ts"]).clip(lower=0)
+    end = columns.times(p, df["end"], "end time")
+    columns.check_intervals(p, df["ts"].to_numpy(), end, df["name"])
+    df["dur"] = end - df["ts"]
     t0 = int(df["ts"].min()) if len(df) else 0
     df["ts"] -= t0
     for col in ("pid", "tid", "device", "stream", "corr", "host_pid"):

@@ -400,7 +400,9 @@ def _trace(p: Path, parts: list[pd.DataFrame], fmt: str) -> Trace:
         raise TraceFormatError(p, "rocprof output without any events")
     df = pd.concat(parts, ignore_index=True, sort=False)
     df["ts"] = columns.times(p, df["ts"], "start time")
-    df["dur"] = (columns.times(p, df["end"], "end time") - df["ts"]).clip(lower=0)
+    end = columns.times(p, df["end"], "end time")
+    columns.check_intervals(p, df["ts"].to_numpy(), end, df["name"])
+    df["dur"] = end - df["ts"]
     t0 = int(df["ts"].min())
     df["ts"] -= t0
     for c in ("pid", "tid", "device", "stream", "corr", "host_pid"):

@@ -78,9 +78,10 @@ def read(path: str | Path) -> Trace:
                 "bytes"):
         if col in df:
             df[col] = columns.ids(df[col])
+    columns.check_intervals(p, df["ts"].to_numpy(), df["end"].to_numpy(), df["name"])
     t0 = int(df["ts"].min())
     df["ts"] = df["ts"] - t0
-    df["dur"] = (df["end"] - df["ts"] - t0).clip(lower=0)
+    df["dur"] = df["end"] - df["ts"] - t0
     df = df.sort_values("ts", kind="stable").reset_index(drop=True)
     meta0 = procs[0].get("metadata") if isinstance(procs[0], dict) else None
     meta0 = meta0 if isinstance(meta0, dict) else {}

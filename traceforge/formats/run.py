@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from traceforge.errors import AnalysisError, TraceFormatError
-from traceforge.formats import load, resolve, rocprof
+from traceforge.formats import input_stat, load, resolve, rocprof
 from traceforge.formats.folder import scan
 from traceforge.formats.nsys import split_processes
 from traceforge.model import Trace
@@ -45,9 +46,8 @@ def run_files(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], str
     if not isinstance(paths, (str, Path)):
         return [resolve(x) for x in paths], None
     p = resolve(paths)
-    if not p.exists():
-        raise TraceFormatError(p, "no such file or directory")
-    if not p.is_dir() or rocprof.sniff(p, b""):
+    st = input_stat(p, "no such file or directory")
+    if not stat.S_ISDIR(st.st_mode) or rocprof.sniff(p, b""):
         return [p], None
     found = scan(p)
     if not found.files:

@@ -1,4 +1,5 @@
-"""Reading a trace file's bytes: plain or gzip, with one-line errors."""
+"""Reading a trace file's bytes: plain or gzip (within :mod:`~traceforge.formats.gunzip`'s
+limits), with one-line errors."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from traceforge.errors import TraceFormatError
+from traceforge.formats import gunzip
 
 
 def read_bytes(path: Path) -> bytes:
@@ -19,10 +21,8 @@ def read_bytes(path: Path) -> bytes:
     except OSError as e:
         raise TraceFormatError(path, f"cannot read ({e.strerror})") from None
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as e:
-            raise TraceFormatError(path, f"truncated or corrupt gzip ({e})") from None
+        del raw
+        return gunzip.to_bytes(path)
     return raw
 
 
@@ -55,9 +55,17 @@ def content(path: Path, private: bool = False) -> Iterator[bytes | mmap.mmap]:
     with f:
         gz = f.read(2) == b"\x1f\x8b"
         size = f.seek(0, 2)
-        if gz or size == 0:
-            raw = read_bytes(path)
-            yield raw
+        if size == 0:
+            yield b""
+            return
+        if gz:
+            # Decompressed into an unlinked temporary file and mapped, within limits.
+            gm = gunzip.to_map(path, private)
+            try:
+                yield gm
+            finally:
+                if isinstance(gm, mmap.mmap):
+                    gm.close()
             return
         try:
             mm = mmap.mmap(f.fileno(), 0,

@@ -1,20 +1,29 @@
 """Read-only access to the SQLite databases behind nsys, rocpd and legacy rocprof outputs.
 
-Inputs are never modified: databases are opened with a ``file:...?mode=ro`` URI (plain
-``sqlite3.connect(path)`` would create a missing file and may write a journal beside it).
-A gzipped database (``report.sqlite.gz``, as shipped with test fixtures) is decompressed
-once into a private temporary directory, never beside the input, and removed at exit.
+Inputs are never modified and nothing is written beside them: databases are opened with a
+``file:...?mode=ro&immutable=1`` URI (plain ``sqlite3.connect(path)`` would create a
+missing file, and a read-only open of a WAL-mode database still creates ``-wal`` and
+``-shm`` files next to it, or fails in a directory the user cannot write). A database
+whose ``-wal`` file holds data is copied with it into a private temporary directory and
+opened there. A gzipped database (``report.sqlite.gz``) is decompressed once into that
+directory (see :mod:`traceforge.formats.gunzip` for the limits), never beside the input,
+and removed at exit, SIGTERM included.
+
+Databases may come from others, so every query is bounded: views whose definition recurses
+(``WITH RECURSIVE``, which can yield rows forever) are not offered as tables; each
+connection has a deadline (``TRACEFORGE_SQLITE_SECONDS``, default 120 s plus 120 s per GB
+of database) enforced by SQLite's progress handler; and :func:`frame` refuses a result
+with more rows than all base tables together hold (no documented view multiplies rows).
 """
 
 from __future__ import annotations
 
-import atexit
-import gzip
 import json
+import os
+import re
 import shutil
 import sqlite3
-import tempfile
-import zlib
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -25,12 +34,16 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
+from traceforge import errors
 from traceforge.errors import TraceFormatError
+from traceforge.formats import gunzip
 
 #: The first 16 bytes of every SQLite 3 database file.
 MAGIC = b"SQLite format 3\x00"
 
-_tmpdir: Path | None = None
+#: Seconds a connection's queries may take: TRACEFORGE_SQLITE_SECONDS, else this plus as
+#: much again per GB of database.
+BASE_SECONDS = 120.0
 
 
 def is_sqlite(head: bytes) -> bool:
@@ -38,25 +51,10 @@ def is_sqlite(head: bytes) -> bool:
     return head.startswith(MAGIC)
 
 
-def _scratch() -> Path:
-    global _tmpdir
-    if _tmpdir is None:
-        _tmpdir = Path(tempfile.mkdtemp(prefix="traceforge-sqlite-"))
-        atexit.register(shutil.rmtree, _tmpdir, True)
-    return _tmpdir
-
-
 @lru_cache(maxsize=8)
 def _plain_copy(path: str, mtime_ns: int, size: int) -> Path:
     """A decompressed copy of a gzipped database (cached per file version)."""
-    out = _scratch() / f"{len(list(_scratch().iterdir()))}-{Path(path).name.removesuffix('.gz')}"
-    try:
-        with gzip.open(path, "rb") as src, out.open("wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-    except (OSError, EOFError, zlib.error) as e:
-        out.unlink(missing_ok=True)
-        raise TraceFormatError(path, f"truncated or corrupt gzip ({e})") from None
-    return out
+    return gunzip.to_scratch(Path(path), Path(path).name.removesuffix(".gz"))
 
 
 def plain_path(path: Path) -> Path:
@@ -69,24 +67,84 @@ def plain_path(path: Path) -> Path:
     return _plain_copy(str(path), st.st_mtime_ns, st.st_size)
 
 
+@lru_cache(maxsize=8)
+def _wal_copy(path: str, mtime_ns: int, wal_mtime_ns: int) -> Path:
+    """A WAL-mode database and its ``-wal`` file copied side by side into the scratch
+    directory, where opening it may create its ``-shm``."""
+    d = gunzip.scratch() / f"wal-{len(list(gunzip.scratch().iterdir()))}"
+    d.mkdir()
+    out = d / Path(path).name
+    shutil.copyfile(path, out)
+    shutil.copyfile(f"{path}-wal", f"{out}-wal")
+    return out
+
+
+class Bounded(sqlite3.DatabaseError):
+    """A query stopped by a bound of this module (raised inside :func:`connect`)."""
+
+
+def seconds_for(size: int) -> float:
+    """The deadline of a connection to a database of ``size`` bytes."""
+    env = os.environ.get("TRACEFORGE_SQLITE_SECONDS", "").strip()
+    try:
+        return float(env) if env else BASE_SECONDS * (1 + size / 1e9)
+    except ValueError:
+        return BASE_SECONDS * (1 + size / 1e9)
+
+
+#: Per open connection (by id): the row cap :func:`frame` applies (computed on first use).
+_row_caps: dict[int, int | None] = {}
+
+
 @contextmanager
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to the database at ``path`` (gzip allowed)."""
+    """A read-only connection to the database at ``path`` (gzip allowed), bounded in time
+    (see the module docstring); nothing is written beside ``path``."""
     real = plain_path(path)
-    uri = f"file:{quote(str(real.resolve()))}?mode=ro"
+    wal = Path(f"{real}-wal")
+    try:
+        wal_st = wal.stat() if wal.exists() else None
+    except OSError:
+        wal_st = None
+    if wal_st is not None and wal_st.st_size > 0:
+        real = _wal_copy(str(real), real.stat().st_mtime_ns, wal_st.st_mtime_ns)
+        uri = f"file:{quote(str(real.resolve()))}?mode=ro"
+    else:
+        # immutable: no locks, no -wal/-shm files, works in a directory we cannot write.
+        uri = f"file:{quote(str(real.resolve()))}?mode=ro&immutable=1"
     try:
         conn = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as e:
         raise TraceFormatError(path, f"cannot open SQLite database ({e})") from None
+    limit = seconds_for(real.stat().st_size)
+    deadline = time.monotonic() + limit
+    expired: list[bool] = []
+
+    def progress() -> int:
+        if time.monotonic() > deadline:
+            expired.append(True)
+            return 1
+        return 0
+
+    conn.set_progress_handler(progress, 20_000)
+    _row_caps[id(conn)] = None
     try:
         yield conn
+    except Bounded as e:
+        raise TraceFormatError(path, str(e)) from None
     except sqlite3.DatabaseError as e:
+        errors.exit_if_terminated()  # SIGTERM arrived inside a query: exit, not an error line
+        if expired:
+            raise TraceFormatError(
+                path, f"SQLite queries ran past {limit:.0f} s (a looping view?); "
+                "TRACEFORGE_SQLITE_SECONDS raises the limit") from None
         raise TraceFormatError(path, f"corrupt or unreadable SQLite database ({e})") from None
     except UnicodeDecodeError:
         # sqlite3 decodes TEXT as UTF-8; a damaged page can hold anything.
         raise TraceFormatError(path, "corrupt SQLite database (text that is not UTF-8)"
                                ) from None
     finally:
+        _row_caps.pop(id(conn), None)
         conn.close()
 
 
@@ -94,18 +152,56 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
 def _tables(path: str, mtime_ns: int, size: int) -> frozenset[str]:
     with connect(Path(path)) as conn:
         rows = conn.execute(
-            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+            "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
         ).fetchall()
-    return frozenset(str(r[0]) for r in rows)
+    views = {str(name): str(text or "") for name, kind, text in rows if kind == "view"}
+    # A view that recurses, or reads one that does (rocpd's views over a base table that
+    # was replaced by a looping view), could yield rows forever: not a table.
+    bad = {v for v, text in views.items() if "RECURSIVE" in text.upper()}
+    grew = True
+    while grew:
+        grew = False
+        for v, text in views.items():
+            if v not in bad and any(_names(text, b) for b in bad):
+                bad.add(v)
+                grew = True
+    return frozenset(str(name) for name, kind, _ in rows if str(name) not in bad)
+
+
+def _names(sql: str, name: str) -> bool:
+    """Whether ``sql`` mentions ``name`` as a word (quoted or not)."""
+    return re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", sql, re.IGNORECASE) is not None
 
 
 def tables(path: Path) -> frozenset[str]:
-    """Names of the tables and views in the database (empty when it cannot be read)."""
+    """Names of the tables, and of the views that do not recurse, in the database.
+
+    A file that is not a readable database (truncated, bit-flipped) raises the one-line
+    ``TraceFormatError`` of :func:`connect` ("corrupt or unreadable SQLite database"),
+    which is the right diagnosis, rather than answering no tables ("missing tables").
+    """
     st = path.stat()
-    try:
-        return _tables(str(path), st.st_mtime_ns, st.st_size)
-    except TraceFormatError:
-        return frozenset()
+    return _tables(str(path), st.st_mtime_ns, st.st_size)
+
+
+def _row_cap(conn: sqlite3.Connection) -> int:
+    """Rows all base tables hold together (by largest rowid, which costs a lookup each),
+    plus slack: the most rows a query over documented views can honestly return."""
+    cap = _row_caps.get(id(conn))
+    if cap is not None:
+        return cap
+    total = 10_000
+    names = [str(r[0]) for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()]
+    for name in names:
+        q = name.replace('"', '""')
+        try:
+            (n,) = conn.execute(f'SELECT max(rowid) FROM "{q}"').fetchone()
+        except sqlite3.OperationalError:  # WITHOUT ROWID
+            (n,) = conn.execute(f'SELECT count(*) FROM "{q}"').fetchone()
+        total += max(int(n or 0), 0) if isinstance(n, int) else 0
+    _row_caps[id(conn)] = total
+    return total
 
 
 def columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -116,18 +212,24 @@ def columns(conn: sqlite3.Connection, table: str) -> list[str]:
 def frame(conn: sqlite3.Connection, sql: str) -> pd.DataFrame:
     """Run ``sql`` and return its rows as a DataFrame.
 
-    pandas wraps SQLite's errors (a damaged page, a column a schema lacks) in its own
-    DatabaseError; the SQLite error is raised again so that :func:`connect` names the file.
+    SQLite's errors (a damaged page, a column a schema lacks) propagate, so that
+    :func:`connect` names the file.
+
+    The result may hold no more rows than the base tables together (:func:`_row_cap`):
+    a view built to multiply rows is stopped while it is read, not after it filled memory.
     """
-    try:
-        return pd.read_sql_query(sql, conn)
-    except sqlite3.Error:
-        raise
-    except Exception as e:
-        cause = e.__cause__
-        if isinstance(cause, sqlite3.Error):
-            raise sqlite3.DatabaseError(str(cause)) from None
-        raise
+    cap = _row_cap(conn)
+    cur = conn.execute(sql)
+    names = [str(d[0]) for d in cur.description or ()]
+    rows: list[Any] = []
+    while batch := cur.fetchmany(65_536):
+        rows += batch
+        if len(rows) > cap:
+            cur.close()
+            raise Bounded(f"a query returned more than {cap:,} rows, more than the database's "
+                          "tables hold (a view that multiplies rows?)")
+    out: pd.DataFrame = pd.DataFrame.from_records(rows, columns=names, coerce_float=True)
+    return out
 
 
 def pick(have: list[str], *wanted: str, alias: str | None = None, prefix: str = "") -> str:

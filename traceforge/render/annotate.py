@@ -2,7 +2,8 @@
 
 Adds, next to the trace's own tracks, one "traceforge" process per rank with a thread per
 idle cause (each gap a slice named by its cause), a thread of step windows, a thread that
-repeats the top-N kernels' slices, counter tracks of communication overlapped / exposed,
+repeats the top-N kernels' slices, counter tracks of communication overlapped / exposed
+and of allocated / reserved memory per device (from memory events),
 and global instants at step starts; every kernel gets ``class``/``family`` args (and
 ``top_kernel`` when it is among the top N) and, where its work is known, its roofline
 rates (``achieved_tflops_per_s``, ``achieved_tb_per_s``, ``bound``, ``pct_of_bound``);
@@ -86,6 +87,16 @@ def annotation_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
         ev.append({"ph": "C", "cat": CAT, "name": series, "pid": pid, "tid": 0,
                    "ts": _us(int(r["ts"])),
                    "args": {"overlapped": int(r["overlapped"]), "exposed": int(r["exposed"])}})
+    for dev, mg in ann.memory.groupby("device", sort=True) if len(ann.memory) else ():
+        # One counter track per device: allocated and reserved bytes (Perfetto: two series).
+        name = f"memory {dev} (rank {ann.rank})"
+        for ts, a, res in zip(mg["ts"].tolist(), mg["allocated_bytes"].tolist(),
+                              mg["reserved_bytes"].tolist(), strict=True):
+            args = {"allocated_bytes": int(a)}
+            if res == res:  # NaN: not recorded
+                args["reserved_bytes"] = int(res)
+            ev.append({"ph": "C", "cat": CAT, "name": name, "pid": pid, "tid": 0,
+                       "ts": _us(int(ts)), "args": args})
     return ev
 
 

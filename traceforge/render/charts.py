@@ -17,6 +17,7 @@ from typing import Any, cast
 import pandas as pd
 
 from traceforge.errors import UsageError
+from traceforge.render.text import display, shorten
 
 #: One color per kernel class / activity kind / idle cause, stable across charts.
 COLORS: dict[str, str] = {
@@ -31,7 +32,9 @@ COLORS: dict[str, str] = {
 }
 _FALLBACK = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1")
 #: Matplotlib settings of every chart: reproducible bytes, text as text, small type.
+#: Labels from traces are plain text: ``$`` never starts mathtext (names are escaped too).
 _RC = {"svg.hashsalt": "traceforge", "svg.fonttype": "none", "font.size": 8.0,
+       "text.parse_math": False,
        "axes.spines.top": False, "axes.spines.right": False}
 _WIDTH = 9.0  # inches: the report's column
 
@@ -76,7 +79,7 @@ def _num(v: float) -> str:
 
 
 def _short(label: str, n: int = 44) -> str:
-    return label if len(label) <= n else label[: n - 1] + "…"
+    return shorten(display(label), n)
 
 
 def hbar(labels: Sequence[str], values: Sequence[float], *, unit: str = "",
@@ -105,7 +108,7 @@ def paired(labels: Sequence[str], a: Sequence[float], b: Sequence[float], *,
         for vals, name, col, dy in ((a, names[0], "#bab0ac", -0.2),
                                     (b, names[1], color("gemm"), 0.2)):
             bars = ax.barh([i + dy for i in y], [float(v) for v in vals], height=0.4,
-                           color=col, label=name)
+                           color=col, label=_short(name))
             ax.bar_label(bars, [_num(float(v)) if float(v) else "" for v in vals], padding=3,
                          fontsize=7)
         ax.set_yticks(y, [_short(str(x)) for x in labels])
@@ -124,7 +127,7 @@ def vbar(labels: Sequence[str], values: Sequence[float], *, unit: str = "") -> s
         x = list(range(len(labels)))
         bars = ax.bar(x, [float(v) for v in values], color=color("gemm"))
         ax.bar_label(bars, [_num(float(v)) for v in values], padding=2)
-        ax.set_xticks(x, [str(b) for b in labels])
+        ax.set_xticks(x, [_short(str(b)) for b in labels])
         ax.set_ylabel(unit)
         ax.margins(y=0.15)
         return _svg(fig)
@@ -143,7 +146,7 @@ def stacked(rows: Sequence[tuple[str, Sequence[tuple[str, float]]]], *,
         left = [0.0] * len(rows)
         for i, k in enumerate(keys):
             vals = [max(0.0, float(dict(parts).get(k, 0.0))) for _, parts in rows]
-            ax.barh(y, vals, left=left, color=color(k, i), label=k, height=0.7)
+            ax.barh(y, vals, left=left, color=color(k, i), label=_short(k), height=0.7)
             left = [a + b for a, b in zip(left, vals, strict=True)]
         ax.set_yticks(y, [_short(str(lab), 30) for lab, _ in rows])
         ax.invert_yaxis()
@@ -168,14 +171,43 @@ def timeline(acts: pd.DataFrame, window_ns: int, *, title: str = "") -> str:
                 spans = list(zip((g["ts"] / 1e6).tolist(), (g["dur"] / 1e6).tolist(),
                                  strict=True))
                 ax.broken_barh(spans, (lane[int(str(s))] - 0.4, 0.8), color=color(c, i),
-                               label=c if int(str(s)) == min(int(x) for x in a["stream"])
+                               label=_short(c) if int(str(s)) == min(int(x) for x in a["stream"])
                                else None)
         ax.set_yticks(list(lane.values()), [f"stream {s}" for s in lane])
         ax.invert_yaxis()
         ax.set_xlim(0, max(int(window_ns), 1) / 1e6)
         ax.set_xlabel("ms from the step's GPU window start")
         if title:
-            ax.set_title(title, loc="left")
+            ax.set_title(_short(title, 120), loc="left")
         if classes:
             fig.legend(loc="outside lower center", ncols=min(len(classes), 8), frameon=False)
+        return _svg(fig)
+
+
+def memory(series: pd.DataFrame, steps: pd.DataFrame, *, title: str = "") -> str:
+    """Allocated (solid) and reserved (dashed) memory over time per device (rows
+    ``device, ts, allocated_bytes, reserved_bytes``, ns), a dotted line at each step's
+    start (``steps``: ts), and each device's peak allocated marked and labelled."""
+    with _style():
+        fig, ax = _figure(3.2)
+        for i, (dev, g) in enumerate(series.groupby("device", sort=True)):
+            x = (g["ts"] / 1e6).tolist()
+            c = color("", i)
+            ax.step(x, (g["allocated_bytes"] / 2**30).tolist(), where="post", color=c,
+                    label=f"{dev} allocated")
+            if g["reserved_bytes"].notna().any():
+                ax.step(x, (g["reserved_bytes"] / 2**30).tolist(), where="post", color=c,
+                        linestyle="--", linewidth=0.9, label=f"{dev} reserved")
+            k = int(g["allocated_bytes"].to_numpy().argmax())
+            px, py = x[k], float(g["allocated_bytes"].iloc[k]) / 2**30
+            ax.plot([px], [py], marker="o", color=c)
+            ax.annotate(f"peak {_num(py)} GiB", (px, py), textcoords="offset points",
+                        xytext=(4, 4), color=c)
+        for t in steps["ts"].tolist() if len(steps) else []:
+            ax.axvline(float(t) / 1e6, color="#999999", linestyle=":", linewidth=0.8)
+        ax.set_xlabel("ms since the trace start (dotted: step starts)")
+        ax.set_ylabel("GiB")
+        if title:
+            ax.set_title(title, loc="left")
+        fig.legend(loc="outside lower center", ncols=4, frameon=False)
         return _svg(fig)

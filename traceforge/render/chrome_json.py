@@ -246,8 +246,8 @@ def write_chrome(
     extra_events: Iterable[Mapping[str, Any]] | None = None,
 ) -> Path:
     """Write ``trace`` as Chrome JSON to ``path`` (gzip when it ends in ``.gz``)."""
+    from traceforge.outputs import write
     from traceforge.render.document import document_bytes
 
     p = Path(path)
-    p.write_bytes(document_bytes(trace_to_chrome(trace, extra_events), p))
-    return p
+    return write(p, document_bytes(trace_to_chrome(trace, extra_events), p))

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from traceforge.errors import UsageError
+from traceforge.render.text import display
 
 #: One colour per collective kind (matplotlib's tab10 values).
 COLORS = {"all_reduce": "#1f77b4", "all_gather": "#ff7f0e", "reduce_scatter": "#2ca02c",
@@ -41,6 +42,7 @@ def busbw_svg(points: pd.DataFrame, ceiling_gbps: float | None, ceiling_label: s
     from matplotlib.figure import Figure
 
     rc: Any = {"svg.hashsalt": "traceforge", "svg.fonttype": "none", "font.size": 8.0,
+               "text.parse_math": False,
                "axes.spines.top": False, "axes.spines.right": False}
     pts = points[(points["bytes"] > 0) & (points["busbw_gbps"] > 0)]
     with matplotlib.rc_context(rc):
@@ -48,7 +50,7 @@ def busbw_svg(points: pd.DataFrame, ceiling_gbps: float | None, ceiling_label: s
         ax = fig.add_subplot()
         for kind, g in pts.groupby("kind", sort=True):
             ax.scatter(g["bytes"].astype(float), g["busbw_gbps"].astype(float), s=12,
-                       alpha=0.7, color=COLORS.get(str(kind), "#17becf"), label=str(kind))
+                       alpha=0.7, color=COLORS.get(str(kind), "#17becf"), label=display(kind, 60))
         if ceiling_gbps:
             ax.axhline(ceiling_gbps, color="#444444", linestyle="--", linewidth=1,
                        label=f"ceiling {ceiling_gbps:g} GB/s {ceiling_label}".rstrip())

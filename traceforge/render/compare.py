@@ -23,6 +23,7 @@ from traceforge.render.figures import (
     write_text,
 )
 from traceforge.render.tables import Table
+from traceforge.render.text import display, plain
 
 #: The table names (``--table``), in the order they are shown.
 TABLE_NAMES: tuple[str, ...] = ("runs", "classes", "families", "counts", "comm")
@@ -80,7 +81,7 @@ def compare_chart(c: Comparison, stem: Path) -> list[Path]:
     y = np.arange(len(w))
     h = 0.8 / max(1, len(c.labels))
     for i, lab in enumerate(c.labels):
-        ax.barh(y + i * h, w[f"{lab} ms"], height=h, label=lab)
+        ax.barh(y + i * h, w[f"{lab} ms"], height=h, label=display(lab, 60))
     ax.set_yticks(y + h * (len(c.labels) - 1) / 2, w["class"].tolist())
     ax.invert_yaxis()
     ax.set_xlabel("GPU time per step (ms, per GPU)")
@@ -90,8 +91,9 @@ def compare_chart(c: Comparison, stem: Path) -> list[Path]:
     sp = runs["speedup"].fillna(0.0).to_numpy(dtype=float)
     bx.bar(np.arange(len(runs)), sp, color=[f"C{i}" for i in range(len(runs))])
     bx.axhline(1.0, color="black", linewidth=0.8)
-    bx.set_xticks(np.arange(len(runs)), runs["run"].tolist(), rotation=20, ha="right")
-    bx.set_ylabel(f"step-time speedup vs {c.baseline}")
+    bx.set_xticks(np.arange(len(runs)), [display(r, 60) for r in runs["run"]], rotation=20,
+                  ha="right")
+    bx.set_ylabel(display(f"step-time speedup vs {c.baseline}", 80))
     for i, v in enumerate(sp):
         bx.annotate(f"{v:.2f}x", (i, v), ha="center", va="bottom", fontsize=8)
     return save_figure(fig, stem)
@@ -108,7 +110,7 @@ def compare_report(c: Comparison, path: Path) -> list[Path]:
             html_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
         text = html_page(title, body)
     else:
-        text = f"# {title}\n\n![comparison]({html.escape(charts[0].name)})\n\n" + "\n".join(
+        text = f"# {plain(title)}\n\n![comparison]({html.escape(charts[0].name)})\n\n" + "\n".join(
             md_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
     write_text(path, text)
     return [path, *charts]

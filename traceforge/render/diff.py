@@ -46,4 +46,8 @@ def render_diff(d: TraceDiff, fmt: str, a: str, b: str, limit: int | None) -> st
     head = f"A = {a}  (steps from {d.step_sources[0]})\nB = {b}  (steps from {d.step_sources[1]})\n"
     head += d.headline() + "\n"
     head += "".join(f"note: {n}\n" for n in d.notes) + "\n"
+    if fmt == "table":
+        from traceforge.render.terminal import wrap
+
+        head = wrap(head)
     return head + "\n".join(parts)

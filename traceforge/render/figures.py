@@ -16,7 +16,9 @@ from typing import Any
 import pandas as pd
 
 from traceforge.errors import UsageError
+from traceforge.outputs import replacing, write
 from traceforge.render.frame import render_frame
+from traceforge.render.text import plain, plain_lines
 
 #: Chart file formats written side by side.
 CHART_FORMATS: tuple[str, ...] = ("png", "svg")
@@ -32,6 +34,7 @@ def new_figure(width: float, height: float, cols: int = 1,
     except ImportError:
         raise UsageError("charts need matplotlib: pip install 'traceforge[charts]'") from None
     matplotlib.rcParams["svg.hashsalt"] = "traceforge"
+    matplotlib.rcParams["text.parse_math"] = False  # labels from traces are plain text
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(1, cols, width_ratios=list(widths) if widths else None)
     return fig, axes
@@ -45,7 +48,8 @@ def save_figure(fig: Any, stem: Path) -> list[Path]:
         p = stem.with_name(f"{stem.name}.{ext}")
         meta = {"Date": None} if ext == "svg" else {}
         try:
-            fig.savefig(p, format=ext, dpi=120, metadata=meta)
+            with replacing(p) as tmp:
+                fig.savefig(tmp, format=ext, dpi=120, metadata=meta)
         except OSError as e:
             raise UsageError(f"{p}: cannot write ({e.strerror or e})") from None
         out.append(p)
@@ -85,9 +89,10 @@ def html_page(title: str, body: str) -> str:
              "table{border-collapse:collapse;margin:.5em 0 1.5em}"
              "td,th{border:1px solid #ccc;padding:2px 8px}td.n{text-align:right}"
              "th{background:#f3f3f3}.note{color:#666}svg{max-width:100%;height:auto}")
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
-            f"{html.escape(title)}</title><style>{style}</style></head><body>\n"
-            f"<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n")
+    head = html.escape(plain(title))
+    return plain_lines(f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
+                       f"{head}</title><style>{style}</style></head><body>\n"
+                       f"<h1>{head}</h1>\n{body}\n</body></html>\n")
 
 
 def html_section(title: str, df: pd.DataFrame, *, digits: int = 2,
@@ -95,8 +100,8 @@ def html_section(title: str, df: pd.DataFrame, *, digits: int = 2,
     """One HTML table (the report's own table renderer) under a heading."""
     from traceforge.render.html import table
 
-    text = f"<h2>{html.escape(title)}</h2>\n{table(df, digits=digits)}\n"
-    return text + "".join(f'<p class="note">{html.escape(n)}</p>\n' for n in notes)
+    text = f"<h2>{html.escape(plain(title))}</h2>\n{table(df, digits=digits)}\n"
+    return text + "".join(f'<p class="note">{html.escape(plain(n))}</p>\n' for n in notes)
 
 
 def drop_empty(df: pd.DataFrame) -> pd.DataFrame:
@@ -107,9 +112,9 @@ def drop_empty(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Write a report, or one line saying why it cannot be written."""
+    """Write a report (whole or not at all), or one line saying why it cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        write(path, text)
     except OSError as e:
         raise UsageError(f"{path}: cannot write ({e.strerror or e})") from None

@@ -1,17 +1,24 @@
 """Render one DataFrame as a terminal table, CSV, JSON or Markdown.
 
-JSON and CSV keep every value as the frame holds it (integer ns, full float precision).
+JSON and CSV carry times as exact integer ns (``total_us`` is written as ``total_ns``),
+counts as integers and everything else at full precision (:mod:`traceforge.render.schema`).
 Tables and Markdown are for reading, and format by column-name convention so that every
 verb gets the same presentation without code of its own:
 
 - columns of integer nanoseconds (named ``*_ns``, or the model's ``ts``, ``dur``, ``end``)
-  are shown in ms when the column reaches 1 ms, else in us, with the unit in the header
+  are shown in s when the column reaches 1 s, in ms when it reaches 1 ms, else in us,
+  with the unit in the header
   (``window_ns`` -> ``window (ms)``) and enough decimals for five significant digits of the
   largest value and one of the smallest (at most 3); ``-1`` (unknown) is left blank;
+- columns of bytes (``*_bytes``, ``bytes``) likewise in GiB, MiB, KiB or B
+  (``peak_bytes`` -> ``peak (GiB)``);
 - a float that holds a whole number (a count such as ``calls`` or ``kernels per step``) is
-  shown without decimals; other floats with ``digits`` decimals;
-- terminal tables also spell headers out so that rich can wrap them between words:
-  ``median_launch_delay_us`` -> ``median launch delay (us)``, ``host_wait_pct`` ->
+  shown without decimals; other floats with ``digits`` decimals, percentages and ratios
+  (``pct``, ``*_pct``, ``ratio``, ``speedup``) always with them;
+- ``step`` and ``stream`` -1 (a whole-trace or per-device row) is shown as ``all``; ids
+  without thousands separators; text escaped and capped (:mod:`traceforge.render.text`);
+- headers are spelled out (terminal, Markdown, HTML), so that rich can wrap them between
+  words: ``median_launch_delay_us`` -> ``median launch delay (us)``, ``host_wait_pct`` ->
   ``host wait %``.
 """
 
@@ -25,11 +32,21 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from traceforge.render.schema import TIME_SUFFIXES, is_fraction_column, machine_frame, ns_name
+from traceforge.render.text import csv_cell, display, plain, plain_lines
+
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "md")
 
 
 #: Columns that hold integer nanoseconds besides those named ``*_ns`` (model columns).
 NS_COLUMNS = ("ts", "dur", "end")
+
+#: Integer columns that name things (shown without thousands separators).
+ID_COLUMNS = ("step", "stream", "device", "rank", "pid", "tid", "correlation")
+
+#: Id columns where -1 stands for "all of them" (a per-device or whole-trace row).
+ALL_COLUMNS = ("step", "stream")
+ALL = "all"
 
 
 def _cell(v: Any, digits: int) -> str:
@@ -41,7 +58,21 @@ def _cell(v: Any, digits: int) -> str:
         return f"{v:,.{digits}f}"
     if isinstance(v, int) and not isinstance(v, bool):
         return f"{v:,}"
-    return str(v)
+    if v is None:
+        return ""
+    return display(v)
+
+
+def _column_cells(name: str, s: pd.Series, digits: int) -> list[str]:
+    """One column's cells: a whole-number float (a count) without decimals, other floats
+    with ``digits``, but a percentage or ratio always with ``digits``; ids without
+    thousands separators, -1 as "all"."""
+    if name in ID_COLUMNS and pd.api.types.is_integer_dtype(s):
+        return [ALL if v == -1 and name in ALL_COLUMNS else str(v) for v in s.tolist()]
+    if is_fraction_column(name) and pd.api.types.is_float_dtype(s):
+        return ["" if not math.isfinite(v) else f"{v:,.{digits}f}"
+                for v in s.to_numpy(dtype=float).tolist()]
+    return [_cell(v.item() if hasattr(v, "item") else v, digits) for v in s]
 
 
 def is_ns_column(name: str) -> bool:
@@ -49,14 +80,28 @@ def is_ns_column(name: str) -> bool:
     return name.endswith("_ns") or name in NS_COLUMNS
 
 
-def _ns_column(name: str, s: pd.Series) -> tuple[str, list[str]] | None:
-    """Header and cells of an ns column in ms or us; None if it holds no numbers."""
+#: Units of a column of integer ns and of one of bytes: (from, unit, divisor), largest first.
+TIME_UNITS = ((1e9, "s", 1e9), (1e6, "ms", 1e6), (0.0, "us", 1e3))
+BYTE_UNITS = ((2.0**30, "GiB", 2.0**30), (2.0**20, "MiB", 2.0**20), (2.0**10, "KiB", 2.0**10),
+              (0.0, "B", 1.0))
+
+
+def is_bytes_column(name: str) -> bool:
+    """Whether a column holds a number of bytes, by the naming convention."""
+    return name == "bytes" or name.endswith("_bytes")
+
+
+def _ns_column(name: str, s: pd.Series,
+               units: tuple[tuple[float, str, float], ...] = TIME_UNITS,
+               suffix: str = "_ns") -> tuple[str, list[str]] | None:
+    """Header and cells of an ns (or bytes) column in the unit its largest value fits;
+    None if it holds no numbers."""
     vals = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
     known = vals[np.isfinite(vals) & (vals != -1)]
     if len(s) and not len(known) and s.notna().any() and not (vals == -1).any():
         return None  # not numbers after all: leave it to the generic formatter
     big = np.abs(known).max() if len(known) else 0.0
-    unit, scale = ("ms", 1e6) if big >= 1e6 else ("us", 1e3)
+    unit, scale = next((u, d) for lo, u, d in units if big >= lo)
     shown = known / scale
     nonzero = np.abs(shown[shown != 0])
     decimals = 0
@@ -66,11 +111,11 @@ def _ns_column(name: str, s: pd.Series) -> tuple[str, list[str]] | None:
     decimals = min(max(decimals, 0), 3)
     cells = ["" if not math.isfinite(v) or v == -1 else f"{v / scale:,.{decimals}f}"
              for v in vals]
-    base = name[:-3] if name.endswith("_ns") else name
+    base = name[: -len(suffix)] if name.endswith(suffix) and name != suffix[1:] else name
     return f"{base} ({unit})", cells
 
 
-def _spelled(header: str) -> str:
+def spelled(header: str) -> str:
     """A terminal table header: units in parentheses, words separated by spaces."""
     for suffix, unit in (("_pct", " %"), ("_us", " (us)"), ("_ms", " (ms)")):
         if header.endswith(suffix) and len(header) > len(suffix):
@@ -79,39 +124,68 @@ def _spelled(header: str) -> str:
     return header.replace("_", " ")
 
 
-def _human(df: pd.DataFrame, digits: int) -> tuple[list[str], list[list[str]]]:
-    """Headers and cell strings for the table and Markdown formats."""
+def human(df: pd.DataFrame, digits: int = 2) -> tuple[list[str], list[list[str]]]:
+    """Headers and cell strings for people (table, Markdown, HTML): times in humane units
+    named in the header, counts whole, names escaped and capped."""
     headers: list[str] = []
     columns: list[list[str]] = []
     for c in df.columns:
         s = df[c]
-        ns = _ns_column(str(c), s) if is_ns_column(str(c)) else None
+        ns = (_ns_column(str(c), s) if is_ns_column(str(c)) else
+              _ns_column(str(c), s, BYTE_UNITS, "_bytes")
+              if is_bytes_column(str(c)) and pd.api.types.is_numeric_dtype(s) else None)
         if ns is not None:
             headers.append(ns[0])
             columns.append(ns[1])
             continue
-        headers.append(str(c))
-        columns.append([_cell(v.item() if hasattr(v, "item") else v, digits) for v in s])
+        headers.append(plain(str(c)))
+        columns.append(_column_cells(str(c), s, digits))
     rows = [list(r) for r in zip(*columns, strict=True)] if columns else []
     return headers, rows
 
 
-def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+def _records(frame: pd.DataFrame, schema: bool = True) -> list[dict[str, Any]]:
+    df = machine_frame(frame) if schema else frame
     out = []
     for row in df.itertuples(index=False, name=None):
         rec = {}
         for col, v in zip(df.columns, row, strict=True):
             if hasattr(v, "item"):
                 v = v.item()
-            if isinstance(v, float) and math.isnan(v):
+            if v is pd.NA or (isinstance(v, float) and math.isnan(v)):
                 v = None
             rec[str(col)] = v
         out.append(rec)
     return out
 
 
-def to_json_bytes(obj: Any) -> bytes:
-    """Serialize plain data (dicts, lists, DataFrames) as pretty JSON."""
+def _machine(obj: Any) -> Any:
+    """``obj`` with every key of a derived time (``*_us``, ``*_ms``) holding a number or
+    nothing renamed ``*_ns`` and its value in integer ns (:mod:`traceforge.render.schema`)."""
+    if isinstance(obj, dict):
+        out: dict[Any, Any] = {}
+        for k, v in obj.items():
+            target = ns_name(k) if isinstance(k, str) else None
+            if hasattr(v, "item") and not isinstance(v, pd.DataFrame | pd.Series):
+                v = v.item()
+            if (target is not None and target not in obj and (v is None or (
+                    isinstance(v, int | float) and not isinstance(v, bool)))):
+                out[target] = None if v is None or (isinstance(v, float) and not
+                                                    math.isfinite(v)) else (
+                    -1 if v == -1 else int(round(v * TIME_SUFFIXES[k[-3:]])))
+            else:
+                out[k] = _machine(v)
+        return out
+    if isinstance(obj, list | tuple):
+        return [_machine(v) for v in obj]
+    return obj
+
+
+def to_json_bytes(obj: Any, schema: bool = True) -> bytes:
+    """Serialize plain data (dicts, lists, DataFrames) as pretty JSON, times as integer ns
+    (:mod:`traceforge.render.schema`; ``schema=False``: keys as they are)."""
+    if schema:
+        obj = _machine(obj)
 
     def default(o: Any) -> Any:
         if isinstance(o, pd.DataFrame):
@@ -122,7 +196,10 @@ def to_json_bytes(obj: Any) -> bytes:
             return o.tolist()
         raise TypeError(type(o).__name__)
 
-    return orjson.dumps(obj, default=default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    raw = orjson.dumps(obj, default=default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    # orjson escapes C0 but leaves C1 and bidirectional controls raw: written as \uXXXX,
+    # the same string to a JSON reader, and nothing a terminal acts on.
+    return plain_lines(raw.decode()).encode()
 
 
 def render_frame(
@@ -132,26 +209,36 @@ def render_frame(
     title: str = "",
     digits: int = 2,
     notes: tuple[str, ...] = (),
+    width: int | None | str = "auto",
+    schema: bool = True,
 ) -> str:
-    """Render ``df`` in ``fmt`` (one of FORMATS); ``title``/``notes`` go to table and md only."""
+    """Render ``df`` in ``fmt`` (one of FORMATS); ``title``/``notes`` go to table and md only;
+    a table fits ``width`` columns (None: no limit; "auto": the terminal's, see
+    :func:`traceforge.render.terminal.table_width`); ``schema=False`` writes JSON and CSV
+    columns as the frame names them (a user's SQL query), without the ns rule."""
     if fmt == "json":
-        return to_json_bytes(_records(df)).decode() + "\n"
+        return to_json_bytes(_records(df, schema), schema).decode() + "\n"
     if fmt == "csv":
         buf = io.StringIO()
-        df.to_csv(buf, index=False)
+        _csv_safe(machine_frame(df) if schema else df).to_csv(buf, index=False)
         return buf.getvalue()
-    cols, cells = _human(df, digits)
+    cols, cells = human(df, digits)
     if fmt == "md":
         lines = []
         if title:
-            lines += [f"### {title}", ""]
-        lines.append("| " + " | ".join(cols) + " |")
+            lines += [f"### {plain(title)}", ""]
+        lines.append("| " + " | ".join(spelled(c).replace("|", "\\|") for c in cols) + " |")
         lines.append("|" + "|".join("---:" if _numeric(df[c]) else "---" for c in df.columns) + "|")
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
-        lines += [""] + [f"_{n}_" for n in notes] if notes else []
+        lines += [""] + [f"_{plain(n)}_" for n in notes] if notes else []
         return "\n".join(lines) + "\n"
     if fmt == "table":
-        return _rich_table(df, [_spelled(c) for c in cols], cells, title, notes)
+        from traceforge.render.terminal import render, table_width
+
+        return render([spelled(c) for c in cols], [list(c) for c in zip(*cells, strict=True)]
+                      if cells else [[] for _ in cols], [_numeric(df[c]) for c in df.columns],
+                      title=title, notes=notes,
+                      width=table_width() if isinstance(width, str) else width)
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
@@ -159,20 +246,16 @@ def _numeric(s: pd.Series) -> bool:
     return bool(pd.api.types.is_numeric_dtype(s))
 
 
-def _rich_table(
-    df: pd.DataFrame, cols: list[str], cells: list[list[str]], title: str, notes: tuple[str, ...]
-) -> str:
-    from rich.console import Console
-    from rich.table import Table
 
-    t = Table(title=title or None, title_justify="left", show_lines=False)
-    for c, name in zip(df.columns, cols, strict=True):
-        t.add_column(name, justify="right" if _numeric(df[c]) else "left", overflow="fold")
-    for row in cells:
-        t.add_row(*row)
-    buf = io.StringIO()
-    console = Console(file=buf, width=160, force_terminal=False, color_system=None)
-    console.print(t)
-    for n in notes:
-        console.print(n)
-    return buf.getvalue()
+
+def _csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its text cells escaped and never read as spreadsheet formulas."""
+    text = [c for c in df.columns if df[c].dtype == object or pd.api.types.is_string_dtype(df[c])]
+    if not text:
+        return df
+    out = df.copy()
+    for c in text:
+        out[c] = out[c].map(csv_cell).astype(object)
+    out.columns = pd.Index([csv_cell(str(c)) for c in out.columns])
+    safe: pd.DataFrame = out
+    return safe

@@ -21,6 +21,9 @@ from traceforge.analyzers.runs.scaling import ScalingReport
 from traceforge.errors import UsageError
 from traceforge.render import charts, sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
+from traceforge.render.frame import human, is_ns_column, spelled
+from traceforge.render.schema import ns_name
+from traceforge.render.text import plain, plain_lines, shorten
 from traceforge.report.analysis import RunAnalysis
 from traceforge.report.findings import Finding
 
@@ -30,10 +33,13 @@ background:#fafafa}
 main{max-width:1100px;margin:0 auto;padding:16px 24px 64px}
 h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 h3{font-size:15px;margin:18px 0 6px}
-table{border-collapse:collapse;margin:6px 0 12px;font-size:12.5px;background:#fff}
+.scroll{overflow-x:auto;max-width:100%;margin:6px 0 12px}
+table{border-collapse:collapse;font-size:12.5px;background:#fff}
 th,td{border:1px solid #e2e2e2;padding:3px 7px;text-align:left;vertical-align:top}
-th{background:#f0f0f0;cursor:pointer;user-select:none}td.n{text-align:right;
-font-variant-numeric:tabular-nums}
+th{background:#f0f0f0;cursor:pointer;user-select:none;position:relative}
+th:after{content:"\\2195";color:#aaa;font-size:10px;margin-left:3px}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td[title]{text-decoration:underline dotted #bbb}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:8px 0}
 .card{background:#fff;border:1px solid #e2e2e2;border-radius:6px;padding:8px 14px;min-width:120px}
 .card b{display:block;font-size:20px}
@@ -58,9 +64,10 @@ document.querySelectorAll('table.sortable th').forEach(function (th, col) {
     th.setAttribute('data-asc', asc ? '1' : '0');
     var idx = Array.prototype.indexOf.call(th.parentNode.children, th);
     function key(r) {
-      var t = r.cells[idx] ? r.cells[idx].textContent.replace(/,/g, '') : '';
-      var v = parseFloat(t);
-      return isNaN(v) ? t : v;
+      var c = r.cells[idx];
+      if (!c) { return ''; }
+      var v = parseFloat(c.getAttribute('data-v') || c.textContent.replace(/,/g, ''));
+      return isNaN(v) ? c.textContent : v;
     }
     rows.sort(function (a, b) {
       var x = key(a), y = key(b);
@@ -73,41 +80,60 @@ document.querySelectorAll('table.sortable th').forEach(function (th, col) {
 """
 
 
+#: The longest text shown in a tooltip (a cell's full name beyond the table's cap).
+TOOLTIP_CAP = 4000
+
+_NUM = ' class="n"'
+_UNITS = (("_us", "us"), ("_ms", "ms"), ("_pct", "%"), ("_bytes", "bytes"), ("pct", "%"))
+
+
 def _e(s: object) -> str:
-    return html.escape(str(s), quote=True)
+    return html.escape(plain(s), quote=True)
 
 
-def _cell(v: Any, digits: int) -> tuple[str, bool]:
+def _exact(v: Any, name: str) -> tuple[str, str]:
+    """A cell's tooltip (its exact value, with its unit) and sort key."""
     if hasattr(v, "item"):
         v = v.item()
     if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "", True
-    if isinstance(v, bool):
-        return str(v), False
-    if isinstance(v, float):
-        return (f"{v:,.{digits}f}" if abs(v) < 1e15 else f"{v:.3e}"), True
-    if isinstance(v, int):
-        return f"{v:,}", True
-    return _e(v), False
+        return "", ""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        text = plain(v)
+        return (text if len(text) <= TOOLTIP_CAP else shorten(text, TOOLTIP_CAP)), ""
+    unit = next((u for suffix, u in _UNITS if name == suffix.strip("_") or
+                 name.endswith(suffix)), "")
+    if is_ns_column(name):
+        unit = "ns"
+    whole = isinstance(v, int) or (math.isfinite(v) and v.is_integer() and abs(v) < 2**53)
+    exact = f"{int(v):,}" if whole else repr(v)
+    return f"{exact} {unit}".strip(), repr(v)
 
 
 def table(df: pd.DataFrame, *, digits: int = 2, limit: int | None = None) -> str:
-    """A sortable HTML table of ``df`` (numbers right-aligned, NaN blank)."""
+    """A sortable HTML table of ``df`` with the terminal's headers and units (times in
+    us/ms/s, counts whole, names capped), numbers right-aligned, each cell's exact value
+    in its tooltip, in a box that scrolls sideways when the table is wider than the page."""
     if df.empty:
         return '<p class="note">(none)</p>'
     shown = df if limit is None else df.head(limit)
-    head = "".join(f"<th>{_e(c)}</th>" for c in shown.columns)
+    headers, cells = human(shown, digits)
+    numeric = [bool(pd.api.types.is_numeric_dtype(shown[c])) for c in shown.columns]
+    head = "".join(f'<th{_NUM if num else ""} title="JSON/CSV: {_e(ns_name(str(c)) or c)}">'
+                   f"{_e(spelled(h))}</th>"
+                   for c, h, num in zip(shown.columns, headers, numeric, strict=True))
     rows = []
-    for row in shown.itertuples(index=False, name=None):
-        cells = []
-        for v in row:
-            text, num = _cell(v, digits)
-            cells.append(f'<td class="n">{text}</td>' if num else f"<td>{text}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+    for raw, row in zip(shown.itertuples(index=False, name=None), cells, strict=True):
+        out = []
+        for c, v, text, num in zip(shown.columns, raw, row, numeric, strict=True):
+            tip, key = _exact(v, str(c))
+            attrs = (f' title="{_e(tip)}"' if tip and tip != text else "") + \
+                (f' data-v="{_e(key)}"' if key else "")
+            out.append(f"<td{_NUM if num else ''}{attrs}>{_e(text)}</td>")
+        rows.append("<tr>" + "".join(out) + "</tr>")
     more = (f'<p class="note">{len(df) - len(shown)} more rows not shown.</p>'
             if len(shown) < len(df) else "")
-    return (f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
-            f"</tbody></table>{more}")
+    return (f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>{more}')
 
 
 def _finding(f: Finding, show_run: bool) -> str:
@@ -218,6 +244,7 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
     out.append(table(bd))
 
     out.append(_critical_path(r))
+    out.append(_memory(r))
 
     ov = r.overlap
     has_comm = len(ov) and "comm_ns" in ov and float(ov["comm_ns"].sum()) > 0
@@ -257,6 +284,20 @@ def _run_section(r: RunAnalysis, idx: int) -> str:
     return "\n".join(out)
 
 
+def _memory(r: RunAnalysis) -> str:
+    m = r.memory
+    if m.empty:
+        return _skipped("Memory", r.unavailable.get("memory") or sections.NO_MEMORY)
+    out = ["<h3>Memory</h3>", _notes([f"From {m.source}. {sections.MEMORY_NOTE}", *m.notes])]
+    for rank, g in m.series.groupby("rank", sort=True):
+        st = m.steps_ns[m.steps_ns["rank"] == rank] if len(m.steps_ns) else m.steps_ns
+        title = f"rank {rank}" if r.ranks > 1 else ""
+        out.append(_chart(charts.memory, g, st, title=title))
+    out.append(table(sections.memory_devices(r)))
+    out.append("<h4>Allocated memory per step</h4>" + table(sections.memory_steps(r)))
+    out.append("<details><summary>Ops that allocate most</summary>"
+               + table(sections.memory_ops(r)) + "</details>")
+    return "\n".join(out)
 def _comm(r: RunAnalysis) -> str:
     """Collective bandwidth: busbw against message size with the ceiling, the table."""
     if r.comm.empty:
@@ -379,7 +420,7 @@ def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
         body.append('<p class="note">No rule fired: nothing stands out.</p>')
     body += [_diff_section(a, b, d) for a, b, d in diffs]
     body += [_run_section(r, i) for i, r in enumerate(runs)]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    return plain_lines("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width\">"
             f"<link rel=\"icon\" href=\"data:,\"><title>{_e(title)}</title>"
             f"<style>{_CSS}</style></head><body><main>{''.join(body)}</main>"

@@ -11,6 +11,7 @@ from traceforge.analyzers.runs.scaling import ScalingReport
 from traceforge.render import sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
 from traceforge.render.frame import render_frame
+from traceforge.render.text import plain_lines
 from traceforge.report.analysis import RunAnalysis
 from traceforge.report.findings import Finding
 
@@ -68,6 +69,11 @@ def _run(r: RunAnalysis) -> str:
         (r.overlap if has_comm else r.overlap.iloc[0:0],
          "Communication / compute overlap per rank", "no communication kernels in the steps"),
         (r.skew, "Collective start skew per rank", "single rank"),
+        (sections.memory_devices(r) if not r.memory.empty else pd.DataFrame(),
+         "Memory per device", r.unavailable.get("memory") or "no memory events in the trace "
+         "(traceforge capture --memory records them)"),
+        (sections.memory_steps(r) if not r.memory.empty else pd.DataFrame(),
+         "Allocated memory per step", "no memory events"),
         (r.comm, COMM_TITLE, "no collectives (NCCL/RCCL)"),
         (r.launch, "Launch overhead per step", ""),
         (r.copies, "Host-device copies inside steps", "none inside steps"),
@@ -77,6 +83,8 @@ def _run(r: RunAnalysis) -> str:
              below: sections.roofline_lines(r),
              "Roofline by kernel class": list(rf.notes),
              "FLOPs utilization per step": [sections.HFU_NOTE],
+             "Memory per device": [f"From {r.memory.source}. {sections.MEMORY_NOTE}",
+                                   *r.memory.notes],
              COMM_TITLE: list(r.comm_notes),
              f"{sections.path_title(r)}: time by category":
                  [*sections.path_lines(r), *cp.notes]}
@@ -125,4 +133,4 @@ def render_markdown(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
         out += [f"_{n}_\n" for n in d.notes]
         out += [_t(getattr(d, k), t, limit=n, digits=3) for k, t, n in DIFF_SECTIONS]
     out += [_run(r) for r in runs]
-    return "\n".join(out).rstrip() + "\n"
+    return plain_lines("\n".join(out).rstrip() + "\n")

@@ -16,6 +16,7 @@ import io
 from typing import Any
 
 from traceforge.errors import UsageError
+from traceforge.render.text import display, shorten
 
 #: One colour per dtype key, stable across charts (matplotlib's tab10 values).
 COLORS = {"bf16": "#1f77b4", "fp16": "#ff7f0e", "fp8": "#2ca02c", "fp4": "#d62728",
@@ -51,7 +52,8 @@ def roofline_svg(data: dict[str, Any], *, title: str = "", width_in: float = 7.5
     lo = min([*xs, *ridges, 1.0]) / 4
     hi = max([*xs, *ridges, 10.0]) * 4
     # Fixed hash salt and no date: the same data gives byte-identical SVG (diffable reports).
-    with matplotlib.rc_context({"svg.hashsalt": "traceforge", "svg.fonttype": "none"}):
+    with matplotlib.rc_context({"svg.hashsalt": "traceforge", "svg.fonttype": "none",
+                                "text.parse_math": False}):
         fig = Figure(figsize=(width_in, height_in))
         ax = fig.add_subplot()
         ax.set_xscale("log")
@@ -81,7 +83,7 @@ def roofline_svg(data: dict[str, Any], *, title: str = "", width_in: float = 7.5
                        color=_color(str(p["dtype"])), edgecolors="black", linewidths=0.4)
         for p in sorted(points, key=lambda p: -p["time_us"])[:label_top]:
             if p["intensity"] > 0 and p["tflops_per_s"] > 0:
-                ax.annotate(str(p["label"]).removeprefix("aten::"),
+                ax.annotate(shorten(display(str(p["label"]).removeprefix("aten::")), 40),
                             (p["intensity"], p["tflops_per_s"]), fontsize=7,
                             xytext=(4, 4), textcoords="offset points")
         ax.set_xlim(lo, hi)
@@ -94,7 +96,7 @@ def roofline_svg(data: dict[str, Any], *, title: str = "", width_in: float = 7.5
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")
         ax.set_ylabel("achieved TFLOP/s")
         name = data.get("device") or "unknown device (no ceilings)"
-        ax.set_title(title or f"Roofline: {name}", fontsize=10)
+        ax.set_title(display(title or f"Roofline: {name}", 120), fontsize=10)
         ax.grid(True, which="major", linewidth=0.3)
         if ceilings and any(c.get("peak_tflops") for c in ceilings):
             ax.legend(fontsize=7, loc="lower right")

@@ -116,3 +116,40 @@ def path_top(r: RunAnalysis) -> pd.DataFrame:
         top = top.assign(name=[short_name(n) if len(n) > 60 else n
                                for n in top["name"].astype(str)])
     return _ms(top, ("ns",))
+
+
+NO_MEMORY = ("No memory events in the trace: `traceforge capture --memory` records them "
+             "(torch.profiler profile_memory=True).")
+MEMORY_NOTE = ("Allocated: the allocator's Total Allocated after each event (or, where the "
+               "trace records only sizes, the growth since the window began: totals = "
+               "growth); unused at peak = reserved minus allocated at the peak; the same "
+               "numbers as 'traceforge memory'.")
+
+
+def _mib(df: pd.DataFrame) -> pd.DataFrame:
+    """``*_bytes`` columns as MiB (``*_mib``), ``*_at_ns`` as ms, for report tables."""
+    out = df.copy()
+    for c in list(out.columns):
+        if c.endswith("_bytes"):
+            out[c] = out[c].astype(float) / 2**20
+            out = out.rename(columns={c: c[:-6] + "_mib"})
+        elif c.endswith("_at_ns"):
+            out[c] = out[c].astype(float) / 1e6
+            out = out.rename(columns={c: c[:-3] + "_ms"})
+    return cast(pd.DataFrame, out)
+
+
+def memory_devices(r: RunAnalysis) -> pd.DataFrame:
+    cols = ["rank", "device", "totals", "peak_allocated_bytes", "peak_allocated_at_ns",
+            "reserved_at_peak_bytes", "unused_at_peak_bytes", "peak_reserved_bytes",
+            "allocs", "ooms"]
+    d = r.memory.devices
+    return _mib(d[[c for c in cols if c in d.columns]])
+
+
+def memory_steps(r: RunAnalysis) -> pd.DataFrame:
+    return _mib(r.memory.steps.drop(columns=["peak_at_ns", "events"], errors="ignore"))
+
+
+def memory_ops(r: RunAnalysis) -> pd.DataFrame:
+    return _mib(r.memory.ops)

@@ -37,8 +37,10 @@ from traceforge.errors import TraceforgeError
 from traceforge.forks import Child, ForkError, can_fork, cores
 from traceforge.model import Tables, Trace
 from traceforge.report import critical_path as path_tables
+from traceforge.report import memory as memory_tables
 from traceforge.report import roofline as roofline_tables
 from traceforge.report.critical_path import PathTables
+from traceforge.report.memory import MemoryTables
 from traceforge.report.roofline import RooflineTables
 
 #: Most GPU activities drawn in the one-step timeline strip (the HTML stays small).
@@ -88,6 +90,7 @@ class RunAnalysis(Tables):
     roofline: RooflineTables = field(default_factory=RooflineTables)
     critical_path: PathTables = field(default_factory=PathTables)
     run_info: dict[str, Any] = field(default_factory=dict)  # latency, memory from capture
+    memory: MemoryTables = field(default_factory=MemoryTables)  # from memory events
     notes: tuple[str, ...] = ()
     unavailable: dict[str, str] = field(default_factory=dict)
     #: Collective bandwidth (``traceforge comm``): the kind x size table, one point per
@@ -315,6 +318,7 @@ def _analyze(ts: list[Trace], label: str | None, top: int,
     path = (_try("critical_path", path_of, PathTables(), miss)
             if any(not timeline(t).activity.empty for t in ts) else PathTables())
     ovr = _try("overlap", lambda: overlap(ts), None, miss)
+    mem = _try("memory", lambda: memory_tables.gather(ts), MemoryTables(), miss)
     cr = _try("comm", lambda: comm(ts), None, miss)
 
     def table(key: str) -> pd.DataFrame:
@@ -354,6 +358,7 @@ def _analyze(ts: list[Trace], label: str | None, top: int,
         roofline=roof,
         critical_path=path,
         run_info=_run_info(ts),
+        memory=mem,
         notes=tuple(notes),
         unavailable=miss,
         **_comm_fields(cr),

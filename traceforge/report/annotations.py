@@ -10,6 +10,7 @@ import pandas as pd
 from traceforge.analyzers.communication.table import comm
 from traceforge.analyzers.costs.roofline import kernel_rates, roofline
 from traceforge.analyzers.critical_path import PathTrack, critical_path, path_tracks
+from traceforge.analyzers.memory import series
 from traceforge.analyzers.names.kernel_names import classify
 from traceforge.analyzers.timeline import intervals as iv
 from traceforge.analyzers.timeline.core import timeline
@@ -36,8 +37,10 @@ class Annotations:
     roofline rates (:func:`~traceforge.analyzers.costs.roofline.kernel_rates`: achieved TFLOP/s
     and TB/s, bound, % of bound), the numbers ``traceforge roofline --by kernel`` sums.
     ``path``: the pieces of each step's critical path on this trace and the hops between
-    its tracks (:func:`~traceforge.analyzers.critical_path.path_tracks`). ``notes``: what
-    could not be drawn, and why.
+    its tracks (:func:`~traceforge.analyzers.critical_path.path_tracks`). ``memory``:
+    allocated and reserved bytes over time per device
+    (:func:`~traceforge.analyzers.memory.series`; empty without memory events).
+    ``notes``: what could not be drawn, and why.
     """
 
     rank: int
@@ -49,6 +52,7 @@ class Annotations:
     step_source: str = ""
     rates: pd.DataFrame = field(default_factory=pd.DataFrame)
     path: tuple[PathTrack, ...] = ()
+    memory: pd.DataFrame = field(default_factory=pd.DataFrame)
     notes: tuple[str, ...] = ()
     #: Per collective kernel (indexed by event row): kind, msg_bytes, algbw_gbps,
     #: busbw_gbps (nccl-tests, on the kernel's own time) and pct_of_ceiling.
@@ -141,5 +145,6 @@ def annotation_data(trace: Trace, *, top_n: int = 10, min_gap_ns: int = 1000) ->
         step_source=tl.step_source,
         rates=rates,
         path=path,
+        memory=series(trace),
         notes=tuple(notes),
     )

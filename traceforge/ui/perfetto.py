@@ -29,9 +29,11 @@ __all__ = ["HOST", "PORT", "UI_ORIGIN", "open_in_perfetto", "payload", "ui_url"]
 WARN_BYTES = 500 * 1024 * 1024
 
 
-def ui_url(name: str, *, origin: str = UI_ORIGIN, port: int = PORT) -> str:
-    """The UI deep link that makes the UI fetch ``name`` from our loopback server."""
-    return f"{origin.rstrip('/')}/#!/?url=http://{HOST}:{port}/{quote(name)}"
+def ui_url(name: str, *, origin: str = UI_ORIGIN, port: int = PORT, token: str = "") -> str:
+    """The UI deep link that makes the UI fetch ``name`` from our loopback server (under
+    the server's secret ``token``)."""
+    path = f"{quote(token)}/{quote(name)}" if token else quote(name)
+    return f"{origin.rstrip('/')}/#!/?url=http://{HOST}:{port}/{path}"
 
 
 def loaded_size(data: bytes) -> int:
@@ -131,7 +133,7 @@ def open_in_perfetto(
     else:
         name, data = payload(trace)
     srv = server.bind(name, data, origin=origin, port=port)
-    url = ui_url(name, origin=origin, port=srv.server_address[1])
+    url = ui_url(name, origin=origin, port=srv.server_address[1], token=srv.token)
     threading.Thread(
         target=server.serve_until_fetched, args=(srv,), kwargs={"timeout_s": 300.0},
         daemon=True,

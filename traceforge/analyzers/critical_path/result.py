@@ -19,6 +19,7 @@ from traceforge.analyzers.critical_path.segments import SEGMENT_COLUMNS, path_se
 from traceforge.analyzers.critical_path.step import (
     S_NODE,
     StepGraph,
+    StepGraphs,
     longest_into,
     step_graph,
     t_node,
@@ -71,7 +72,7 @@ class CriticalPath(Tables):
     by_category: pd.DataFrame
     top: pd.DataFrame
     what_if: pd.DataFrame
-    graphs: dict[int, nx.DiGraph] = field(default_factory=dict, repr=False)
+    graphs: Mapping[int, nx.DiGraph] = field(default_factory=dict, repr=False)
     nodes: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
     edges: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
     notes: tuple[str, ...] = ()
@@ -136,7 +137,7 @@ def critical_path_of(ranks: Sequence[RankGraph], *,
     rows: list[dict[str, Any]] = []
     wi_rows: list[dict[str, Any]] = []
     segs: list[pd.DataFrame] = []
-    graphs: dict[int, nx.DiGraph] = {}
+    graphs: dict[int, StepGraph] = {}
     node_tabs: dict[int, pd.DataFrame] = {}
     edge_tabs: dict[int, pd.DataFrame] = {}
     rank_ids = np.array([r.rank for r in run.ranks], dtype=np.int64)
@@ -158,15 +159,14 @@ def critical_path_of(ranks: Sequence[RankGraph], *,
                          "length_ns": length, "ts": int(sp.w0[ri] - run.offset[ri]),
                          "end": int(sp.w1[ri] - run.offset[ri]),
                          "ranks_crossed": int(seg["rank"].nunique()),
-                         "nodes": sp.graph.number_of_nodes(),
-                         "edges": sp.graph.number_of_edges()})
+                         "nodes": len(sp.node_ids), "edges": len(sp.u)})
             for label, fac in scenarios:
                 new = what_if_length(sp, ri, edge_factors(run, sp, fac))
                 wi_rows.append({"step": n, "rank": r.rank, "critical": ri == last,
                                 "scenario": label, "length_ns": length, "new_length_ns": new,
                                 "saved_ns": length - new,
                                 "saved_pct": 100.0 * (length - new) / length if length else 0.0})
-        graphs[n] = sp.graph
+        graphs[n] = sp
         node_tabs[n] = _node_table(run, sp)
         edge_tabs[n] = pd.DataFrame({"u": sp.u, "v": sp.v, "weight": sp.w,
                                      "type": np.array(EDGE_TYPES, dtype=object)[sp.t],
@@ -180,7 +180,7 @@ def critical_path_of(ranks: Sequence[RankGraph], *,
         by_category=_by_category(segments),
         top=_top(segments, top_n),
         what_if=pd.DataFrame(wi_rows, columns=list(WHAT_IF_COLUMNS)),
-        graphs=graphs, nodes=node_tabs, edges=edge_tabs,
+        graphs=StepGraphs(graphs), nodes=node_tabs, edges=edge_tabs,
         notes=tuple(dict.fromkeys(notes)), step_source=", ".join(sources))
 
 

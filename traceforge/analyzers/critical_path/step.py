@@ -1,13 +1,18 @@
 """One step's graph (the run's nodes inside the step's windows, with a shared window
 start and one window end per rank) and the longest path into a rank's window end.
 
-The graph and its topological order are built once per step and shared by every rank's
-path and every what-if, which only change edge weights.
+The graph is kept as edge arrays (``u``, ``v``, ``w``) and its topological order and
+in-edge lists are built once per step and shared by every rank's path and every what-if,
+which only change edge weights. The longest path is worked out on those arrays
+(:func:`longest_into`), exactly as ``networkx.dag_longest_path`` picks it (the first
+best predecessor in edge order): a networkx graph holds a dict per edge, ~1 KB, which
+made 1M kernels cost 3.6 GiB. The ``DiGraph`` (:attr:`StepGraph.graph`) is built only when
+someone asks for it (``CriticalPath.graphs``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,22 +50,95 @@ class StepGraph:
     ref: np.ndarray
     ref2: np.ndarray
     erank: np.ndarray
-    graph: nx.DiGraph
     notes: list[str]
-    topo: list[int] | None = None
+    dag: _Dag | None = None
 
     @property
     def shift(self) -> int:
         """Added to node ids to index arrays (S and the T nodes are negative)."""
         return 2 + len(self.w0)
 
-    def order(self) -> list[int]:
-        """A topological order of the graph, computed once for every path and what-if."""
-        if self.topo is None:
-            import networkx as nx
+    @property
+    def node_ids(self) -> np.ndarray:
+        """Every node of the graph: S, the rank ends and the ends of every edge, sorted."""
+        ends = np.array([S_NODE, *(t_node(ri) for ri in range(len(self.w0)))], np.int64)
+        return np.unique(np.concatenate([ends, self.u, self.v]))
 
-            self.topo = list(nx.topological_sort(self.graph))
-        return self.topo
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The step's graph as a networkx DiGraph (built on each call: for the API)."""
+        import networkx as nx
+
+        g = nx.DiGraph()
+        g.add_node(S_NODE)
+        g.add_nodes_from(t_node(ri) for ri in range(len(self.w0)))
+        g.add_weighted_edges_from(zip(self.u.tolist(), self.v.tolist(), self.w.tolist(),
+                                      strict=True))
+        return g
+
+    def order(self) -> _Dag:
+        """The graph's topological order and in-edge lists, computed once."""
+        if self.dag is None:
+            self.dag = _Dag.of(self.node_ids, self.u, self.v)
+        return self.dag
+
+
+class StepGraphs(Mapping[int, "nx.DiGraph"]):
+    """Step -> its graph as a networkx DiGraph, built when asked for (a big step's graph
+    costs ~1 KB per edge as networkx objects; the analysis itself needs only arrays)."""
+
+    def __init__(self, steps: dict[int, StepGraph]) -> None:
+        self._steps = steps
+
+    def __getitem__(self, step: int) -> nx.DiGraph:
+        return self._steps[step].graph
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._steps)
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+
+@dataclass(eq=False)
+class _Dag:
+    """Node ids; each edge's end points as node positions; the edges into each node in edge
+    order (``into[indptr[i]:indptr[i + 1]]``); a topological order of node positions."""
+
+    ids: np.ndarray
+    ui: np.ndarray
+    vi: np.ndarray
+    indptr: list[int]
+    into: list[int]
+    topo: list[int]
+
+    @classmethod
+    def of(cls, ids: np.ndarray, u: np.ndarray, v: np.ndarray) -> _Dag:
+        n = len(ids)
+        ui = np.searchsorted(ids, u)
+        vi = np.searchsorted(ids, v)
+        by_v = np.argsort(vi, kind="stable")  # edges into a node keep their order
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(vi, minlength=n), out=indptr[1:])
+        by_u = np.argsort(ui, kind="stable")
+        outptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(ui, minlength=n), out=outptr[1:])
+        out_v = vi[by_u].tolist()
+        optr = outptr.tolist()
+        indeg = np.bincount(vi, minlength=n).tolist()
+        # Kahn's algorithm: a node once everything into it is placed.
+        topo = [i for i in range(n) if indeg[i] == 0]
+        k = 0
+        while k < len(topo):
+            x = topo[k]
+            k += 1
+            for y in out_v[optr[x]:optr[x + 1]]:
+                indeg[y] -= 1
+                if indeg[y] == 0:
+                    topo.append(y)
+        if len(topo) != n:
+            raise ValueError("the step graph has a cycle")
+        return cls(ids, ui, vi, indptr.tolist(), by_v.tolist(), topo)
 
 
 def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
@@ -113,48 +191,82 @@ def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
     ref = np.concatenate([ref, np.full(len(orphan) + len(te), -1)])
     ref2 = np.concatenate([ref2, np.full(len(orphan) + len(te), -1)])
     erk = np.concatenate([erk, run.node_rank[orphan], tr])
-    # networkx is imported where a path is first worked out: it is ~60 ms of a command's
-    # start-up, and the report works its path out beside its other analyses.
-    import networkx as nx
-
-    g = nx.DiGraph()
-    g.add_node(S_NODE)
-    g.add_nodes_from(t_node(ri) for ri in range(len(run.ranks)))
-    g.add_weighted_edges_from(zip(u.tolist(), v.tolist(), w.tolist(), strict=True))
-    return StepGraph(step, w0s, w1s, lo, nodes, u, v, w, t, ref, ref2, erk, g, notes)
+    return StepGraph(step, w0s, w1s, lo, nodes, u, v, w, t, ref, ref2, erk, notes)
 
 
 def longest_into(sp: StepGraph, ri: int, changed: Mapping[tuple[int, int], int] | None = None
                   ) -> list[int]:
     """The longest path into rank ``ri``'s window end, with some edge weights changed.
 
-    ``nx.dag_longest_path`` finds the longest path of the whole graph; while it runs, the
-    edges into this rank's end weigh more than all weights together, so that path ends
-    there. The step graph and its topological order are shared by every rank and what-if.
+    As ``nx.dag_longest_path`` on the step graph while the edges into this rank's end
+    weigh more than all weights together (so that the longest path ends there): each node
+    takes the first predecessor, in edge order, with the longest distance (none when that
+    is negative), and the path is followed back from the end.
     """
-    import networkx as nx
-
-    g = sp.graph
-    t = t_node(ri)
+    dag = sp.order()
+    w = sp.w.astype(np.int64).tolist()
+    if changed:
+        idx = edge_index_pairs(sp, list(changed))
+        for (k, new) in zip(idx.tolist(), changed.values(), strict=True):
+            if k >= 0:
+                w[k] = int(new)
+    t_pos = int(np.searchsorted(dag.ids, t_node(ri)))
     big = int(sp.w.sum()) + 1
-    into = list(g.pred[t])
-    old = {k: g.edges[k]["weight"] for k in changed or {}}
-    try:
-        for k, w in (changed or {}).items():
-            g.edges[k]["weight"] = w
-        for x in into:
-            g.edges[x, t]["weight"] = big
-        path = [int(x) for x in nx.dag_longest_path(g, weight="weight", topo_order=sp.order())]
-    finally:
-        for x in into:
-            g.edges[x, t]["weight"] = 0
-        for k, w in old.items():
-            g.edges[k]["weight"] = w
+    vi = dag.vi.tolist()
+    ui = dag.ui.tolist()
+    for k in dag.into[dag.indptr[t_pos]:dag.indptr[t_pos + 1]]:
+        w[k] = big
+    for tj in range(len(sp.w0)):  # the other ranks' ends weigh nothing, as in the graph
+        if tj != ri:
+            p = int(np.searchsorted(dag.ids, t_node(tj)))
+            for k in dag.into[dag.indptr[p]:dag.indptr[p + 1]]:
+                w[k] = 0
+    n = len(dag.ids)
+    dist = [0] * n
+    prev = list(range(n))
+    into, indptr = dag.into, dag.indptr
+    for x in dag.topo:
+        lo, hi = indptr[x], indptr[x + 1]
+        if lo == hi:
+            continue
+        best, bu = None, x
+        for k in into[lo:hi]:
+            d = dist[ui[k]] + w[k]
+            if best is None or d > best:
+                best, bu = d, ui[k]
+        if best is not None and best >= 0:
+            dist[x], prev[x] = best, bu
+    del vi
+    # The end with the longest distance, the first in topological order on ties.
+    top = max(dag.topo, key=dist.__getitem__) if dag.topo else t_pos
+    path_pos: list[int] = []
+    cur: int | None = None
+    x = top
+    while cur != x:
+        path_pos.append(x)
+        cur = x
+        x = prev[x]
+    path = [int(dag.ids[i]) for i in reversed(path_pos)]
+    t = t_node(ri)
     if not path or path[-1] != t:
         path.append(t)
     if path[0] != S_NODE:
         path.insert(0, S_NODE)
     return path
+
+
+def edge_index_pairs(sp: StepGraph, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Row of each ``(u, v)`` pair in the step's edge arrays (-1: not an edge)."""
+    if not pairs:
+        return np.zeros(0, dtype=np.int64)
+    n = int(max(sp.u.max(initial=0), sp.v.max(initial=0))) + 1 + sp.shift
+    key = (sp.u + sp.shift) * n + (sp.v + sp.shift)
+    order = np.argsort(key, kind="stable")
+    q = np.array([(a + sp.shift) * n + (b + sp.shift) for a, b in pairs], dtype=np.int64)
+    if not len(order):
+        return np.full(len(q), -1, dtype=np.int64)
+    i = np.clip(np.searchsorted(key[order], q), 0, len(order) - 1)
+    return np.asarray(np.where(key[order][i] == q, order[i], -1))
 
 
 def edge_index(sp: StepGraph, path: Sequence[int]) -> np.ndarray:

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.communication.runs import comm_by_run
+from traceforge.analyzers.memory import PEAK_COLUMNS, peak_columns
 from traceforge.analyzers.runs.inputs import RunInput, TraceRun, as_runs
 from traceforge.analyzers.runs.vendor import (
     HEADLINE_CLASSES,
@@ -40,7 +41,7 @@ from traceforge.model import Tables, Trace
 #: Columns of :attr:`Comparison.runs`.
 RUN_COLUMNS = ("run", "vendor", "device", "gpus", "steps", "step_ms", "speedup", "gpu_ms",
                "kernels", "busy_pct", "idle_ms", "host_wait_ms", "launch_delay_us",
-               "latency_ms", "hz", "peak_gib", "latency_speedup")
+               "latency_ms", "hz", *PEAK_COLUMNS, "latency_speedup")
 #: Columns of :attr:`Comparison.by_class` (long: one row per class and run).
 CLASS_COLUMNS = ("class", "run", "ms", "calls", "share_pct", "speedup")
 #: Columns of :attr:`Comparison.by_family` (long: one row per neutral family and run).
@@ -155,7 +156,9 @@ def _run_facts(run: TraceRun, vendor: str) -> dict[str, object]:
         "step_ms": max(step_ns) / 1e6 if step_ns else float("nan"),
         "gpu_ms": mean(gpu), "kernels": mean(kern), "busy_pct": mean(busy),
         "idle_ms": mean(idle), "host_wait_ms": mean(wait), "launch_delay_us": mean(delay),
-        "latency_ms": fact("latency_ms"), "hz": fact("hz"), "peak_gib": fact("peak_gib"),
+        "latency_ms": fact("latency_ms"), "hz": fact("hz"),
+        **peak_columns(run.traces, None if run.fact("peak_gib") is None
+                       else fact("peak_gib") * 2**30),
     }
 
 

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.communication.runs import comm_diff
+from traceforge.analyzers.memory import run_peak_memory
 from traceforge.analyzers.names.kernel_names import classify, fused_ops
 from traceforge.analyzers.runs.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
 from traceforge.analyzers.timeline.core import Timeline, busy_table, step_time_ns, timeline
@@ -147,7 +148,15 @@ def _facts(s: _Side) -> dict[str, float]:
         "copies": float((acts["kind"] == "memcpy").sum()) / per,
         "distinct kernels": float(acts.loc[kern, "name"].nunique()),
         **_launch_facts(s.trace),
+        "peak memory": _peak_mib(s.trace),
     }
+
+
+def _peak_mib(t: Trace) -> float:
+    """The trace's peak allocated GPU memory (:func:`~traceforge.analyzers.memory.
+    run_peak_memory`), MiB; NaN without memory events."""
+    peak = run_peak_memory([t])[0]
+    return float("nan") if peak is None else peak / 2**20
 
 
 def _launch_facts(t: Trace) -> dict[str, float]:
@@ -170,6 +179,7 @@ _UNITS = {
     "kernel time": "ms/step", "GPU busy": "ms/step", "GPU idle": "ms/step", "GPU busy %": "%",
     "kernels": "per step", "copies": "per step", "distinct kernels": "",
     "host wait": "ms/step", "launch delay (median)": "us", "launch-bound steps": "",
+    "peak memory": "MiB",
 }
 
 
@@ -178,6 +188,8 @@ def _summary(a: _Side, b: _Side) -> pd.DataFrame:
     rows = []
     for m in fa:
         va, vb = fa[m], fb[m]
+        if m == "peak memory" and va != va and vb != vb:
+            continue  # neither trace records memory events
         ratio = vb / va if va else float("nan")
         rows.append((m, _UNITS[m], va, vb, vb - va, ratio))
     res: pd.DataFrame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))

@@ -59,6 +59,7 @@ import pandas as pd
 
 from traceforge.analyzers.communication.instances import CommRank, comm_summary
 from traceforge.analyzers.communication.losses import comm_losses
+from traceforge.analyzers.memory import PEAK_COLUMNS, run_peak_memory
 from traceforge.analyzers.runs.inputs import Fact, RunInput, as_runs, numeric_fact
 from traceforge.analyzers.timeline import intervals as iv
 from traceforge.analyzers.timeline.core import step_time_ns, timeline
@@ -72,7 +73,7 @@ TERMS: tuple[str, ...] = ("compute", "exposed_comm", "straggler_wait", "idle", "
 #: Columns of :attr:`ScalingReport.runs`.
 RUN_COLUMNS = ("run", "gpus", "ranks_traced", "steps", "step_ms", "slowest_rank",
                "steps_per_s", "samples_per_s", "tokens_per_s", "speedup", "efficiency_pct",
-               "ideal_step_ms", "wall_step_ms", "wall_efficiency_pct")
+               "ideal_step_ms", "wall_step_ms", "wall_efficiency_pct", *PEAK_COLUMNS)
 #: Columns of :attr:`ScalingReport.ranks` (per-step parts of each rank, ns).
 RANK_COLUMNS = ("run", "gpus", "rank", "steps", "step_ns", "window_ns", "compute_ns",
                 "exposed_comm_ns", "straggler_wait_ns", "idle_ns", "memory_ns",
@@ -183,6 +184,7 @@ class ScalingRank:
     comm_end: np.ndarray
     exposed: np.ndarray
     step_source: str
+    peak_memory: tuple[float | None, str] = (None, "")  # memory.run_peak_memory of the rank
     #: Its collectives, for the bandwidth/wait split of communication (``comm`` table).
     comm: CommRank | None = None
 
@@ -208,7 +210,19 @@ def scaling_summary(trace: Trace, *, index: int = 0) -> ScalingRank:
     ts, end, exposed = _comm_kernels(trace)
     return ScalingRank(rank_of(trace, index), trace.meta.world_size, int(trace.meta.base_ns),
                        st, n, p, ts, end, exposed, timeline(trace).step_source,
-                       comm_summary(trace))
+                       run_peak_memory([trace]), comm_summary(trace))
+
+
+def _peak(ranks: Sequence[ScalingRank], summary_gib: float | None) -> dict[str, object]:
+    """The run's peak memory columns (:data:`~traceforge.analyzers.memory.PEAK_COLUMNS`):
+    the largest rank's from its memory events, else the capture summary's."""
+    known = [r.peak_memory for r in ranks if r.peak_memory[0] is not None]
+    if known:
+        peak, source = max(known, key=lambda x: x[0] or 0.0)
+        return {"peak_memory_bytes": peak, "peak_memory_from": source}
+    if summary_gib is not None:
+        return {"peak_memory_bytes": summary_gib * 2**30, "peak_memory_from": "capture summary"}
+    return {"peak_memory_bytes": float("nan"), "peak_memory_from": ""}
 
 
 def _parts(t: Trace) -> tuple[float, int, dict[str, float]]:
@@ -398,6 +412,7 @@ def scaling_reduce(runs: Sequence[RankedRun], *, weak: bool = True,
             "ideal_step_ms": ideal / 1e6,
             "wall_step_ms": wall if wall is not None else float("nan"),
             "wall_efficiency_pct": float("nan"),
+            **_peak(run.ranks, run.fact("peak_gib")),
         })
         per_rank = []
         for m in ms:

@@ -17,7 +17,10 @@ traces the same habit without a format-specific schema.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -79,8 +82,36 @@ def _named(query: str) -> set[str]:
     return {t for t in TABLES if t in words}
 
 
-def sql(trace: Trace, query: str) -> pd.DataFrame:
+#: Where a refused file access points to.
+FILES_HINT = ("traceforge sql reads only the trace's tables; --allow-files lets a query "
+              "read and write files")
+
+
+def _targets_input(query: str, inputs: Sequence[Path]) -> str | None:
+    """A quoted path in a writing query (COPY, EXPORT, ATTACH) that is one of ``inputs``."""
+    if not re.search(r"\b(copy|export|attach)\b", query, re.IGNORECASE):
+        return None
+    lit: str
+    for lit in re.findall(r"'((?:[^']|'')*)'", query):
+        cand = Path(lit.replace("''", "'")).expanduser()
+        for p in inputs:
+            try:
+                if cand.exists() and os.path.samefile(cand, p):
+                    return lit
+            except OSError:
+                continue
+    return None
+
+
+def sql(trace: Trace, query: str, *, allow_files: bool = False,
+        inputs: Sequence[Path] = ()) -> pd.DataFrame:
     """Run a DuckDB ``query`` over the trace's ``events``, ``activity`` and ``steps``.
+
+    The query sees those three tables and nothing else: once they are registered, the
+    connection's external access (files, URLs, ATTACH, COPY), extension install and
+    autoload are off and its configuration locked, since queries, like traces, may come
+    from others. ``allow_files`` leaves file access on (``read_csv``, ``COPY ... TO``), but
+    a writing query that names one of ``inputs`` is still refused.
 
     Raises UsageError (one line) for a query DuckDB rejects or when duckdb is missing.
     """
@@ -89,14 +120,22 @@ def sql(trace: Trace, query: str) -> pd.DataFrame:
     except ImportError:
         raise UsageError(
             "SQL queries need duckdb: pip install 'traceforge[sql]'") from None
-    con = duckdb.connect(":memory:")
+    if allow_files and (hit := _targets_input(query, inputs)) is not None:
+        raise UsageError(f"SQL: the query writes or attaches {hit!r}, an input of this run")
+    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
+                                             "autoload_known_extensions": False})
     try:
         for name, table in tables(trace, _named(query)).items():
             con.register(name, table)
+        if not allow_files:
+            con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
         try:
             result: pd.DataFrame = con.execute(query).fetch_df()
         except duckdb.Error as e:
             first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+            if isinstance(e, duckdb.PermissionException) or "disabled" in first:
+                first = f"{first} ({FILES_HINT})"
             raise UsageError(f"SQL: {first}") from None
         return result
     finally:

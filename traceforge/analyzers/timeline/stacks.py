@@ -47,7 +47,10 @@ def innermost(
         lo = min(int(start.min()), int(q_t.min()))
         width = max(int(end.max()), int(q_t.max())) - lo + 2
         if width * (len(threads) + 1) >= 2**62:
-            return _innermost_per_thread(tid, start, end, q_tid, q_t)
+            # A wild timestamp (-1 beside epoch microseconds, or near 2**63) stretches the
+            # axis past int64 once stacked: only order matters, so rank the times instead.
+            start, end, q_t = _ranked(start, end, q_t)
+            lo, width = 0, max(int(end.max()), int(q_t.max())) + 2
         qpos = np.clip(np.searchsorted(threads, q_tid), 0, len(threads) - 1)
         q_ok = threads[qpos] == q_tid
         # Shift each thread onto its own stretch of one time axis so that one sort serves
@@ -70,22 +73,24 @@ def innermost(
     depth = np.searchsorted(ends_sorted, s, side="right")
     np.subtract(np.arange(n), depth, out=depth)
     # Ranges covering t = started at or before t minus ended at or before t.
-    q_depth = np.searchsorted(s, t, side="right")
-    q_depth -= np.searchsorted(ends_sorted, t, side="right")
+    started = np.searchsorted(s, t, side="right")
+    q_depth = started - np.searchsorted(ends_sorted, t, side="right")
     q_depth -= 1
     dmax = int(depth.max()) + 1
-    span = int(e.max()) + 2
-    if span * (dmax + 1) >= 2**62:
-        return _innermost_per_thread(tid, start, end, q_tid, q_t)
-    key = depth * span
-    key += s
+    # Key (depth, position by start): bounded by n**2 whatever the times are, so no
+    # timestamp can overflow it. The last range of depth d at a position before
+    # ``started`` is the last one of that depth starting at or before t.
+    stride = n + 1
+    key = depth * stride
+    key += np.arange(n)
     # Sorted by (depth, start): s is sorted, so a stable sort on depth alone gives that
     # order, and depths are small ints, which numpy's stable sort orders by radix.
     by_key = np.argsort(depth.astype(np.int16 if dmax < 2**15 else np.int64), kind="stable")
     skey = key[by_key]
     qd = np.clip(q_depth, 0, dmax)
-    qkey = qd * span
-    qkey += t
+    qkey = qd * stride
+    qkey += started
+    qkey -= 1
     k = np.searchsorted(skey, qkey, side="right")
     k -= 1
     cand = by_key[np.clip(k, 0, n - 1)]
@@ -120,18 +125,10 @@ def _ordered(s: np.ndarray, e: np.ndarray) -> bool:
     return bool(np.all((b > a) | ((b == a) & (e[1:] <= e[:-1]))))
 
 
-def _innermost_per_thread(
-    tid: np.ndarray, start: np.ndarray, end: np.ndarray, q_tid: np.ndarray, q_t: np.ndarray
-) -> np.ndarray:
-    """The same lookup one thread at a time, for time axes too long to stack in int64."""
-    out = np.full(len(q_t), -1, dtype=np.int64)
-    for th in np.unique(q_tid):
-        r = np.flatnonzero(tid == th)
-        q = np.flatnonzero(q_tid == th)
-        if len(r) == 0:
-            continue
-        sub = innermost(np.zeros(len(r), np.int64), start[r] - start[r].min(),
-                        end[r] - start[r].min(), np.zeros(len(q), np.int64),
-                        q_t[q] - start[r].min())
-        out[q] = np.where(sub >= 0, r[np.clip(sub, 0, None)], -1)
-    return out
+def _ranked(
+    start: np.ndarray, end: np.ndarray, q_t: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The times replaced by their ranks among all of them: the same order, a short axis."""
+    axis = np.unique(np.concatenate((start, end, q_t)))
+    return (np.searchsorted(axis, start), np.searchsorted(axis, end),
+            np.searchsorted(axis, q_t))

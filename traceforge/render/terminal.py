@@ -1,0 +1,149 @@
+"""Terminal tables that fit the width they are given, with cells that are plain text.
+
+The width is the terminal's (``COLUMNS`` when set) when standard output is one, ``--width
+N`` (``TRACEFORGE_WIDTH``) when given, and unlimited when output is piped or redirected
+(a file gets whole rows). A table wider than that is fitted without wrapping a row:
+
+numeric columns keep every digit (they never wrap or shorten), and in turn
+
+1. the widest text columns are shortened in the middle (``nvjet_sm90_tst…bias_TNN``) to
+   :data:`COMFORTABLE_TEXT` characters;
+2. number headers wrap between words (``total (us)`` over two lines);
+3. text columns shorten further, the widest first, down to their header's longest word
+   (at least :data:`MIN_TEXT`);
+4. columns close up from :data:`GAP` spaces to one;
+5. a number header's word longer than its numbers breaks;
+
+and a table whose numbers alone are wider is printed whole, as wide as they need. Titles
+and notes wrap at the width too (not when piped).
+
+Every cell, title and note is a :class:`rich.text.Text`: nothing from a trace is read as
+markup or emoji, and nothing is highlighted.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+
+from traceforge.render.text import plain, shorten
+
+#: Spaces between two columns.
+GAP = 2
+
+#: Text columns are not shortened below this many characters (or their header's longest word).
+MIN_TEXT = 12
+
+#: Text columns are shortened to this width before number headers are wrapped.
+COMFORTABLE_TEXT = 32
+
+
+def table_width() -> int | None:
+    """The width tables fit: ``TRACEFORGE_WIDTH`` (``--width``), else the terminal's when
+    standard output is one, else None (unlimited)."""
+    env = os.environ.get("TRACEFORGE_WIDTH", "")
+    if env.strip().isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return shutil.get_terminal_size().columns if tty else None
+
+
+def wrap(text: str, width: int | None = None) -> str:
+    """Lines of prose (a verb's head and notes around its tables) wrapped between words to
+    ``width`` (default :func:`table_width`; unlimited: as they are)."""
+    import textwrap
+
+    width = table_width() if width is None else width
+    if width is None:
+        return text
+    out = []
+    for line in text.split("\n"):
+        out += textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False,
+                             subsequent_indent="  ") or [""]
+    return "\n".join(out)
+
+
+def _word(h: str) -> int:
+    return max((len(w) for w in h.split()), default=0)
+
+
+def fit(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Sequence[bool],
+        width: int | None) -> tuple[list[int], int]:
+    """Each column's width, and the spaces between columns (:data:`GAP`, or one where
+    two do not fit), so that the table fits ``width`` where the numbers allow."""
+    n = len(headers)
+    cells = [max((len(c) for c in col), default=0) for col in columns]
+    natural = [max(len(h), c) for h, c in zip(headers, cells, strict=True)]
+    if width is None:
+        return natural, GAP
+    gaps = max(n - 1, 0)
+    if sum(natural) <= width - GAP * gaps:
+        return natural, GAP
+    floor = [max(c, _word(h)) if num else max(_word(h), min(c, MIN_TEXT))
+             for h, c, num in zip(headers, cells, numeric, strict=True)]
+    widths = list(natural)
+    # Long names give way first, then number headers wrap, then names shorten further,
+    # then columns close up to one space, then long header words break.
+    comfortable = [nat if num else max(f, min(nat, COMFORTABLE_TEXT))
+                   for nat, f, num in zip(natural, floor, numeric, strict=True)]
+    wrapped = [f if num else w for f, w, num in zip(floor, comfortable, numeric, strict=True)]
+    for stage in (comfortable, wrapped, floor):
+        _shrink(widths, stage, sum(widths) - (width - GAP * gaps))
+    gap = GAP if sum(widths) <= width - GAP * gaps else 1
+    folded = [max(c, 1) if num else f for c, f, num in zip(cells, floor, numeric, strict=True)]
+    _shrink(widths, folded, sum(widths) - (width - gap * gaps))
+    return widths, gap
+
+
+def _shrink(widths: list[int], floor: Sequence[int], excess: int) -> None:
+    """Narrow the widest columns above their ``floor`` together, by ``excess`` in all."""
+    n = len(widths)
+    while excess > 0:
+        free = [i for i in range(n) if widths[i] > floor[i]]
+        if not free:
+            return
+        top = max(widths[i] for i in free)
+        widest = [i for i in free if widths[i] == top]
+        below = [widths[i] for i in free if widths[i] < top]
+        nxt = max([*below, max(floor[i] for i in widest)])
+        step = max(1, min(top - nxt, -(-excess // len(widest))))
+        for i in widest:
+            cut = min(step, excess, widths[i] - floor[i])
+            widths[i] -= cut
+            excess -= cut
+
+
+def render(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Sequence[bool],
+           *, title: str = "", notes: Sequence[str] = (), width: int | None = None) -> str:
+    """A table of plain-text cells (already formatted and escaped) fitted to ``width``."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    widths, gap = fit(headers, columns, numeric, width)
+    t = Table(show_lines=False, box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False,
+              padding=(0, 1 if gap > 1 else 0), collapse_padding=True)
+    for h, w, num in zip(headers, widths, numeric, strict=True):
+        t.add_column(Text(h), justify="right" if num else "left", width=w,
+                     overflow="fold", no_wrap=False)
+    fitted = [[c if num else shorten(c, w) for c in col]
+              for col, w, num in zip(columns, widths, numeric, strict=True)]
+    for row in zip(*fitted, strict=True):
+        t.add_row(*(Text(c) for c in row))
+    total = sum(widths) + gap * max(len(widths) - 1, 0)
+    buf = io.StringIO()
+    console = Console(file=buf, width=max(width or 0, total, 20), force_terminal=False,
+                      color_system=None, markup=False, emoji=False, highlight=False)
+    for line in ([title] if title else []):
+        console.print(Text(plain(line)), soft_wrap=width is None)
+    console.print(t)
+    for n in notes:
+        console.print(Text(plain(n)), soft_wrap=width is None)
+    return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
