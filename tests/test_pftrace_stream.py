@@ -99,3 +99,41 @@ def test_annotate_steps_and_window(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["annotate", src, "-o", str(tmp_path / "w.pftrace"),
                                  "--window", "0:5ms"])
     assert r.exit_code == 0, r.output
+
+
+def test_written_in_batches_equals_whole(annotated: dict[str, object], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import gzip
+
+    from traceforge.render import perfetto
+    from traceforge.render.document import write_document
+
+    whole = chrome_to_pftrace(annotated)
+    monkeypatch.setattr(perfetto, "_FLUSH", 4096)
+    writes: list[bytes] = []
+    perfetto.write_pftrace(annotated, writes.append)
+    assert len(writes) > 10 and b"".join(writes) == whole
+    monkeypatch.setattr(chrome_json, "BATCH", 500)
+    doc = {**annotated, "traceEvents": annotated["traceEvents"][:-1]}  # type: ignore[index]
+    out = tmp_path / "a.json.gz"
+    with open(out, "wb") as f:
+        write_document(doc, out, f)
+    assert gzip.decompress(out.read_bytes()) == orjson.dumps(
+        doc, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def test_a_failed_stream_keeps_the_old_file(tmp_path: Path) -> None:
+    from typing import BinaryIO
+
+    from traceforge.commands import output
+
+    out = tmp_path / "a.pftrace"
+    out.write_bytes(b"good")
+
+    def fill(f: BinaryIO) -> None:
+        f.write(b"half")
+        raise RuntimeError("encoder failed")
+
+    with pytest.raises(RuntimeError):
+        output.stream(out, fill)
+    assert out.read_bytes() == b"good" and sorted(tmp_path.iterdir()) == [out]

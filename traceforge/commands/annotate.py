@@ -9,6 +9,7 @@ import click
 from traceforge.commands import output as destination
 from traceforge.commands import values
 from traceforge.commands.options import load_trace, say, steps_from_option, trace_argument
+from traceforge.errors import UsageError
 
 
 @click.command("annotate")
@@ -36,12 +37,11 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     the top-N kernels, each kernel's roofline rates (achieved TFLOP/s, % of bound) and
     each step's critical path (a track, and flow arrows between tracks) on it, for the
     Perfetto UI."""
-    from traceforge.render.annotate import annotated_document
-    from traceforge.render.document import document_bytes, output_kind
-    from traceforge.report.annotations import annotation_data
-
-    from traceforge.ui import perfetto as ui
     from traceforge.analyzers.timeline.steps import parse_spec
+    from traceforge.render.annotate import annotated_document
+    from traceforge.render.document import output_kind, write_document
+    from traceforge.report.annotations import annotation_data
+    from traceforge.ui import perfetto as ui
 
     steps = parse_spec(steps_text) if steps_text else None
     if steps_text and steps is None:
@@ -66,7 +66,8 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
         ann = replace(ann, counters=m.per_launch.set_index("row"),
                       notes=(*ann.notes, *(n for n in m.notes if not n.startswith(
                           ("device peaks", "durations under ncu")))))
-    destination.write(out, document_bytes(annotated_document(t, ann), out))
+    doc = annotated_document(t, ann)
+    destination.stream(out, lambda f: write_document(doc, out, f))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
     pieces = sum(len(p.segments) for p in ann.path)
     click.echo(f"wrote {output}: {len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "

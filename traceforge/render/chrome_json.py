@@ -9,7 +9,7 @@ flow pairs the way Kineto writes them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -213,31 +213,34 @@ BATCH = 50_000
 
 
 def dumps_chrome(doc: Mapping[str, Any]) -> bytes:
-    """Serialize a Chrome trace document to JSON bytes: the same JSON ``orjson.dumps(doc)``
-    writes, with ``traceEvents`` encoded a batch of events at a time into one buffer (no
-    second full-size copy of the events inside the encoder)."""
+    """Serialize a Chrome trace document to JSON bytes (what ``orjson.dumps(doc)`` writes)."""
+    chunks: list[bytes] = []
+    stream_chrome(doc, chunks.append)
+    return b"".join(chunks)
+
+
+def stream_chrome(doc: Mapping[str, Any], sink: Callable[[bytes], Any]) -> None:
+    """Write ``doc`` as JSON into ``sink`` (a file's ``write``): the bytes ``orjson.dumps``
+    writes for the whole document, with ``traceEvents`` encoded :data:`BATCH` events at a
+    time, so the JSON is never whole in memory."""
     import orjson
 
     opt = orjson.OPT_SERIALIZE_NUMPY
     events = doc.get("traceEvents")
     if not isinstance(events, list) or len(events) <= BATCH:
-        return orjson.dumps(doc, option=opt)
-    out = bytearray(b"{")
-    for key, value in doc.items():
-        if len(out) > 1:
-            out += b","
-        out += orjson.dumps(key) + b":"
+        sink(orjson.dumps(doc, option=opt))
+        return
+    head = b"{"
+    for n, (key, value) in enumerate(doc.items()):
+        head += (b"," if n else b"") + orjson.dumps(key) + b":"
         if key != "traceEvents":
-            out += orjson.dumps(value, option=opt)
+            head += orjson.dumps(value, option=opt)
             continue
-        out += b"["
+        sink(head + b"[")
         for i in range(0, len(events), BATCH):
-            if i:
-                out += b","
-            out += orjson.dumps(events[i:i + BATCH], option=opt)[1:-1]
-        out += b"]"
-    out += b"}"
-    return bytes(out)
+            sink((b"," if i else b"") + orjson.dumps(events[i:i + BATCH], option=opt)[1:-1])
+        head = b"]"
+    sink(head + b"}")
 
 
 def write_chrome(

@@ -5,10 +5,10 @@ named by what ran, its args the kind, category and step), and flow arrows (``ph:
 follow the path where it moves from one thread or stream of the trace to another.
 Consecutive pieces of one step that touch (each starts where the one before ends) and ran
 on the same thread or stream with the same kind are drawn as one slice (named by its
-heaviest piece, ``+N more``; args ``pieces`` and ``orders``), so a step's track stays a
-readable size; the full path, piece by piece, is ``traceforge critical-path`` /
-``tf.critical_path``. Everything comes from :func:`traceforge.analyzers.critical_path.path_tracks`; nothing is
-measured here.
+heaviest piece, ``+N more``; args ``pieces`` and ``last_order``), so a step's track
+stays a readable size; the full path, piece by piece, is ``traceforge critical-path`` /
+``tf.critical_path``. Everything comes from
+:func:`traceforge.analyzers.critical_path.path_tracks`; nothing is measured here.
 """
 
 from __future__ import annotations
@@ -76,7 +76,9 @@ def merged_pieces(seg: pd.DataFrame) -> pd.DataFrame:
     the last, ``name``/``category``/``row`` of the heaviest, ``order`` of the first,
     ``last_order`` and ``pieces``. A run of one piece is that piece unchanged."""
     if seg.empty:
-        return seg.assign(pieces=np.ones(0, dtype=np.int64), last_order=seg["order"])
+        empty: pd.DataFrame = seg.assign(pieces=np.ones(0, dtype=np.int64),
+                                         last_order=seg["order"])
+        return empty
     s = seg.sort_values(["step", "order"], kind="stable").reset_index(drop=True)
     ts, dur = s["ts"].to_numpy(np.int64), s["dur"].to_numpy(np.int64)
     same = np.ones(len(s), dtype=bool)
@@ -92,7 +94,7 @@ def merged_pieces(seg: pd.DataFrame) -> pd.DataFrame:
     # Heaviest piece of each run (the first of equals): its name labels the slice.
     order = np.lexsort((np.arange(len(s)), -dur, run))
     heavy = order[np.r_[0, np.flatnonzero(np.diff(run[order])) + 1]]
-    out = s.iloc[first].reset_index(drop=True)
+    out: pd.DataFrame = s.iloc[first].reset_index(drop=True)
     for col in ("name", "category", "row"):
         out[col] = s[col].to_numpy()[heavy]
     out["dur"] = ts[last] + dur[last] - ts[first]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from traceforge.errors import UsageError
 
@@ -23,6 +23,23 @@ def output_kind(out: str | Path) -> str:
         if name.endswith(suffix):
             return kind
     raise UsageError(f"{out}: unknown output type (use one of {', '.join(OUTPUTS)})")
+
+
+def write_document(doc: Mapping[str, Any], out: str | Path, f: BinaryIO) -> None:
+    """``doc`` encoded as the file ``out`` names it, written into the open file ``f`` a
+    batch at a time (never the whole encoded document in memory)."""
+    if output_kind(out) == "perfetto":
+        from traceforge.render.perfetto import write_pftrace
+
+        write_pftrace(doc, f.write)
+        return
+    from traceforge.render.chrome_json import stream_chrome
+
+    if Path(out).name.lower().endswith(".gz"):
+        with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as z:
+            stream_chrome(doc, z.write)
+        return
+    stream_chrome(doc, f.write)
 
 
 def document_bytes(doc: Mapping[str, Any], out: str | Path) -> bytes:

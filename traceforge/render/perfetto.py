@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import struct
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 _SEQ = 1  # trusted_packet_sequence_id of every packet we write
@@ -54,7 +54,8 @@ class PacketEncoder:
     each framed as ``Trace.packet`` (field 1, length-delimited); fields in field-number
     order, as protobuf serializes them. Event names are interned per sequence."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: Callable[[bytes], Any] | None = None) -> None:
+        self.sink = sink
         self.buf = bytearray()
         self.names: dict[str, int] = {}
         self.keys: dict[Any, bytes] = {}
@@ -67,6 +68,14 @@ class PacketEncoder:
             self.first = False
         pkt = body + (b"\x68" + _varint(flags) if flags else b"") + tail
         self.buf += b"\x0a" + _varint(len(pkt)) + pkt
+        if self.sink is not None and len(self.buf) >= _FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand the packets so far to the sink (packets are written in batches)."""
+        if self.sink is not None and self.buf:
+            self.sink(bytes(self.buf))
+            self.buf.clear()
 
     def track(self, uuid: int, *, parent: int | None = None, name: str | None = None,
               process: tuple[int, str | None] | None = None,
@@ -133,6 +142,7 @@ class PacketEncoder:
 
 
 _U64 = 2**64 - 1
+_FLUSH = 8 << 20  # bytes of packets per write to the sink
 _CLEARED, _NEEDS = 1, 2  # TracePacket.SequenceFlags
 
 
@@ -228,11 +238,19 @@ _SLICE_BEGIN, _SLICE_END, _INSTANT, _COUNTER = 1, 2, 3, 4
 
 def chrome_to_pftrace(doc: Mapping[str, Any] | list[Any]) -> bytes:
     """Encode a Chrome-trace document (dict with ``traceEvents``, or a bare list) as pftrace."""
+    chunks: list[bytes] = []
+    write_pftrace(doc, chunks.append)
+    return b"".join(chunks)
+
+
+def write_pftrace(doc: Mapping[str, Any] | list[Any], sink: Callable[[bytes], Any]) -> None:
+    """Encode ``doc`` as pftrace into ``sink`` (a file's ``write``), a batch of packets at
+    a time, so the encoded trace is never whole in memory."""
     events = doc.get("traceEvents", []) if isinstance(doc, Mapping) else doc
     base = 0
     if isinstance(doc, Mapping) and isinstance(doc.get("baseTimeNanoseconds"), int):
         base = int(doc["baseTimeNanoseconds"])
-    w = PacketEncoder()
+    w = PacketEncoder(sink)
     procs: dict[Any, str] = {}
     threads: dict[tuple[Any, Any], str] = {}
     slices: list[Mapping[str, Any]] = []
@@ -304,7 +322,7 @@ def chrome_to_pftrace(doc: Mapping[str, Any] | list[Any]) -> bytes:
     out.sort(key=lambda x: x[0])
     for _, a in out:
         w.event(*a)
-    return bytes(w.buf)
+    w.flush()
 
 
 def _lane(lanes: list[list[int]], t0: int, t1: int) -> int:
