@@ -60,6 +60,7 @@ class PacketEncoder:
         self.names: dict[str, int] = {}
         self.keys: dict[Any, bytes] = {}
         self.cats: dict[str, bytes] = {}
+        self.seen: dict[tuple[Any, Any], bytes] = {}
         self.first = True
 
     def _packet(self, body: bytes, flags: int = 0, tail: bytes = b"") -> None:
@@ -108,13 +109,24 @@ class PacketEncoder:
         """A TrackEvent packet (its name interned, with the interning in the same packet)."""
         te = bytearray()
         if args:
-            keys = self.keys
+            keys, seen = self.keys, self.seen
             for k, v in args.items():
+                t = type(v)
+                # Repeated args (a stream, a device, a kind) are encoded once.
+                pair = (k, v) if t is str or t is int else None
+                if pair is not None:
+                    enc = seen.get(pair)
+                    if enc is not None:
+                        te += enc
+                        continue
                 kb = keys.get(k)
                 if kb is None:
                     kb = keys[k] = _bytes(10, str(k).encode())
                 a = _annotation(v) + kb
-                te += _ANN + _varint(len(a)) + a
+                enc = _ANN + _varint(len(a)) + a
+                te += enc
+                if pair is not None and len(seen) < _SEEN:
+                    seen[pair] = enc
         te += _TYPE[typ]
         interned = b""
         if name is not None:
@@ -143,6 +155,7 @@ class PacketEncoder:
 
 _U64 = 2**64 - 1
 _FLUSH = 8 << 20  # bytes of packets per write to the sink
+_SEEN = 1 << 18  # encoded (key, value) args kept for reuse
 _CLEARED, _NEEDS = 1, 2  # TracePacket.SequenceFlags
 
 
