@@ -23,9 +23,9 @@ SDPA = str(FIXTURES / "sdpa.pt.trace.json.gz")
     (["info", EAGER], ["facts", "kinds", "devices"]),
     (["diff", EAGER, SDPA], ["summary", "by_class", "by_neutral", "by_family", "replacements",
                              "only_a",
-                             "only_b", "ops"]),
+                             "only_b", "ops", "comm"]),
     (["scaling", EAGER], ["runs", "losses", "ranks", "fit"]),
-    (["compare", EAGER, SDPA], ["runs", "classes", "families", "counts"]),
+    (["compare", EAGER, SDPA], ["runs", "classes", "families", "counts", "comm"]),
 ])
 def test_each_table_by_name_and_all_to_a_folder(verb: list[str], names: list[str],
                                                tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_each_table_by_name_and_all_to_a_folder(verb: list[str], names: list[str
 
 @pytest.mark.parametrize("verb,names", [
     (["scaling", EAGER], ["runs", "losses", "ranks", "fit"]),
-    (["compare", EAGER, SDPA], ["runs", "classes", "families", "counts"]),
+    (["compare", EAGER, SDPA], ["runs", "classes", "families", "counts", "comm"]),
 ])
 def test_scaling_and_compare_list_their_tables_and_refuse_bad_input(
         verb: list[str], names: list[str], tmp_path: Path) -> None:
@@ -76,17 +76,17 @@ def test_compare_and_scaling_keep_their_json_and_wide_tables(tmp_path: Path) -> 
     # JSON stays the verbs' own object (not the tables keyed by name).
     code, out, err = cli_main("compare", EAGER, SDPA, "--format", "json")
     assert code == 0, err
-    assert list(json.loads(out)) == ["baseline", "runs", "by_class", "by_family",
+    assert list(json.loads(out)) == ["baseline", "runs", "by_class", "by_family", "comm",
                                      "steps_from", "notes"]
     code, out, err = cli_main("scaling", EAGER, "--format", "json")
     assert code == 0, err
     assert list(json.loads(out)) == ["weak", "formula", "steps_from", "runs", "losses",
-                                     "ranks", "fit", "chart", "notes"]
+                                     "ranks", "fit", "chart", "comm", "notes"]
     # Markdown (and -o DIR in md) lines the runs up in columns; CSV has one row per run.
     code, _, err = cli_main("compare", EAGER, SDPA, "--format", "md", "-o", str(tmp_path))
     assert code == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "classes.md", "counts.md", "families.md", "runs.md"]
+        "classes.md", "comm.md", "counts.md", "families.md", "runs.md"]
     assert "| class | eager ms | sdpa ms | sdpa vs eager |" in (tmp_path / "classes.md").read_text()
     assert "_baseline: eager_" in (tmp_path / "runs.md").read_text()
     code, out, _ = cli_main("compare", EAGER, SDPA, "--format", "csv", "--table", "classes")

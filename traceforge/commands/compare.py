@@ -38,7 +38,7 @@ def command(runs: tuple[str, ...], baseline: str | None, labels: str | None,
     with kernel counts, launch overhead, idle time and capture summaries.
 
     RUN: a trace file, a folder of rank traces, or a capture output folder. Tables: runs,
-    classes, families, counts (table and md line the runs up in columns; JSON and CSV
+    classes, families, counts, comm (table and md line the runs up in columns; JSON and CSV
     have one row per run; CSV: --table NAME, or -o DIR for all).
 
     \b
