@@ -39,6 +39,7 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     Perfetto UI."""
     from traceforge.analyzers.timeline.steps import parse_spec
     from traceforge.render.annotate import annotated_document
+    from traceforge.render.critical_path import merged_pieces
     from traceforge.render.document import output_kind, write_document
     from traceforge.report.annotations import annotation_data
     from traceforge.ui import perfetto as ui
@@ -70,8 +71,9 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     destination.stream(out, lambda f: write_document(doc, out, f))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
     pieces = sum(len(p.segments) for p in ann.path)
+    drawn = sum(len(merged_pieces(p.segments)) for p in ann.path)
     click.echo(f"wrote {output}: {len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
                f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
-               f"critical path in {pieces} pieces")
+               f"critical path in {pieces} pieces (drawn as {drawn} slices)")
     for n in ann.notes:
         say(f"note: {n}")
