@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import json
 import struct
+from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+import numpy as np
 
 _SEQ = 1  # trusted_packet_sequence_id of every packet we write
 _INT32 = 2**31
@@ -289,7 +292,19 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any], sink: Callable[[bytes], An
         tracks.thread(pid, tid)
 
     flows_at = _bind_flows(slices, [e for e in other if e["ph"] in ("s", "t", "f")])
-    out: list[tuple[tuple[int, int, int], tuple[Any, ...]]] = []  # (sort key, event args)
+    # Sort keys of every packet in compact arrays, not a tuple per packet: (time, rank at
+    # that time, seq) and what to emit (code 0/1: begin/end of slice ``ref``; 2: ``rest[ref]``).
+    k0, k1, k2, code, ref = (array("q") for _ in range(5))
+    t0s, t1s, track_of = (array("q", bytes(8 * len(slices))) for _ in range(3))
+    rest: list[tuple[Any, ...]] = []
+
+    def key(t: int, rank: int, s: int, c: int, r: int) -> None:
+        k0.append(t)
+        k1.append(rank)
+        k2.append(s)
+        code.append(c)
+        ref.append(r)
+
     seq = 0
     by_thread: dict[tuple[Any, Any], list[int]] = {}
     for i, e in enumerate(slices):
@@ -301,15 +316,14 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any], sink: Callable[[bytes], An
             e = slices[i]
             t0, t1 = _ns(e["ts"]), _ns(e["ts"]) + max(0, _ns(e.get("dur") or 0))
             lane = _lane(lanes, t0, t1)
-            track = tracks.thread(pid, tid, lane)
-            fl, ends = flows_at.get(i, ((), ()))
-            name = str(e.get("name", ""))
-            out.append(((t0, 1, seq), (t0 + base, track, _SLICE_BEGIN, name,
-                                       str(e.get("cat", "")), e.get("args"), fl, ends)))
+            t0s[i], t1s[i], track_of[i] = t0, t1, tracks.thread(pid, tid, lane)
+            key(t0, 1, seq, 0, i)
             # At one timestamp, ends go first (innermost first) so back-to-back slices
             # stay nested; a zero-length slice ends right after it begins.
-            end_key = (t1, 0, -seq) if t1 > t0 else (t1, 2, seq)
-            out.append((end_key, (t1 + base, track, _SLICE_END)))
+            if t1 > t0:
+                key(t1, 0, -seq, 1, i)
+            else:
+                key(t1, 2, seq, 1, i)
             seq += 1
     for e in other:
         ph, pid, tid = e["ph"], e.get("pid"), e.get("tid")
@@ -318,23 +332,35 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any], sink: Callable[[bytes], An
         if ph in ("B", "E"):
             typ = _SLICE_BEGIN if ph == "B" else _SLICE_END
             bname = str(e.get("name", "")) if ph == "B" else None
-            key = (ts, 0 if ph == "E" else 1, seq)
-            out.append((key, (ts + base, tracks.thread(pid, tid), typ, bname,
-                              str(e.get("cat", "")), e.get("args"))))
+            key(ts, 0 if ph == "E" else 1, seq, 2, len(rest))
+            rest.append((ts + base, tracks.thread(pid, tid), typ, bname,
+                         str(e.get("cat", "")), e.get("args")))
         elif ph in ("i", "I"):
             track = tracks.process(pid) if e.get("s") in ("p", "g") else tracks.thread(pid, tid)
-            out.append(((ts, 1, seq), (ts + base, track, _INSTANT, str(e.get("name", "")),
-                                  str(e.get("cat", "")), e.get("args"))))
+            key(ts, 1, seq, 2, len(rest))
+            rest.append((ts + base, track, _INSTANT, str(e.get("name", "")),
+                         str(e.get("cat", "")), e.get("args")))
         elif ph == "C":
             for series, v in (e.get("args") or {}).items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     name = str(e.get("name", "")) if series in ("", "value") else \
                         f"{e.get('name', '')} {series}"
-                    out.append(((ts, 1, seq), (ts + base, tracks.counter(pid, name),
-                                          _COUNTER, None, "", None, (), (), float(v))))
-    out.sort(key=lambda x: x[0])
-    for _, a in out:
-        w.event(*a)
+                    key(ts, 1, seq, 2, len(rest))
+                    rest.append((ts + base, tracks.counter(pid, name), _COUNTER, None, "",
+                                 None, (), (), float(v)))
+    order = np.lexsort((np.frombuffer(k2, np.int64), np.frombuffer(k1, np.int64),
+                        np.frombuffer(k0, np.int64)))
+    for c, r in zip(np.frombuffer(code, np.int64)[order].tolist(),
+                    np.frombuffer(ref, np.int64)[order].tolist(), strict=True):
+        if c == 0:
+            e = slices[r]
+            fl, ends = flows_at.get(r, ((), ()))
+            w.event(t0s[r] + base, track_of[r], _SLICE_BEGIN, str(e.get("name", "")),
+                    str(e.get("cat", "")), e.get("args"), fl, ends)
+        elif c == 1:
+            w.event(t1s[r] + base, track_of[r], _SLICE_END)
+        else:
+            w.event(*rest[r])
     w.flush()
 
 
