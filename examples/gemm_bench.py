@@ -4,12 +4,13 @@ The shapes of AMD's MI350X GEMM write-up, (M, N, K) = 4096^3, 8192^3, 16384x8192
 16384x1024x8192, 16384x8192x1280, in BF16 and FP16, as ``torch.mm`` (aten::mm) of an
 (M, K) and a (K, N) matrix:
 
-    traceforge capture --mode eager -o runs/gemm -- \\
+    traceforge capture --mode eager --steps 1,1,2 -o runs/gemm -- \\
         python examples/gemm_bench.py --json runs/gemm/gemm_bench.json
     python examples/gemm_bench_check.py runs/gemm      # traceforge vs the JSON, within 3%
 
 Each step runs every (dtype, shape) ``--reps`` times and calls ``traceforge.step()``, so
-the default capture schedule (1 wait, 1 warm-up, 2 recorded steps) records two steps.
+the schedule ``--steps 1,1,2`` (1 wait, 1 warm-up, 2 recorded steps) records two steps
+(the default, 2,2,5, would need nine: raise ``--steps`` here to use it).
 After the steps, outside the profiler, each (dtype, shape) is timed on its own with CUDA
 events (``--iters`` products after ``--warmup``) and the TFLOP/s (2*M*N*K per product)
 are written to ``--json``. On a machine without GPU, ``--small`` runs tiny shapes on CPU

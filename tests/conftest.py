@@ -19,6 +19,48 @@ SHARED = Path(os.environ.get("TRACEFORGE_SHARED_FIXTURES", REPO.parent / "shared
 EXTERNAL = SHARED / "external"
 
 
+#: The user's real home, before the tests replace it (tests/test_home.py checks they did).
+REAL_HOME = Path.home()
+#: Set (to 1) where the HTA oracle must run: an HTA test that would skip fails instead
+#: (.ci/run sets it in its lowest-versions venv, where HTA 0.5.0 works).
+REQUIRE_HTA = "TRACEFORGE_REQUIRE_HTA"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """HOME is a temporary folder for the whole session: nothing a test runs (traceforge's
+    default cache under ~/.cache, a library's config) writes into the user's home."""
+    home = tmp_path_factory.mktemp("home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        mp.setenv("USERPROFILE", str(home))
+        for var in ("XDG_CACHE_HOME", "LOCALAPPDATA"):
+            mp.delenv(var, raising=False)
+        yield home
+
+
+def hta_module(name: str = "hta.trace_analysis", *, pandas3_ok: bool = True) -> Any:
+    """Import an HTA module for an oracle comparison, or skip (no hta; pandas 3 where HTA
+    0.5.0 needs pandas < 3, ``pandas3_ok=False``). Where ``$TRACEFORGE_REQUIRE_HTA`` is
+    set the test fails instead of skipping: the oracle must run there."""
+    import importlib
+
+    import pandas as pd
+
+    why = None
+    if not pandas3_ok and int(pd.__version__.split(".")[0]) >= 3:
+        why = (f"HTA 0.5.0 needs pandas < 3 here (HTA#318), this is pandas {pd.__version__}; "
+               "the lowest-versions CI run (pandas 2.1) runs this comparison")
+    else:
+        try:
+            return importlib.import_module(name)
+        except ImportError as e:
+            why = f"{name} not importable ({e}): pip install 'traceforge[hta]'"
+    if os.environ.get(REQUIRE_HTA):
+        pytest.fail(f"${REQUIRE_HTA} is set but the HTA oracle cannot run: {why}")
+    pytest.skip(why)
+
+
 @pytest.fixture(scope="session")
 def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("traceforge-cache")

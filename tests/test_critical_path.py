@@ -256,6 +256,10 @@ def test_what_if_specs_and_errors() -> None:
         critical_path(t, what_if=["gemmm=2"])
     with pytest.raises(AnalysisError, match="no GPU activity"):
         critical_path(make_trace([host("A", 0, 10)]))
+    # A known family these traces lack (nccl on one GPU) saves nothing, with a note.
+    r = critical_path(t, what_if=["gemm=2", "nccl=1.5"])
+    assert int(r.what_if.set_index("scenario").loc["nccl=1.5", "saved_ns"]) == 0
+    assert any("no nccl kernels" in n for n in r.notes)
 
 
 def test_cli_table_json_csv_and_what_if_words(tmp_path: Any) -> None:

@@ -16,10 +16,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
-from tests.conftest import shared
+from tests.conftest import hta_module, shared
 from traceforge.analyzers.critical_path import critical_path
 from traceforge.formats import load
 
@@ -73,11 +72,7 @@ def _ours(name: str) -> tuple[int, set[int]]:
 
 def _hta(name: str) -> set[int]:
     """Correlation ids of the GPU activities on HTA's critical path."""
-    pytest.importorskip("hta")
-    if int(pd.__version__.split(".")[0]) >= 3:
-        pytest.skip("HTA 0.5.0's critical_path_analysis needs pandas < 3 (HTA#318); the "
-                    "lowest-versions CI run (pandas 2.1) runs this comparison")
-    from hta.trace_analysis import TraceAnalysis
+    TraceAnalysis = hta_module(pandas3_ok=False).TraceAnalysis  # noqa: N806 - HTA's name
 
     ann, inst, _, _ = CASES[name]
     ta = TraceAnalysis(trace_dir=str(_file(name).parent))

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 import traceforge as tf
-from tests.conftest import FIXTURES, shared
+from tests.conftest import FIXTURES, hta_module, shared
 
 pytestmark = pytest.mark.hta
-hta_ta = pytest.importorskip("hta.trace_analysis")
+hta_ta = hta_module()
 
 
 def _hta_kernel_sums(src: Path, tmp_path: Path) -> dict[str, float]:

@@ -19,11 +19,11 @@ from dataclasses import replace
 import pytest
 
 import traceforge as tf
-from tests.conftest import shared
+from tests.conftest import hta_module, shared
 from traceforge.model import GPU_KINDS, Trace
 
 pytestmark = pytest.mark.hta
-hta_ta = pytest.importorskip("hta.trace_analysis")
+hta_ta = hta_module()
 
 
 def _hta(dirpath: str) -> tuple[dict[int, float], dict[int, dict[str, float]]]:

@@ -23,28 +23,33 @@ ALLOWED = {
     "samples": set(),
     "executables": set(),
     "version": set(),
+    # The run's step time, profiler overhead and outlier rule (reads capture summaries).
+    "step_time": set(),
     # Work done in forked children (the reader's chunks, the report's critical path).
     "forks": set(),
     # Output files replaced whole or not at all (a leaf: every layer that writes uses it).
     "outputs": set(),
     "formats": {"model", "errors", "samples", "executables", "forks"},
-    "capture": {"model", "errors", "executables", "outputs"},
+    "capture": {"model", "errors", "executables", "outputs", "step_time"},
     # Many-rank runs: reads rank files (formats) on a process pool or Dask and runs the
     # per-rank summary a verb hands it; it never imports analyzers, whose split
     # functions stay pure (Trace -> summary, summaries -> result).
     "engine": {"model", "errors", "formats"},
-    "analyzers": {"model", "errors"},
-    "report": {"model", "errors", "analyzers", "forks"},
-    "render": {"model", "errors", "analyzers", "report", "formats", "outputs"},
+    "analyzers": {"model", "errors", "step_time"},
+    "report": {"model", "errors", "analyzers", "forks", "step_time"},
+    "render": {"model", "errors", "analyzers", "report", "formats", "outputs", "step_time"},
     "ui": {"model", "errors", "analyzers", "report", "render", "formats", "outputs"},
     "commands": {"model", "errors", "analyzers", "report", "formats", "render", "capture",
-                 "samples", "ui", "engine", "__init__", "outputs"},
+                 "samples", "ui", "engine", "__init__", "outputs", "step_time"},
+    # The notebook verbs that return what the CLI shows (tf.info, tf.idle).
+    "notebook": {"model", "errors", "analyzers", "formats"},
     # The CLI's memory guard (reads the one size syntax from formats.cache).
     "limits": {"errors", "formats"},
     "cli": {"errors", "commands", "version", "limits"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
-                 "render", "ui", "commands", "cli", "engine", "limits", "outputs"},
+                 "render", "ui", "commands", "cli", "engine", "limits", "outputs",
+                 "notebook", "step_time"},
 }
 MODULES = {p.stem if p.is_file() else p.name for p in PKG.iterdir()
            if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}
@@ -175,10 +180,12 @@ ANALYZERS = {
     "names": set(),
     "timeline": {"names"},
     "costs": {"names", "timeline"},
-    "timing": {"names", "timeline", "costs"},
+    # What the profiler did to the run: outlier steps, overhead notes (issue 24).
+    "profiling": {"timeline"},
+    "timing": {"names", "timeline", "costs", "profiling"},
     # Collectives: matching across ranks, sizes, bandwidth, link ceilings (device peaks).
     "communication": {"names", "timeline", "costs"},
-    "critical_path": {"names", "timeline", "timing", "communication"},
+    "critical_path": {"names", "timeline", "timing", "communication", "profiling"},
     "runs": {"names", "timeline", "costs", "timing", "communication", "memory"},
     "counters": {"names", "costs"},
     "memory": {"names", "timeline"},

@@ -96,13 +96,14 @@ def test_compare_and_scaling_keep_their_json_and_wide_tables(tmp_path: Path) -> 
 def test_idle_gaps_table_keeps_exact_ns() -> None:
     code, out, _ = cli_main("idle", EAGER, "--format", "csv", "--table", "gaps", "-n", "0")
     gaps = pd.read_csv(io.StringIO(out))
-    r = tf.idle(tf.load(EAGER))
+    r = tf.idle(tf.load(EAGER), n=0)
     assert sorted(gaps["dur"].tolist()) == sorted(r.gaps["dur"].tolist())
+    assert sorted(r.raw.gaps["dur"].tolist()) == sorted(r.gaps["dur"].tolist())
 
 
 def test_notebook_names_mirror_the_verbs() -> None:
     t = tf.load(EAGER)
-    assert tf.idle is tf.idle_gaps and tf.launch is tf.launch_overhead
+    assert tf.launch is tf.launch_overhead
     assert tf.info(t).facts["steps"] == [2, 3]
     for res in (tf.idle(t), tf.launch(t), tf.overlap(t), tf.info(t)):
         html = res._repr_html_()

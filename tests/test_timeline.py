@@ -123,17 +123,24 @@ def test_dropped_replay_is_neither_busy_nor_idle() -> None:
 
 
 def test_partial_replay_window_is_unrecorded() -> None:
-    # Three replays of one graph launched from the same site; the middle one recorded one
-    # of its two kernels.
+    # Three replays of one graph (graph id 5); the middle one recorded one of its two
+    # kernels.
     rows: list[dict[str, Any]] = [ev("aten::replay", "cpu_op", 0, 5000, tid=1)]
     for i, (t0, kernels) in enumerate([(100, 2), (1000, 1), (2000, 2)]):
         rows.append(ev("cudaGraphLaunch", "runtime", t0 - 50, 5, corr=10 + i, tid=1))
-        rows += [ev(f"K{j}", ts=t0 + 200 * j, dur=100, corr=10 + i) for j in range(kernels)]
+        rows += [ev(f"K{j}", ts=t0 + 200 * j, dur=100, corr=10 + i, graph=5)
+                 for j in range(kernels)]
     tl = timeline(make_trace(rows))
     r = tl.replays.set_index("replay")
     assert list(r["status"]) == ["complete", "partial", "complete"]
     # From the end of the previous replay (400) to the next one's first kernel (2000).
     assert (r.loc[11, "gap_ts"], r.loc[11, "gap_end"]) == (950, 2000)
+    # Estimated: the complete replays span 300 ns, this one 100 ns.
+    assert r.loc[11, "missing_ns"] == 200
+    # Its recorded kernel [1000, 1100) stays busy; the rest of the window is unrecorded.
+    b = busy_table(tl).iloc[0]
+    assert b["busy_ns"] == 500
+    assert b["unrecorded_ns"] == 1050 - 100
 
 
 def test_every_verb_shows_the_same_busy_pct() -> None:
@@ -164,7 +171,8 @@ def test_info_json_is_typed() -> None:
                                  "--format", "json"])
     facts = json.loads(r.output)["facts"]
     assert facts["steps"] == [2, 3] and facts["step_source"] == "ProfilerStep#N"
-    assert isinstance(facts["span_ms"], float) and isinstance(facts["kernels"], int)
+    # JSON writes durations as exact ns (span_ns for span_ms).
+    assert isinstance(facts["span_ns"], int) and isinstance(facts["kernels"], int)
     assert isinstance(facts["events"], int) and facts["rank"] is None or True
 
 
@@ -196,7 +204,7 @@ def test_nsys_steps_from_nvtx_ranges(fa2_db: Path) -> None:
     assert facts["steps"] == list(range(10))
     assert facts["step_source"] == "ranges matching 'policy_inference'"
     mean = np.mean([e - s for s, e in ranges]) / 1e6
-    assert facts["step_time_ms"] == pytest.approx(mean)
+    assert facts["step_time_ns"] == pytest.approx(mean * 1e6, abs=1)
     r = CliRunner().invoke(cli, ["launch", str(fa2_db), "--steps-from", "policy_inference",
                                  "--format", "json"])
     assert r.exit_code == 0, r.output

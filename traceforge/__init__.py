@@ -20,8 +20,11 @@ from traceforge.version import __version__ as __version__
 #: Public name -> module that defines it (``module:name`` where the function there is
 #: named otherwise: the notebook names mirror the CLI verbs).
 _EXPORTS: dict[str, str] = {
-    "idle": "traceforge.analyzers.timing.idle:idle_gaps",
-    "info": "traceforge.analyzers.timing.summary:summary",
+    # The CLI's tables, names and units (traceforge/notebook.py); the analyzers beneath
+    # are tf.idle_gaps and traceforge.analyzers.timing.summary.summary.
+    "idle": "traceforge.notebook",
+    "info": "traceforge.notebook",
+    "IdleTables": "traceforge.notebook",
     "launch": "traceforge.analyzers.timing.launch:launch_overhead",
     # The report package itself: calling it builds a Report (traceforge/report/__init__.py).
     "report": "traceforge.report:",
@@ -73,6 +76,9 @@ _EXPORTS: dict[str, str] = {
     "gate": "traceforge.analyzers.runs.regression",
     "capture": "traceforge.capture",
     "step": "traceforge.capture",
+    "run_step_time": "traceforge.step_time",
+    "StepTime": "traceforge.step_time",
+    "kernels_per_step": "traceforge.analyzers.timeline.core:kernels_per_step_of",
     "open_in_perfetto": "traceforge.ui.perfetto",
     "DevicePeaks": "traceforge.analyzers.costs.devices",
     "device_peaks": "traceforge.analyzers.costs.devices",
@@ -98,6 +104,7 @@ __all__ = [
     "Device",
     "DevicePeaks",
     "IdleReport",
+    "IdleTables",
     "LaunchReport",
     "MFUReport",
     "MemoryReport",
@@ -106,6 +113,7 @@ __all__ = [
     "RooflineReport",
     "ScalingReport",
     "SnapshotReport",
+    "StepTime",
     "Summary",
     "Timeline",
     "Trace",
@@ -130,6 +138,7 @@ __all__ = [
     "idle_gaps",
     "info",
     "kernel_table",
+    "kernels_per_step",
     "launch",
     "launch_config",
     "launch_overhead",
@@ -148,6 +157,7 @@ __all__ = [
     "read_counters",
     "report",
     "roofline",
+    "run_step_time",
     "scaling",
     "select_steps",
     "short_name",
@@ -175,17 +185,16 @@ if TYPE_CHECKING:
     from traceforge.analyzers.runs.scaling import ScalingReport, scaling
     from traceforge.analyzers.timeline.activity import gpu_activity
     from traceforge.analyzers.timeline.core import Timeline, select_steps, timeline
+    from traceforge.analyzers.timeline.core import kernels_per_step_of as kernels_per_step
     from traceforge.analyzers.timeline.query import sql
     from traceforge.analyzers.timing.breakdown import breakdown
     from traceforge.analyzers.timing.idle import IdleReport, idle_gaps
-    from traceforge.analyzers.timing.idle import idle_gaps as idle
     from traceforge.analyzers.timing.kernels import kernel_table, launch_config, top_kernels
     from traceforge.analyzers.timing.launch import LaunchReport, launch_overhead
     from traceforge.analyzers.timing.launch import launch_overhead as launch
     from traceforge.analyzers.timing.ops import ops
     from traceforge.analyzers.timing.overlap import OverlapReport, overlap
     from traceforge.analyzers.timing.summary import Summary
-    from traceforge.analyzers.timing.summary import summary as info
     from traceforge.capture import capture, step
     from traceforge.commands.memory import memory_snapshot
     from traceforge.commands.report import write_report
@@ -202,7 +211,9 @@ if TYPE_CHECKING:
     from traceforge.formats.counter_files import read_counters
     from traceforge.formats.run import load_run
     from traceforge.model import Device, Trace, TraceMeta
+    from traceforge.notebook import IdleTables, idle, info
     from traceforge.report.document import Report
+    from traceforge.step_time import StepTime, run_step_time
     from traceforge.ui.perfetto import open_in_perfetto
 
 

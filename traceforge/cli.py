@@ -65,6 +65,43 @@ class _LazyGroup(click.Group):
         command: click.Command = importlib.import_module(f"traceforge.commands.{mod}").command
         return command
 
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        """A mistyped verb gets a did-you-mean; a trace named without a verb, the verbs
+        that read one."""
+        name = args[0] if args else ""
+        if (name and not name.startswith("-") and not ctx.resilient_parsing
+                and self.get_command(ctx, name) is None):
+            raise click.UsageError(f"No such command {name!r}. {_unknown_verb(ctx, name)}",
+                                   ctx)
+        return super().resolve_command(ctx, args)
+
+
+def _unknown_verb(ctx: click.Context, name: str) -> str:
+    import difflib
+
+    verbs = cli.list_commands(ctx)
+    close = difflib.get_close_matches(name.replace("_", "-"), verbs, n=3, cutoff=0.6)
+    if close:
+        return "Did you mean " + " or ".join(f"'{v}'" for v in close) + "?"
+    if name.startswith("sample:") or os.path.exists(name):
+        return (f"To look at a trace, name a verb first: traceforge info {name}, "
+                f"traceforge top-kernels {name}")
+    return "Verbs: " + ", ".join(verbs)
+
+
+def _no_such_option(e: click.NoSuchOption) -> str:
+    """click's message, suggesting only options the command shows (not hidden ones)."""
+    import difflib
+
+    if e.ctx is None:
+        return e.format_message()
+    opts = [o for p in e.ctx.command.get_params(e.ctx) if isinstance(p, click.Option)
+            and not p.hidden for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+    close = difflib.get_close_matches(e.option_name, opts, n=3, cutoff=0.6)
+    hint = (" Did you mean " + " or ".join(f"'{o}'" for o in close) + "?") if close else ""
+    return f"No such option {e.option_name!r}.{hint}"
+
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="traceforge")
@@ -82,9 +119,12 @@ class _LazyGroup(click.Group):
               callback=values.set_width, is_eager=True,
               help="Fit tables in N columns (default: the terminal's; unlimited when "
               "piped or redirected; also TRACEFORGE_WIDTH).")
+@click.option("-q", "--quiet", is_flag=True,
+              help="No progress display on stderr (it shows only when stderr is a "
+              "terminal; also TRACEFORGE_QUIET=1).")
 @click.pass_context
 def cli(ctx: click.Context, no_cache: bool, cache_size: str | None,
-        max_memory: str | None) -> None:
+        max_memory: str | None, quiet: bool) -> None:
     """Analyze GPU traces of ML workloads: Kineto JSON, Nsight Systems, rocprof, Perfetto.
 
     Parsed traces are cached as Arrow files in $TRACEFORGE_CACHE (default
@@ -104,7 +144,8 @@ def cli(ctx: click.Context, no_cache: bool, cache_size: str | None,
     if stop is not None:
         ctx.call_on_close(stop.set)
     settings = {"TRACEFORGE_NO_CACHE": "1" if no_cache else None,
-                "TRACEFORGE_CACHE_SIZE": cache_size}
+                "TRACEFORGE_CACHE_SIZE": cache_size,
+                "TRACEFORGE_QUIET": "1" if quiet else None}
     for var, value in settings.items():
         if value is None:
             continue
@@ -145,7 +186,8 @@ def main(argv: list[str] | None = None) -> Any:
     except click.UsageError as e:
         # One line, like every other input error (click's own form takes four).
         where = e.ctx.command_path if e.ctx is not None else "traceforge"
-        msg = " ".join(e.format_message().split())
+        text = _no_such_option(e) if isinstance(e, click.NoSuchOption) else e.format_message()
+        msg = " ".join(text.split())
         click.echo(f"traceforge: error: {msg} (see `{where} -h`)", err=True)
         sys.exit(e.exit_code)
     except click.ClickException as e:

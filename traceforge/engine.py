@@ -77,6 +77,8 @@ class _Task(Generic[S]):
     #: The driver's cache settings (directory, size cap) where it has them: a worker
     #: process started elsewhere (a Dask worker) uses the same cache as the driver.
     env: tuple[tuple[str, str], ...] = ()
+    #: The file's place in its run, the rank of a file that states none (``numbered``).
+    number: int | None = None
 
     def __call__(self, path: Path) -> list[Ranked[S]]:
         for k, v in self.env:
@@ -84,7 +86,7 @@ class _Task(Generic[S]):
                 os.environ[k] = v
         trace = load(path, kinds=self.kinds, cache=self.cache)
         out = []
-        for t in rank_traces(path, trace, only_file=self.only_file):
+        for t in rank_traces(path, trace, only_file=self.only_file, number=self.number):
             t = t.with_steps(self.steps_from)
             out.append(Ranked(int(t.meta.rank or 0), t.meta.path, run_facts(t),
                               tuple(t.meta.notes), self.fn(t)))
@@ -94,7 +96,7 @@ class _Task(Generic[S]):
 def map_ranks(paths: Sequence[str | Path] | str | Path, fn: Callable[[Trace], S], *,
               kinds: Collection[str] | None = None, steps_from: str | None = None,
               engine: str = "local", scheduler: str | None = None,
-              workers: int | None = None) -> list[Ranked[S]]:
+              workers: int | None = None, numbered: bool = False) -> list[Ranked[S]]:
     """``fn`` of every rank trace of one run (a directory, files, or one multi-process
     report), in rank order.
 
@@ -103,18 +105,22 @@ def map_ranks(paths: Sequence[str | Path] | str | Path, fn: Callable[[Trace], S]
     trace gets before ``fn`` (:meth:`traceforge.model.Trace.with_steps`). ``engine``:
     ``local`` or ``dask`` (see the module docstring); ``workers``: processes (local) or
     LocalCluster workers (dask), default one per core, at most one per file.
+    ``numbered``: files that state no rank get their place among the files (for verbs
+    that count several traces together, like ``top-kernels``), instead of an error.
     Raises AnalysisError when two files claim one rank or come from different runs.
     """
     return map_runs([paths], fn, kinds=kinds, steps_from=steps_from, engine=engine,
-                    scheduler=scheduler, workers=workers)[0]
+                    scheduler=scheduler, workers=workers, numbered=numbered)[0]
 
 
 def map_runs(runs: Sequence[Sequence[str | Path] | str | Path], fn: Callable[[Trace], S], *,
              kinds: Collection[str] | None = None, steps_from: str | None = None,
              engine: str = "local", scheduler: str | None = None,
-             workers: int | None = None) -> list[list[Ranked[S]]]:
+             workers: int | None = None, numbered: bool = False,
+             done: Callable[[int, int], None] | None = None) -> list[list[Ranked[S]]]:
     """:func:`map_ranks` over several runs at once (``scaling``: one run per GPU count):
-    every file of every run is one task of the same pool or cluster."""
+    every file of every run is one task of the same pool or cluster. ``done(k, total)``
+    is called as files finish (progress)."""
     if engine not in ENGINES:
         raise UsageError(f"--engine {engine}: want one of {', '.join(ENGINES)}")
     if workers is not None and workers < 1:
@@ -123,14 +129,16 @@ def map_runs(runs: Sequence[Sequence[str | Path] | str | Path], fn: Callable[[Tr
     frozen = None if kinds is None else frozenset(kinds)
     use_cache = cache_mod.enabled()
     env = tuple((k, os.environ[k]) for k in _CACHE_ENV if os.environ.get(k))
-    tasks = [Job(_Task(fn, frozen, steps_from, len(files) == 1, use_cache, env), f)
-             for files, _ in listed for f in files]
+    tasks = [Job(_Task(fn, frozen, steps_from, len(files) == 1, use_cache, env,
+                       i if numbered else None), f)
+             for files, _ in listed for i, f in enumerate(files)]
     n = min(len(tasks), workers or os.cpu_count() or 1)
-    done = _on_dask(tasks, scheduler, n) if engine == "dask" else _on_pool(tasks, n)
+    results = (_on_dask(tasks, scheduler, n, done) if engine == "dask"
+               else _on_pool(tasks, n, done))
     out = []
     k = 0
     for files, note in listed:
-        ranked = [r for rs in done[k:k + len(files)] for r in rs]
+        ranked = [r for rs in results[k:k + len(files)] for r in rs]
         k += len(files)
         check_one_run([(r.rank, r.path, r.facts) for r in ranked])
         ranked.sort(key=lambda r: r.rank)
@@ -154,12 +162,15 @@ def _run_job(job: Job[S]) -> list[Ranked[S]]:
     return job.task(job.path)
 
 
-def _on_pool(jobs: list[Job[S]], n: int) -> list[list[Ranked[S]]]:
+def _on_pool(jobs: list[Job[S]], n: int, done: Callable[[int, int], None] | None = None
+             ) -> list[list[Ranked[S]]]:
     return pool_map(_run_job, jobs, n, files=[j.path for j in jobs],
-                    hint="a worker process died (out of memory?); try fewer --workers")
+                    hint="a worker process died (out of memory?); try fewer --workers",
+                    done=done)
 
 
-def _on_dask(jobs: list[Job[S]], scheduler: str | None, n: int) -> list[list[Ranked[S]]]:
+def _on_dask(jobs: list[Job[S]], scheduler: str | None, n: int,
+             done: Callable[[int, int], None] | None = None) -> list[list[Ranked[S]]]:
     try:
         import distributed
     except ImportError:
@@ -183,6 +194,8 @@ def _on_dask(jobs: list[Job[S]], scheduler: str | None, n: int) -> list[list[Ran
         for job, fut in zip(jobs, futures, strict=True):
             try:
                 out.append(fut.result())
+                if done is not None:
+                    done(len(out), len(jobs))
             except dist.KilledWorker:
                 raise AnalysisError(f"{job.path}: the Dask workers reading it died (out of "
                                     "memory?)") from None

@@ -6,7 +6,6 @@ allocator state cannot leak into the next.
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -14,34 +13,37 @@ from typing import Any
 
 from traceforge.capture.options import CaptureOptions, to_args
 from traceforge.capture.trace_file import read_summary
+from traceforge.step_time import StepTime, run_step_time
 
-COLUMNS = ("mode", "latency_ms", "hz", "peak_gib", "speedup", "kernels_per_step", "trace_mib",
+#: The comparison table's columns. The step-time group (step time, its label, throughput,
+#: profiled step and overhead) is built in one place, :func:`step_columns`, for every
+#: table that shows a run's step time.
+COLUMNS = ("mode", "latency_ms", "hz", "samples_per_s", "tokens_per_s", "profiled_ms",
+           "overhead_pct", "peak_gib", "speedup", "kernels_per_step", "trace_mib",
            "first_step_s", "timed_steps", "exit")
 
 
 def latency_s(summary: dict[str, Any]) -> tuple[float | None, str]:
-    """Median step time and which steps it is over.
+    """The run's step time (:func:`traceforge.step_time.run_step_time`) and its label."""
+    st = run_step_time(summary)
+    return (st.seconds, st.label) if st is not None else (None, "none")
 
-    Steps after the recorded window ran without the profiler, so they are preferred; the
-    recorded steps (profiler overhead included) are the fallback.
-    """
-    steps = summary.get("steps", {})
-    walls: list[float] = steps.get("wall_s", [])
-    recorded: list[int] = steps.get("recorded", [])
-    sched = steps.get("schedule", {})
-    first_after = (max(recorded) + 1 if recorded else
-                   sched.get("wait", 0) + sched.get("warmup", 0) + sched.get("active", 0))
-    after = walls[first_after:]
-    if after:
-        return statistics.median(after), "unprofiled"
-    inside = [walls[i] for i in recorded if i < len(walls)]
-    if inside:
-        return statistics.median(inside), "profiled"
-    return None, "none"
+
+def step_columns(st: StepTime | None) -> dict[str, Any]:
+    """The step-time group of a table row: latency_ms (the run's step time), hz,
+    samples_per_s, tokens_per_s, profiled_ms, overhead_pct and timed_steps (its label)."""
+    if st is None:
+        return {"latency_ms": None, "hz": None, "samples_per_s": None, "tokens_per_s": None,
+                "profiled_ms": None, "overhead_pct": None, "timed_steps": "none"}
+    return {"latency_ms": st.ms, "hz": 1.0 / st.seconds if st.seconds else None,
+            "samples_per_s": st.samples_per_s, "tokens_per_s": st.tokens_per_s,
+            "profiled_ms": st.profiled_s * 1e3 if st.profiled_s is not None else None,
+            "overhead_pct": st.overhead_pct, "timed_steps": st.label}
 
 
 def row(summary: dict[str, Any], base: float | None) -> dict[str, Any]:
-    lat, which = latency_s(summary)
+    st = run_step_time(summary)
+    lat = st.seconds if st is not None else None
     walls = summary.get("steps", {}).get("wall_s", [])
     peaks = [p for p in summary.get("steps", {}).get("peak_memory_bytes", []) if p is not None]
     trace = summary.get("trace") or {}
@@ -49,16 +51,16 @@ def row(summary: dict[str, Any], base: float | None) -> dict[str, Any]:
     mode = summary.get("mode", {})
     return {
         "mode": mode.get("mode") if isinstance(mode, dict) else mode,
-        "latency_ms": lat * 1e3 if lat is not None else None,
-        "hz": 1.0 / lat if lat else None,
+        **step_columns(st),
         "peak_gib": max(peaks) / 2**30 if peaks else None,
         "speedup": base / lat if base and lat else None,
-        "kernels_per_step": (trace.get("kernel_events", 0) / len(recorded)
+        # An estimate from the capture alone (all kernel events / recorded steps); the
+        # analyses' kernels per step is traceforge.analyzers.timeline.steps.kernels_per_step.
+        "kernels_per_step": (round(trace.get("kernel_events", 0) / len(recorded))
                              if trace and recorded else None),
         "trace_mib": trace.get("bytes", 0) / 2**20 if trace else None,
         # warm-up: compilation, autotuning, CUDA-graph recording, allocator growth
         "first_step_s": walls[0] if walls else None,
-        "timed_steps": which,
         "exit": summary.get("exit_status"),
     }
 

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from traceforge.capture.steps import WHOLE_RUN, StepTracker
 from traceforge.capture.trace_file import check_writable, embed_metadata, write_summary
 from traceforge.errors import UsageError
 from traceforge.model import CAPTURE_STEP_RANGE, UNFINISHED_STEP_MARK, WARMUP_STEP_MARK
+from traceforge.step_time import run_step_time
 
 IN_PROCESS_BACKENDS = ("torch", "nvtx")
 #: Warnings that traceforge's own machinery causes, not the target: Kineto's note that each
@@ -302,6 +303,8 @@ def _finish(rec: _Recorder, t0: float) -> None:
             "graphs_compiled": [s.graphs_compiled for s in run.steps],
             "tail_s": round(tail, 6),
         },
+        "batch_per_gpu": opts.batch,
+        "tokens_per_gpu": opts.tokens,
         "total_s": round(time.perf_counter() - t0, 6),
         "exit_status": run.exit_status,
         "error": run.error,
@@ -323,8 +326,9 @@ def _finish(rec: _Recorder, t0: float) -> None:
         if failed and (rec.out / f"{run.stem}.pt.trace.json.gz").exists():
             run.notes.append(f"kept the earlier {run.stem}.pt.trace.json.gz of a run that "
                              "succeeded")
-        kernels = embed_metadata(raw, dest, summary)
-        trace_file = {"path": dest.name, "bytes": dest.stat().st_size, "kernel_events": kernels}
+        names = embed_metadata(raw, dest, summary)
+        trace_file = {"path": dest.name, "bytes": dest.stat().st_size,
+                      "kernel_events": sum(names.values()), "kernel_names": names}
         run.trace_path = dest
     for p in (rec.raw, rec.raw_step0):
         if p is not None:
@@ -336,6 +340,38 @@ def _finish(rec: _Recorder, t0: float) -> None:
     run.summary_path = rec.out / f"{run.stem}.summary.json"
     write_summary(run.summary_path, summary)
     run.summary = summary
+
+
+def _span(idx: Sequence[int]) -> str:
+    if not idx:
+        return "none"
+    return f"{idx[0]}-{idx[-1]}" if len(idx) > 1 else str(idx[0])
+
+
+def step_lines(summary: dict[str, Any] | None) -> list[str]:
+    """Which steps the profiler recorded, which ran unprofiled, and the run's step time
+    (:func:`traceforge.step_time.run_step_time`) with the profiler's overhead."""
+    st = run_step_time(summary)
+    if st is None:
+        return []
+    lines = [f"steps {_span(st.recorded)} recorded (profiled), {_span(st.after)} ran "
+             f"unprofiled ({len(st.after)} step(s))"]
+    words = f"step time {st.ms:,.2f} ms ({st.label})"
+    if st.samples_per_s:
+        words += f", {st.samples_per_s:,.1f} samples/s"
+    if st.tokens_per_s:
+        words += f", {st.tokens_per_s:,.1f} tokens/s"
+    if st.overhead_pct is not None and st.profiled_s is not None:
+        words += (f"; profiled steps {st.profiled_s * 1e3:,.2f} ms: profiler overhead "
+                  f"{st.overhead_pct:+.1f}%")
+    lines.append(words)
+    if st.outlier_steps:
+        lines.append(f"outlier step(s) {', '.join(map(str, st.outlier_steps))} left out of the "
+                     "step time")
+    if not st.after:
+        lines.append("no step ran after the recorded window: run more steps for an "
+                     "unprofiled step time")
+    return lines
 
 
 def report_lines(run: Run) -> list[str]:
@@ -353,6 +389,7 @@ def report_lines(run: Run) -> list[str]:
     else:
         lines.append(f"steps from {run.step_source}: {done} step(s) finished, "
                      f"recorded {run.recorded_steps or 'none'}")
+    lines += step_lines(run.summary)
     if run.error:
         lines.append(f"target: {run.error} (exit status {run.exit_status})")
     lines += run.notes

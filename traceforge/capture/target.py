@@ -8,6 +8,9 @@ launch whose workers each run traceforge capture in-process.
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +56,28 @@ class Launch:
 def _is_python(word: str) -> bool:
     name = os.path.basename(word)
     return name.startswith("python") and not name.endswith(".py")
+
+
+def torch_missing(words: Sequence[str]) -> str | None:
+    """Why capture cannot run here, in one line, when this Python has no torch (the
+    target runs in traceforge's own interpreter, and every mode sets torch up); None when
+    it has. ``words``: the command after ``--``, whose interpreter the line names when it
+    is another one (the Python the user meant the script to run in)."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("torch") is not None:
+            return None
+    except (ImportError, ValueError):  # ValueError: torch set to None in sys.modules
+        pass
+    here = sys.executable or "this Python"
+    named = shutil.which(words[0]) if words and _is_python(words[0]) else None
+    other = named if named and os.path.realpath(named) != os.path.realpath(here) else None
+    py = other or "PYTHON"
+    return (f"{here} has no torch (capture runs the script in traceforge's own Python): "
+            "install torch here (pip install 'traceforge[torch]'), or run capture with "
+            f"the Python that has torch{' (the script names ' + other + ')' if other else ''}: "
+            f"{py} -m pip install traceforge && {py} -m traceforge capture ...")
 
 
 def parse_python(words: list[str]) -> Target:

@@ -13,7 +13,21 @@ from typing import Any
 
 from traceforge.errors import CaptureError
 
-_KERNEL_CAT = re.compile(rb'"cat"\s*:\s*"kernel"')
+#: A kernel event's name where Kineto writes it, right after its category.
+_KERNEL_NAME = re.compile(rb'"cat"\s*:\s*"kernel"\s*,\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def kernel_names(data: bytes) -> dict[str, int]:
+    """Kernel names and launch counts of a Kineto JSON document (its raw bytes): what the
+    capture table classifies (attention backends) without parsing the document."""
+    out: dict[str, int] = {}
+    for m in _KERNEL_NAME.finditer(data):
+        try:
+            name = json.loads(b'"' + m.group(1) + b'"')
+        except ValueError:
+            continue
+        out[name] = out.get(name, 0) + 1
+    return out
 
 
 def check_writable(folder: Path) -> None:
@@ -29,16 +43,17 @@ def check_writable(folder: Path) -> None:
                            ) from None
 
 
-def embed_metadata(raw: Path, dest: Path, meta: dict[str, Any]) -> int:
+def embed_metadata(raw: Path, dest: Path, meta: dict[str, Any]) -> dict[str, int]:
     """Gzip Kineto JSON ``raw`` to ``dest`` with ``meta`` as its top-level ``traceforge`` key.
 
     The key is spliced in before the closing brace rather than by parsing the document, so a
-    trace of hundreds of MB is not held as Python objects. Returns the number of kernel events.
+    trace of hundreds of MB is not held as Python objects. Returns the kernel names and
+    their launch counts (:func:`kernel_names`).
     """
     data = raw.read_bytes().rstrip()
     if not data.endswith(b"}"):
         raise CaptureError(f"{raw}: the profiler wrote an incomplete trace")
-    kernels = len(_KERNEL_CAT.findall(data))
+    kernels = kernel_names(data)
     block = json.dumps(meta, default=str, separators=(",", ":")).encode()
     body = data[:-1].rstrip()
     sep = b"," if not body.endswith(b"{") else b""

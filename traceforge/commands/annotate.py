@@ -55,7 +55,10 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     destination.refuse_input(out, [trace])
     destination.check(out)  # before the analysis: a bad destination is found in a moment
     t = ui.trimmed(load_trace(trace, steps_from), steps=steps, window=window)
-    ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
+    from traceforge.commands.progress import phase
+
+    with phase("analysing (idle gaps, steps, roofline, critical path)"):
+        ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
     if counters_path:
         from dataclasses import replace
 
@@ -67,13 +70,14 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
         ann = replace(ann, counters=m.per_launch.set_index("row"),
                       notes=(*ann.notes, *(n for n in m.notes if not n.startswith(
                           ("device peaks", "durations under ncu")))))
-    doc = annotated_document(t, ann)
-    destination.stream(out, lambda f: write_document(doc, out, f))
+    with phase(f"writing {output}"):
+        doc = annotated_document(t, ann)
+        destination.stream(out, lambda f: write_document(doc, out, f))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
     pieces = sum(len(p.segments) for p in ann.path)
     drawn = sum(len(merged_pieces(p.segments)) for p in ann.path)
-    click.echo(f"wrote {output}: {len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
-               f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
-               f"critical path in {pieces} pieces (drawn as {drawn} slices)")
+    destination.wrote(output, f"{len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
+                      f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
+                      f"critical path in {pieces} pieces (drawn as {drawn} slices)")
     for n in ann.notes:
         say(f"note: {n}")

@@ -10,6 +10,7 @@ import pandas as pd
 from traceforge.capture import calibrate as cal
 from traceforge.commands import values
 from traceforge.commands.options import emit, format_option
+from traceforge.commands.output import wrote
 from traceforge.render import render_frame
 
 
@@ -47,9 +48,9 @@ def command(out: Path, index: int, iters: int, comm: bool, backend: str | None,
                  f"{k} {v:,.1f}" for k, v in doc["matmul_tflops"].items()) + ".",
              f"Device-to-device copy: {doc['copy_tb_s']:.3f} TB/s copied, "
              f"{doc['read_write_tb_s']:.3f} TB/s read + written.",
-             *(f"Skipped {k}: {v}" for k, v in doc["skipped"].items()),
-             f"Wrote {out}.")
+             *(f"Skipped {k}: {v}" for k, v in doc["skipped"].items()))
     emit(render_frame(df, fmt, title=f"traceforge calibrate: {doc['device']}", notes=notes))
+    wrote(out)
 
 
 def _comm(out: Path, iters: int, backend: str | None, ranks: int | None, fmt: str) -> None:
@@ -63,6 +64,7 @@ def _comm(out: Path, iters: int, backend: str | None, ranks: int | None, fmt: st
     df = pd.DataFrame(res["allreduce"], columns=["bytes", "ms", "algbw_gb_s", "busbw_gb_s"])
     m = res["comm_method"]
     notes = (f"Best all-reduce busbw: {res['allreduce_busbw_gb_s']:,.1f} GB/s over "
-             f"{m['ranks']} ranks ({m['backend']}).", f"Wrote {out}.")
+             f"{m['ranks']} ranks ({m['backend']}).",)
     emit(render_frame(df, fmt, title=f"traceforge calibrate --comm: {res['device']}",
                       notes=notes))
+    wrote(out)

@@ -13,6 +13,7 @@ from typing import Any
 import click
 import pandas as pd
 
+from traceforge.analyzers.names.kernel_names import attention_text
 from traceforge.capture import compare, torchrun
 from traceforge.capture.options import (
     BACKEND_NAMES,
@@ -21,7 +22,7 @@ from traceforge.capture.options import (
     parse_modes,
     parse_steps,
 )
-from traceforge.capture.target import parse_launch, parse_python
+from traceforge.capture.target import parse_launch, parse_python, torch_missing
 from traceforge.capture.trace_file import check_writable
 from traceforge.commands.options import emit, format_option
 from traceforge.errors import UsageError
@@ -33,7 +34,11 @@ from traceforge.render import render_frame
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.option("--mode", "mode_text", default="sdpa", show_default=True,
-              help="eager, sdpa, fa2 or compiled; several comma-separated, or all, to compare.")
+              help="sdpa: the script as written (SDPA's own dispatch), except that "
+                   "torch.compile calls are no-ops; "
+                   "eager: SDPA forced to its unfused math backend (slower attention, like "
+                   "HF attn_implementation='eager'); fa2: FlashAttention-2 only; compiled: "
+                   "torch.compile on. Several comma-separated, or all, to compare.")
 @click.option("--backend", type=click.Choice((*BACKEND_NAMES, "nvtx")), default="torch",
               show_default=True,
               help="torch: torch.profiler in-process; nsys, rocprof: wrap the process in that "
@@ -41,7 +46,8 @@ from traceforge.render import render_frame
 @click.option("-o", "--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("traceforge-out"), show_default=True, help="Output directory.")
 @click.option("--steps", "steps_text", default=None, metavar="WAIT,WARMUP,ACTIVE",
-              help="Profiler schedule in steps [default: 1,1,2; compiled: 3,1,2].")
+              help="Profiler schedule in steps [default: 2,2,5; compiled: 5,2,5]; the "
+                   "steps after the window run unprofiled and give the run's step time.")
 @click.option("--record-shapes/--no-record-shapes", default=True, show_default=True,
               help="Record operator input shapes (torch: record_shapes; nsys: "
                    "--pytorch=autograd-shapes-nvtx, ops with shapes as NVTX ranges, which "
@@ -74,9 +80,9 @@ from traceforge.render import render_frame
               help="Sweep a torchrun launch over these GPU counts (its --nproc-per-node "
                    "replaced), one folder OUT/nN each, then print the scaling table.")
 @click.option("--batch", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="With --nproc: samples per GPU per step, for samples/s.")
+              help="Samples per GPU per step: samples/s beside the step time.")
 @click.option("--tokens-per-step", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="With --nproc: tokens per GPU per step, for tokens/s.")
+              help="Tokens per GPU per step: tokens/s beside the step time.")
 @format_option
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
@@ -102,6 +108,9 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
     if not words:
         raise UsageError("no target: put the command after --, e.g. -- python infer.py")
     modes = parse_modes(mode_text)
+    no_torch = torch_missing(words)
+    if no_torch:
+        raise UsageError(no_torch)
     launch_spec = parse_launch(words)
     target = launch_spec.target if launch_spec else parse_python(words)
     opts = CaptureOptions(
@@ -110,12 +119,11 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         record_shapes=record_shapes, with_stack=with_stack, memory=memory,
         memory_snapshot=memory_snapshot, compile_mode=compile_mode, name=name or target.stem,
         profiler_path={"nsys": nsys_path, "ncu": ncu_path}.get(backend, rocprof_path),
+        batch=batch, tokens=tokens_per_step,
     )
     opts.check()
     # Fail on an unwritable folder now, not after a long run.
     check_writable(out)
-    if nproc_text is None and (batch is not None or tokens_per_step is not None):
-        raise UsageError("--batch and --tokens-per-step go with --nproc")
     if nproc_text is not None:
         if launch_spec is None:
             raise UsageError("--nproc sweeps a torchrun launch: -- torchrun "
@@ -128,10 +136,16 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
             _scaling_table(root, fmt)
     elif len(modes) > 1:
         rc, summaries = compare.run_modes(modes, opts, words)
-        df = _with_peaks(pd.DataFrame(compare.comparison(summaries),
-                                      columns=list(compare.COLUMNS)), summaries, out)
+        rows = compare.comparison(summaries)
+        for row, s in zip(rows, summaries, strict=True):
+            row["kernels_per_step"] = _kernels_per_step(out, s, row["kernels_per_step"])
+        df = _with_peaks(pd.DataFrame(rows, columns=list(compare.COLUMNS)), summaries, out)
+        df["attention"] = [attention_text(kernel_names_of(s)) for s in summaries]
+        # Throughput and overhead columns only where some mode has them.
+        optional = ["samples_per_s", "tokens_per_s", "profiled_ms", "overhead_pct"]
+        df = df.drop(columns=[c for c in optional if df[c].isna().all()])
         emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
-                          digits=2, notes=_notes(summaries)))
+                          digits=2, notes=mode_notes(summaries)))
     elif launch_spec is not None:
         rc, summaries = torchrun.run(launch_spec, opts)
         for s in summaries:
@@ -163,6 +177,9 @@ def command(mode_text: str, backend: str, out: Path, steps_text: str | None,
         run = run_target(target, opts, ["traceforge", "capture", *sys.argv[2:]]
                          if sys.argv[1:2] == ["capture"] else list(sys.argv))
         rc = run.exit_status
+        if run.summary:
+            click.echo("traceforge: attention kernels: "
+                       f"{attention_text(kernel_names_of(run.summary))}", err=True)
     if rc:
         # The target's own exit status, so `traceforge capture` composes in scripts and CI.
         raise SystemExit(rc)
@@ -187,12 +204,45 @@ def _scaling_table(root: Path, fmt: str) -> None:
                "breakdown", err=True)
 
 
-def _notes(summaries: list[dict[str, object]]) -> tuple[str, ...]:
-    notes = ["latency: median step wall time (GPU synchronized) of the steps after the "
-             "recorded window, or of the recorded steps (profiled) when none ran after it"]
+def _kernels_per_step(out: Path, summary: dict[str, object], fallback: object) -> object:
+    """The mode's kernels per step by the one definition
+    (:func:`traceforge.analyzers.timeline.core.kernels_per_step`), read from its trace; the
+    capture's estimate where the trace cannot be read."""
+    from traceforge.analyzers.timeline.core import kernels_per_step, timeline
+    from traceforge.errors import TraceforgeError
+    from traceforge.formats import load
+
+    trace = summary.get("trace")
+    path = trace.get("path") if isinstance(trace, dict) else None
+    if not isinstance(path, str) or not (out / path).is_file():
+        return fallback
+    try:
+        return kernels_per_step(timeline(load(out / path)))
+    except TraceforgeError:
+        return fallback
+
+
+def kernel_names_of(summary: dict[str, Any]) -> dict[str, int]:
+    """The kernel names and counts a capture summary recorded of its trace ({} without)."""
+    trace = summary.get("trace")
+    names = trace.get("kernel_names") if isinstance(trace, dict) else None
+    return {str(k): int(v) for k, v in names.items()} if isinstance(names, dict) else {}
+
+
+def mode_notes(summaries: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The capture table's notes: what its columns mean and what each mode changed."""
+    notes = ["latency: the run's step time, the median wall time (GPU synchronized) of the "
+             "unprofiled steps after the recorded window, outlier steps left out (timed_steps "
+             "says over which); profiled_ms: median of the recorded steps; overhead_pct: "
+             "profiled / unprofiled - 1",
+             "attention: the attention kernels that ran, by SDPA backend (from their names; "
+             "math: the unfused path's softmax kernels)"]
     for s in summaries:
         mode = s.get("mode")
         m = mode if isinstance(mode, dict) else {}
+        actions = m.get("actions")
+        if isinstance(actions, list) and actions:
+            notes.append(f"{m.get('mode')} changed: {'; '.join(map(str, actions))}")
         for w in m.get("warnings", []) if isinstance(m.get("warnings"), list) else []:
             notes.append(f"{m.get('mode')}: {w}")
     return tuple(notes)

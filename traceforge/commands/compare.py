@@ -13,6 +13,7 @@ from traceforge.commands.options import (
     resolve_steps,
     steps_from_option,
 )
+from traceforge.commands.output import wrote
 from traceforge.commands.tables import check_table, emit_tables, table_options
 
 
@@ -71,4 +72,9 @@ def command(runs: tuple[str, ...], baseline: str | None, labels: str | None,
     if report is not None:
         written += compare_report(c, report)
     for p in written:
-        click.echo(f"traceforge: wrote {p}", err=True)
+        wrote(p)
+    if report is not None:
+        from traceforge.render.figures import NO_CHARTS, charts_available
+
+        if not charts_available():
+            click.echo(f"traceforge: {report} has no chart: {NO_CHARTS}", err=True)

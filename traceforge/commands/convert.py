@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from traceforge.commands import output
-from traceforge.commands.options import emit, trace_argument
+from traceforge.commands.options import trace_argument
 from traceforge.formats import load
 from traceforge.render.chrome_json import trace_to_chrome
 from traceforge.render.document import output_kind, write_document
@@ -29,4 +29,4 @@ def convert(src: str | Path, out: str | Path) -> Path:
 def command(trace: str, out: str) -> None:
     """Convert TRACE to OUT: .json / .json.gz (Chrome/Kineto) or .pftrace (Perfetto)."""
     dst = convert(trace, out)
-    emit(f"wrote {dst} ({dst.stat().st_size / 1e6:.1f} MB)")
+    output.wrote(dst, f"{dst.stat().st_size / 1e6:.1f} MB")

@@ -30,10 +30,13 @@ from traceforge.render.diff import SECTIONS, diff_doc, render_diff
               help="CI gate: exit 1 when B's median step time is slower than A's by more "
                    "than PCT % and by more than the step-to-step noise of both runs.")
 @steps_from_option
+@click.option("--include-outliers", is_flag=True,
+              help="Keep outlier steps in the step time and kernels per step.")
 @table_options
 @format_option
 def command(a: str, b: str, limit: int, fail_pct: float | None, steps_from: str | None,
-            table: str | None, out_dir: str | None, fmt: str) -> None:
+            include_outliers: bool, table: str | None, out_dir: str | None,
+            fmt: str) -> None:
     """Compare two runs (eager vs compiled, FA2 vs SDPA, before vs after), any formats.
 
     Times and counts are per step; the speedups say what they divide: step-time speedup
@@ -44,7 +47,7 @@ def command(a: str, b: str, limit: int, fail_pct: float | None, steps_from: str 
         raise UsageError(f"--fail-if-slower {fail_pct}: give a finite percentage")
     rule, _ = resolve_steps(steps_from, None)
     ta, tb = load_trace(a, rule), load_trace(b, rule)
-    d = diff(ta, tb)
+    d = diff(ta, tb, include_outliers=include_outliers)
     n = None if limit <= 0 else limit
     if fmt in ("table", "md") and table is None and out_dir is None:
         emit(render_diff(d, fmt, a, b, n))

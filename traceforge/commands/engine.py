@@ -28,17 +28,24 @@ class Engine:
     workers: int | None = None
 
     def ranks(self, paths: Sequence[str | Path] | str | Path, fn: Callable[[Trace], S], *,
-              steps_from: str | None, kinds: Collection[str] | None = None
-              ) -> list[Ranked[S]]:
-        """``fn`` of every rank of one run, in rank order (one file: in this process)."""
-        return self.runs([paths], fn, steps_from=steps_from, kinds=kinds)[0]
+              steps_from: str | None, kinds: Collection[str] | None = None,
+              numbered: bool = False) -> list[Ranked[S]]:
+        """``fn`` of every rank of one run, in rank order (one file: in this process);
+        ``numbered``: files that state no rank are numbered in order."""
+        return self.runs([paths], fn, steps_from=steps_from, kinds=kinds,
+                         numbered=numbered)[0]
 
     def runs(self, runs: Sequence[Sequence[str | Path] | str | Path], fn: Callable[[Trace], S],
-             *, steps_from: str | None, kinds: Collection[str] | None = None
-             ) -> list[list[Ranked[S]]]:
-        """``fn`` of every rank of several runs, as one map."""
-        return map_runs(runs, fn, kinds=kinds, steps_from=steps_from, engine=self.name,
-                        scheduler=self.scheduler, workers=self.workers)
+             *, steps_from: str | None, kinds: Collection[str] | None = None,
+             numbered: bool = False) -> list[list[Ranked[S]]]:
+        """``fn`` of every rank of several runs, as one map (files counted on stderr's
+        progress display where it shows)."""
+        from traceforge.commands.progress import phase
+
+        with phase("reading and analysing the run's files") as done:
+            return map_runs(runs, fn, kinds=kinds, steps_from=steps_from, engine=self.name,
+                            scheduler=self.scheduler, workers=self.workers,
+                            numbered=numbered, done=done)
 
 
     def step_runs(self, runs: Sequence[Sequence[str | Path] | str | Path],

@@ -20,18 +20,22 @@ from traceforge.render.frame import to_json_bytes
 @click.command("info")
 @trace_argument
 @steps_from_option
+@click.option("--include-outliers", is_flag=True,
+              help="Keep outlier steps in the step time and kernels per step.")
 @table_options
 @format_option
-def command(trace: str, steps_from: str | None, table: str | None, out_dir: str | None,
-            fmt: str) -> None:
+def command(trace: str, steps_from: str | None, include_outliers: bool, table: str | None,
+            out_dir: str | None, fmt: str) -> None:
     """Format, devices, ranks, span, steps (and where they came from), event counts by
-    kind and GPU busy % (of the steps' GPU windows). Tables: facts, kinds, devices."""
+    kind and GPU busy % (of the steps' GPU windows); with a capture summary, the run's
+    unprofiled step time and the profiler's overhead. Tables: facts, kinds, devices."""
     rule, _ = resolve_steps(steps_from, None)
     ranks = load_ranks([trace], rule)
-    sums = [summary(t) for t in ranks]
+    sums = [summary(t, include_outliers) for t in ranks]
     if fmt == "json" and table is None and out_dir is None:
         docs = [{"facts": s.facts, "notes": list(s.notes), "kinds": s.kinds,
-                 "devices": s.devices} for s in sums]
+                 "devices": s.devices, **({"ranges": s.ranges} if len(s.ranges) else {})}
+                for s in sums]
         emit(to_json_bytes(docs[0] if len(docs) == 1 else {"ranks": docs}).decode())
         return
     tables = []
@@ -42,4 +46,7 @@ def command(trace: str, steps_from: str | None, table: str | None, out_dir: str 
                    Table(f"kinds{sfx}", s.kinds, "Events by kind")]
         if len(s.devices) or fmt == "csv":
             tables.append(Table(f"devices{sfx}", s.devices, "Devices (busy % of step windows)"))
+        if len(s.ranges):
+            tables.append(Table(f"ranges{sfx}", s.ranges, "Host ranges that could "
+                                "mark steps (--steps-from NAME)"))
     emit_tables(tables, fmt, table=table, out_dir=out_dir)

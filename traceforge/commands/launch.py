@@ -8,6 +8,7 @@ import click
 import pandas as pd
 
 from traceforge.analyzers.names.kernel_names import short_name
+from traceforge.analyzers.profiling.notes import step_notes
 from traceforge.analyzers.timing.launch import launch_overhead
 from traceforge.commands import values
 from traceforge.commands.options import (
@@ -52,11 +53,15 @@ def command(trace: str, limit: int, bound_pct: float, steps_from: str | None,
                                                    kind="stable")
     k = k if limit <= 0 else k.head(limit)
     source = reps[0].step_source
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = tuple(dict.fromkeys(n for t in ranks for n in step_notes(t)))
+    notes += ("queue time: the kernel waited behind earlier GPU work on its stream; launch "
+              "latency: the GPU waited for the launch to arrive (only this is host wait)",)
     if all(r.kernels.empty for r in reps):
         notes = ("No GPU activity in this trace: nothing to report.",)
     if fmt in ("table", "md"):
         k = k.drop(columns=["replay"]).assign(name=k["name"].map(short_name))
+        # busy_ns is window x busy %: the terminal keeps room for queue time and latency.
+        per_step = per_step.drop(columns=["busy_ns"])
     emit_tables(
         [Table("steps", per_step, f"Launch overhead per step (steps from {source}): {trace}",
                notes),

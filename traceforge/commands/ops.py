@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from traceforge.analyzers.timing.ops import ops
+from traceforge.analyzers.timing.ops import ops, why_no_ops
 from traceforge.commands import values
 from traceforge.commands.options import (
     emit,
@@ -32,8 +32,10 @@ def command(trace: str, limit: int, kernels_only: bool, steps_from: str | None,
     df = ops(t, None if limit <= 0 else limit, include_memory=not kernels_only, steps=steps)
     notes: tuple[str, ...] = ()
     if df.empty:
-        notes = ("No GPU time could be attributed to host operators (no cpu_op ranges "
-                 "around the launch calls, or no GPU activity).",)
+        if fmt in ("table", "md"):  # for people: why, not an empty table
+            emit(f"No operators in {trace}: {why_no_ops(t)}")
+            return
+        notes = (why_no_ops(t),)
     elif fmt in ("table", "md"):
         df = df.rename(
             columns={"op": "Operation", "self_gpu_us": "Self GPU (us)", "pct": "Self GPU %",

@@ -140,15 +140,19 @@ def resolve_steps(
 
 def load_trace(path: str, steps_from: str | None, **kw: Any) -> Trace:
     """One trace, with its steps taken as asked."""
+    from traceforge.commands.progress import phase, size_text
     from traceforge.formats import load
 
-    return load(path, **kw).with_steps(steps_from)
+    with phase(f"reading {size_text(path)}"):
+        return load(path, **kw).with_steps(steps_from)
 
 
 def load_ranks(paths: Sequence[str], steps_from: str | None) -> list[Trace]:
     """The rank traces of one run (a file, files or a directory; a multi-process nsys
     report is split per process), each with its steps taken as asked."""
+    from traceforge.commands.progress import phase, size_text
     from traceforge.formats.run import load_run
 
-    ts = load_run(paths[0] if len(paths) == 1 else list(paths))
+    with phase(f"reading {size_text(paths[0]) if len(paths) == 1 else f'{len(paths)} files'}"):
+        ts = load_run(paths[0] if len(paths) == 1 else list(paths))
     return [t.with_steps(steps_from) for t in ts]

@@ -6,7 +6,7 @@ and writes through :func:`write`, which replaces the file whole or not at all (a
 file beside it, renamed over it: :mod:`traceforge.outputs`), so a missing parent folder,
 a folder given as the file, or a permission problem is ``traceforge: error: PATH: cannot
 write (why)``, exit 2, never a traceback. :func:`refuse_input` keeps an output off its
-inputs, hard links included.
+inputs, hard links included. Each file written is named on stderr (:func:`wrote`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,14 @@ def check(path: str | Path) -> Path:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise _fail(p, f"permission denied in {parent}")
     return p
+
+
+def wrote(path: str | Path, detail: str = "") -> None:
+    """Say on stderr that a file was written (every file a verb writes is named there, so
+    stdout stays the verb's answer and a script sees every file it got)."""
+    import click
+
+    click.echo(f"traceforge: wrote {path}" + (f" ({detail})" if detail else ""), err=True)
 
 
 def write(path: str | Path, data: bytes | str) -> Path:

@@ -8,7 +8,7 @@ import click
 
 from traceforge.commands import output as destination
 from traceforge.commands import values
-from traceforge.commands.options import steps_from_option
+from traceforge.commands.options import step_options
 from traceforge.errors import UsageError
 from traceforge.model import Trace
 from traceforge.render.report import SUFFIXES, render_report
@@ -29,14 +29,19 @@ def _latency_file(path: str) -> dict[str, dict[str, float | str]]:
                          ) from None
 
 
-def _load_all(paths: tuple[str, ...], steps_from: str | None) -> list[Trace | list[Trace]]:
+def _load_all(paths: tuple[str, ...], steps_from: str | None,
+              steps: list[int] | None = None) -> list[Trace | list[Trace]]:
     """A directory (or a file holding several processes) is one run; single files are
-    grouped into runs by the report (the ranks of one run, else one run each)."""
+    grouped into runs by the report (the ranks of one run, else one run each). ``steps``:
+    only those steps of each trace (:func:`~traceforge.analyzers.timeline.core.select_steps`)."""
+    from traceforge.analyzers.timeline.core import select_steps
     from traceforge.commands.options import load_ranks
 
     runs: list[Trace | list[Trace]] = []
     for p in paths:
         ranks = load_ranks([p], steps_from)
+        if steps is not None:
+            ranks = [select_steps(t, steps) for t in ranks]
         runs.append(ranks if Path(p).is_dir() or len(ranks) > 1 else ranks[0])
     return runs
 
@@ -74,9 +79,14 @@ def write_report(report: Report, output: str | Path, *, title: str = "traceforge
 @click.option("--counters", "counters_path", type=click.Path(dir_okay=False, path_type=str),
               help="Hardware counters (ncu --csv --page raw export, .ncu-rep, rocprofv3 "
                    "counter_collection.csv) of the first run: adds a measured roofline chart.")
-@steps_from_option
+@click.option("--flops-from", "flops_from", default=None, metavar="EAGER_TRACE",
+              help="An eager trace of the same model: its ops' FLOPs per step stand for "
+                   "those of runs that record none (compiled), as in `mfu --flops-from`.")
+@step_options
 def command(traces: tuple[str, ...], output: str, title: str, latency_path: str | None,
-            top: int, counters_path: str | None, steps_from: str | None) -> None:
+            top: int, counters_path: str | None, flops_from: str | None,
+            steps_from: str | None, steps_text: str | None, step_list: tuple[int, ...]
+            ) -> None:
     """Write one report over TRACES: several files of one distributed run become one run
     with its ranks; otherwise each file (or directory) is a run and they are compared."""
     from traceforge.commands.options import resolve_steps
@@ -86,16 +96,22 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
     _format_of(output)  # like the destination below: a bad name fails before the analysis
     destination.refuse_input(out, traces, "one of the input traces:")
     destination.check(out)  # before the analysis: a bad destination is found in a moment
-    rule, _ = resolve_steps(steps_from, None)
+    from traceforge.commands.options import load_trace
+    from traceforge.commands.progress import phase
+
+    rule, steps = resolve_steps(steps_from, steps_text, step_list)
     measured = _latency_file(latency_path) if latency_path else None
-    loaded = _load_all(traces, rule)
-    rep = build_report(*loaded, top=top, measured=measured)
-    if counters_path:
-        first = loaded[0]
-        rep = with_counters(rep, first if isinstance(first, Trace) else first[0],
-                            counters_path)
-    write_report(rep, out, title=title)
-    click.echo(f"wrote {output}: {len(rep.runs)} run(s), {len(rep.findings)} finding(s)")
+    eager = load_trace(flops_from, None) if flops_from else None
+    loaded = _load_all(traces, rule, steps)
+    with phase(f"analysing {len(loaded)} run(s) for the report"):
+        rep = build_report(*loaded, top=top, measured=measured, flops_from=eager)
+        if counters_path:
+            first = loaded[0]
+            rep = with_counters(rep, first if isinstance(first, Trace) else first[0],
+                                counters_path)
+    with phase(f"writing {output}"):
+        write_report(rep, out, title=title)
+    destination.wrote(output, f"{len(rep.runs)} run(s), {len(rep.findings)} finding(s)")
 
 
 def with_counters(rep: Report, trace: Trace, path: str) -> Report:

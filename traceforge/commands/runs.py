@@ -77,14 +77,20 @@ def facts_of(summaries: Sequence[dict[str, Any]], extra: dict[str, Any] | None =
              ) -> dict[str, Fact]:
     """A run's facts from its rank summaries: the slowest rank's latency, the largest
     rank's peak memory; ``extra`` (sweep facts) fills what the summaries do not say."""
+    from traceforge.analyzers.runs.inputs import step_facts
     from traceforge.capture.compare import row
 
     facts: dict[str, Fact] = {}
     rows = [row(s, None) for s in summaries]
-    lat = [r["latency_ms"] for r in rows if r["latency_ms"] is not None]
-    if lat:
-        facts["latency_ms"] = max(lat)
-        facts["hz"] = 1000.0 / max(lat)
+    # The run's step time: the slowest rank's (traceforge.step_time.run_step_time).
+    # Samples and tokens per step: the capture's --batch/--tokens-per-step, else the sweep's.
+    summaries = [{**s, **{k: s.get(k) or (extra or {}).get(k)
+                          for k in ("batch_per_gpu", "tokens_per_gpu")}} for s in summaries]
+    for k in ("batch_per_gpu", "tokens_per_gpu"):
+        given = [s[k] for s in summaries if isinstance(s.get(k), (int, float))]
+        if given:
+            facts[k] = given[0]
+    facts.update({k: v for k, v in step_facts(summaries).items() if v is not None})
     peaks = [r["peak_gib"] for r in rows if r["peak_gib"] is not None]
     if peaks:
         facts["peak_gib"] = max(peaks)
@@ -104,9 +110,12 @@ def facts_of(summaries: Sequence[dict[str, Any]], extra: dict[str, Any] | None =
 
 
 def expand(paths: Sequence[str]) -> list[Path]:
-    """The run paths: a sweep folder becomes its count folders (by GPU count)."""
+    """The run paths: a sweep folder becomes its count folders (by GPU count), a
+    ``sample:NAME`` the bundled sample's file."""
+    from traceforge.formats import resolve
+
     out: list[Path] = []
-    for p in map(Path, paths):
+    for p in map(resolve, paths):  # sample:NAME is the bundled file
         sweep = p / SWEEP_FILE
         if p.is_dir() and sweep.is_file():
             runs = sorted(_read_json(sweep).get("runs", []), key=lambda r: int(r.get("gpus", 0)))

@@ -14,6 +14,7 @@ from traceforge.commands.options import (
     resolve_steps,
     steps_from_option,
 )
+from traceforge.commands.output import wrote
 from traceforge.commands.tables import check_table, emit_tables, table_options
 
 
@@ -77,4 +78,9 @@ def command(runs: tuple[str, ...], strong: bool, batch: float | None,
     if report is not None:
         written += scaling_report(r, report)
     for p in written:
-        click.echo(f"traceforge: wrote {p}", err=True)
+        wrote(p)
+    if report is not None:
+        from traceforge.render.figures import NO_CHARTS, charts_available
+
+        if not charts_available():
+            click.echo(f"traceforge: {report} has no chart: {NO_CHARTS}", err=True)

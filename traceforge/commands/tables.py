@@ -52,9 +52,7 @@ def emit_tables(tables: Sequence[Table], fmt: str, *, table: str | None = None,
         except OSError as e:
             raise UsageError(f"{out_dir}: cannot write ({e.strerror})") from None
         for t in tables:
-            output.write(folder / f"{t.name}.{_EXT[fmt]}", render_table(t, fmt))
-        click.echo(f"wrote {len(tables)} table(s) to {folder}: "
-                   + ", ".join(f"{t.name}.{_EXT[fmt]}" for t in tables), err=True)
+            output.wrote(output.write(folder / f"{t.name}.{_EXT[fmt]}", render_table(t, fmt)))
         return
     if fmt == "json":
         if table is not None:

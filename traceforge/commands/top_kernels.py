@@ -27,6 +27,7 @@ from traceforge.commands.options import (
 )
 from traceforge.errors import UsageError
 from traceforge.formats.counter_files import read_counters
+from traceforge.formats.run import rank_from_name
 from traceforge.model import GPU_KINDS
 from traceforge.render import render_frame
 
@@ -78,11 +79,22 @@ def command(
         t = load_trace(traces[0], rule, kinds=kinds)
         totals, notes, what = fn(t), tuple(t.meta.notes), traces[0]
     else:
-        ranks = engine.ranks(run_paths(traces), fn, steps_from=rule, kinds=kinds)
+        # Kernels add up whatever ranks the files state: files that state none (several
+        # single-GPU runs in one folder) are counted together too, numbered in order.
+        ranks = engine.ranks(run_paths(traces), fn, steps_from=rule, kinds=kinds,
+                             numbered=True)
         totals = merge_kernel_totals([x.value for x in ranks])
         notes = tuple(dict.fromkeys(n for x in ranks for n in x.notes))
-        notes += (f"{len(ranks)} ranks: the kernels of all of them counted together.",)
-        what = f"{len(ranks)} ranks of {' '.join(traces)}"
+        unranked = [x.path for x in ranks if x.facts.get("world_size") is None
+                    and rank_from_name(x.path) is None]
+        if len(unranked) == len(ranks):
+            notes += (f"{len(ranks)} traces that state no rank: the kernels of all of them "
+                      "counted together (to line runs up side by side: traceforge "
+                      "compare).",)
+            what = f"{len(ranks)} traces of {' '.join(traces)}"
+        else:
+            notes += (f"{len(ranks)} ranks: the kernels of all of them counted together.",)
+            what = f"{len(ranks)} ranks of {' '.join(traces)}"
     df = top_kernels_of(totals, None if limit <= 0 else limit, by=by)
     extra: list[str] = []
     if counters_path:

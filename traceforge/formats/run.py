@@ -56,14 +56,17 @@ def run_files(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], str
     return list(found.files), found.note()
 
 
-def rank_traces(path: Path, trace: Trace, *, only_file: bool) -> list[Trace]:
+def rank_traces(path: Path, trace: Trace, *, only_file: bool,
+                number: int | None = None) -> list[Trace]:
     """The rank traces one file of a run holds, each with its rank set.
 
     A file holding several processes with GPU work and no rank of its own (an nsys report
     of torchrun, a merged rocpd database, a rocprofv3 folder) is split into one trace per
     process, ranks as the reader numbered them. Otherwise the rank is the file's
     ``distributedInfo`` rank, else the one its name states, else 0 when it is the run's
-    ``only_file``; a rank-less file among several is an AnalysisError.
+    ``only_file``, else ``number`` (its place among the files, for verbs that count
+    several traces together whatever their ranks); a rank-less file among several is
+    otherwise an AnalysisError.
     """
     if only_file and trace.meta.rank is None and (trace.meta.world_size or 0) > 1:
         return split_processes(trace)
@@ -71,7 +74,11 @@ def rank_traces(path: Path, trace: Trace, *, only_file: bool) -> list[Trace]:
     if r is None and only_file:
         r = 0
     if r is None:
-        raise AnalysisError(f"{path}: no rank in distributedInfo or in the file name")
+        r = number
+    if r is None:
+        raise AnalysisError(f"{path}: no rank in distributedInfo or in the file name, so "
+                            "it cannot be one rank of a run of several files (separate "
+                            "runs: traceforge compare)")
     if trace.meta.rank is None:
         trace = trace.with_meta(replace(trace.meta, rank=r))
         trace.events["rank"] = r
@@ -88,17 +95,25 @@ def run_facts(trace: Trace) -> dict[str, object]:
 
 
 def pool_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequence[object],
-             hint: str) -> list[R]:
+             hint: str, done: Callable[[int, int], None] | None = None) -> list[R]:
     """``fn`` over ``items`` in order, on ``n`` processes (here when ``n`` <= 1). Parsing
     and analysing are CPU-bound and hold the GIL: one process per item. Errors come back
     pickled (every TraceforgeError pickles); a worker that dies (out of memory, a signal)
     breaks the pool, which is reported as ``hint`` naming ``files``, not as an
-    internal error."""
+    internal error. ``done(k, total)`` is called as results arrive (progress)."""
+    tick = done or (lambda k, total: None)
+    out: list[R] = []
     if n <= 1:
-        return [fn(x) for x in items]
+        for x in items:
+            out.append(fn(x))
+            tick(len(out), len(items))
+        return out
     try:
         with ProcessPoolExecutor(max_workers=n) as pool:
-            return list(pool.map(fn, items))
+            for r in pool.map(fn, items):
+                out.append(r)
+                tick(len(out), len(items))
+            return out
     except BrokenProcessPool:
         raise AnalysisError(f"{', '.join(map(str, files))}: {hint}") from None
 

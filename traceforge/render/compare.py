@@ -13,6 +13,8 @@ import pandas as pd
 
 from traceforge.analyzers.runs.compare import Comparison
 from traceforge.render.figures import (
+    NO_CHARTS,
+    charts_available,
     drop_empty,
     html_page,
     html_section,
@@ -29,8 +31,9 @@ from traceforge.render.text import display, plain
 TABLE_NAMES: tuple[str, ...] = ("runs", "classes", "families", "counts", "comm")
 
 _NOTE = ("times: GPU activity launched in the steps, durations summed, per step and per GPU "
-         "(mean over ranks); step_ms: slowest rank's mean host step; latency/hz/peak from "
-         "capture summaries (unprofiled steps)")
+         "(mean over ranks); step_ms: slowest rank's mean host step; latency_ms: the run's "
+         "step time from its capture summaries (latency_from says over which steps), "
+         "hz/samples/tokens per s from it")
 
 
 def compare_tables(c: Comparison, *, wide: bool = True) -> list[Table]:
@@ -102,15 +105,20 @@ def compare_chart(c: Comparison, stem: Path) -> list[Path]:
 def compare_report(c: Comparison, path: Path) -> list[Path]:
     """A Markdown (``.md``) or HTML (``.html``) comparison report with the chart (written
     beside it as PATH-STEM.compare.png/.svg); returns every file written."""
-    charts = compare_chart(c, path.with_name(f"{path.stem}.compare"))
+    # Without matplotlib the report is written without its chart, saying what adds it.
+    charts = (compare_chart(c, path.with_name(f"{path.stem}.compare"))
+              if charts_available() else [])
     shown = compare_tables(c)
     title = f"traceforge compare: {' vs '.join(c.labels)}"
     if path.suffix == ".html":
-        body = svg_inline(charts[1]) + "".join(
+        chart = (svg_inline(charts[1]) if charts
+                 else f'<p class="note">{html.escape(NO_CHARTS)}</p>\n')
+        body = chart + "".join(
             html_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
         text = html_page(title, body)
     else:
-        text = f"# {plain(title)}\n\n![comparison]({html.escape(charts[0].name)})\n\n" + "\n".join(
+        chart = (f"![comparison]({html.escape(charts[0].name)})" if charts else f"_{NO_CHARTS}_")
+        text = f"# {plain(title)}\n\n{chart}\n\n" + "\n".join(
             md_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
     write_text(path, text)
     return [path, *charts]

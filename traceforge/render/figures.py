@@ -22,6 +22,17 @@ from traceforge.render.text import plain, plain_lines
 
 #: Chart file formats written side by side.
 CHART_FORMATS: tuple[str, ...] = ("png", "svg")
+#: What a report says in a chart's place when matplotlib is missing.
+NO_CHARTS = "charts need matplotlib: pip install 'traceforge[charts]' adds them"
+
+
+def charts_available() -> bool:
+    """Whether matplotlib can be imported (a report without it is written without charts)."""
+    try:
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def new_figure(width: float, height: float, cols: int = 1,
@@ -105,8 +116,9 @@ def html_section(title: str, df: pd.DataFrame, *, digits: int = 2,
 
 
 def drop_empty(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` without the numeric columns that hold no value at all (NaN throughout)."""
-    keep = [c for c in df.columns if not (df[c].dtype.kind == "f" and df[c].isna().all())]
+    """``df`` without the columns that hold no value at all (NaN or "" throughout)."""
+    keep = [c for c in df.columns if not (df[c].dtype.kind == "f" and df[c].isna().all())
+            and not (df[c].dtype == object and len(df) and df[c].isin(["", None]).all())]
     out: pd.DataFrame = df[keep]
     return out
 

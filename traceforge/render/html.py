@@ -152,11 +152,13 @@ def _cards(r: RunAnalysis) -> str:
         label = "GPU busy" + (" (mean of ranks)" if r.ranks > 1 else "")
         items.append((label, f"{f['busy_pct']:.1f}%"))
     items.append(("kernels", f"{int(f.get('kernels', 0)):,}"))
+    if "kernels_per_step" in f:
+        items.append(("kernels per step", f"{int(f['kernels_per_step']):,}"))
     cards = [f'<div class="card"><span class="note">{_e(k)}</span><b>{_e(v)}</b></div>'
              for k, v in items]
     hfu = sections.hfu_card(r)
-    if hfu is not None:
-        label, value, what = hfu
+    extra = [hfu] if hfu is not None else []
+    for label, value, what in [*extra, *sections.run_time_cards(r)]:
         cards.append(f'<div class="card"><span class="note">{_e(label)}</span><b>{_e(value)}'
                      f'</b><span class="note">{_e(what)}</span></div>')
     return '<div class="cards">' + "".join(cards) + "</div>"

@@ -32,12 +32,15 @@ def _run(r: RunAnalysis) -> str:
                 f"span {f.get('span_ms', 0):,.2f} ms")
     if "step_ms" in f:
         head.append(f"- steps: {int(f.get('steps', 0))} x {f['step_ms']:,.2f} ms")
+    if "kernels_per_step" in f:
+        head.append(f"- kernels per step: {int(f['kernels_per_step']):,}")
     if "busy_pct" in f:
         mean = " (mean of ranks)" if r.ranks > 1 else ""
         head.append(f"- GPU busy{mean}: {f['busy_pct']:.1f}% of step time")
     hfu = sections.hfu_card(r)
     if hfu is not None:
         head.append(f"- {hfu[0]}: {hfu[1]} ({hfu[2]})")
+    head += [f"- {k}: {v} ({w})" for k, v, w in sections.run_time_cards(r)]
     head += [f"- note: {n}" for n in r.notes]
     for name, why in sorted(r.unavailable.items()):
         head.append(f"- {name} analysis unavailable: {why}")

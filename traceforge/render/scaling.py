@@ -13,6 +13,8 @@ import numpy as np
 
 from traceforge.analyzers.runs.scaling import TERMS, ScalingReport
 from traceforge.render.figures import (
+    NO_CHARTS,
+    charts_available,
     drop_empty,
     html_page,
     html_section,
@@ -139,15 +141,20 @@ def scaling_figure(r: ScalingReport) -> Any:
 def scaling_report(r: ScalingReport, path: Path) -> list[Path]:
     """A Markdown (``.md``) or HTML (``.html``) report with the tables and the chart
     (written beside it as PATH-STEM.scaling.png/.svg); returns every file written."""
-    charts = scaling_chart(r, path.with_name(f"{path.stem}.scaling"))
+    # Without matplotlib the report is written without its chart, saying what adds it.
+    charts = (scaling_chart(r, path.with_name(f"{path.stem}.scaling"))
+              if charts_available() else [])
     shown = scaling_tables(r, mark_empty=False)
     title = "traceforge scaling"
     if path.suffix == ".html":
-        body = svg_inline(charts[1]) + "".join(
+        chart = (svg_inline(charts[1]) if charts
+                 else f'<p class="note">{html.escape(NO_CHARTS)}</p>\n')
+        body = chart + "".join(
             html_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
         text = html_page(title, body)
     else:
-        text = f"# {title}\n\n![scaling]({html.escape(charts[0].name)})\n\n" + "\n".join(
+        chart = (f"![scaling]({html.escape(charts[0].name)})" if charts else f"_{NO_CHARTS}_")
+        text = f"# {title}\n\n{chart}\n\n" + "\n".join(
             md_section(t.title, t.frame, digits=t.digits, notes=t.notes) for t in shown)
     write_text(path, text)
     return [path, *charts]

@@ -40,6 +40,24 @@ def hfu_card(r: RunAnalysis) -> tuple[str, str, str] | None:
     return label, value, what
 
 
+def run_time_cards(r: RunAnalysis) -> list[tuple[str, str, str]]:
+    """(label, value, what) of the run's step time (traceforge.step_time.run_step_time),
+    its throughput and the profiler's overhead, for runs with a capture summary."""
+    info = r.run_info
+    lat = info.get("latency_ms")
+    if lat is None:
+        return []
+    out = [("run step time", f"{lat:,.2f} ms", str(info.get("source", "")))]
+    for key, unit in (("samples_per_s", "samples/s"), ("tokens_per_s", "tokens/s")):
+        if info.get(key):
+            out.append((unit, f"{info[key]:,.1f}", "per GPU, at the run step time"))
+    if info.get("overhead_pct") is not None and info.get("profiled_ms") is not None:
+        out.append(("profiled step", f"{info['profiled_ms']:,.2f} ms",
+                    f"median of the recorded steps: profiler overhead "
+                    f"{info['overhead_pct']:+.1f}%"))
+    return out
+
+
 def roofline_lines(r: RunAnalysis) -> list[str]:
     """The ceilings used and each rank's totals, worded as ``traceforge roofline`` does."""
     rf = r.roofline

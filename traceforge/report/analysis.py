@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.communication.table import CommReport, ceiling_line, comm
-from traceforge.analyzers.names.kernel_names import classify
+from traceforge.analyzers.names.kernel_names import attention_text, classify
 from traceforge.analyzers.runs.inputs import TraceRun
 from traceforge.analyzers.runs.scaling import ScalingReport, scaling
 from traceforge.analyzers.runs.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
-from traceforge.analyzers.timeline.core import timeline
+from traceforge.analyzers.timeline.core import outlier_steps, timeline
 from traceforge.analyzers.timing.breakdown import breakdown, rank_of
 from traceforge.analyzers.timing.idle import idle_gaps
 from traceforge.analyzers.timing.kernels import top_kernels
@@ -42,6 +42,7 @@ from traceforge.report import roofline as roofline_tables
 from traceforge.report.critical_path import PathTables
 from traceforge.report.memory import MemoryTables
 from traceforge.report.roofline import RooflineTables
+from traceforge.step_time import run_step_time, summary_of
 
 #: Most GPU activities drawn in the one-step timeline strip (the HTML stays small).
 TIMELINE_MAX = 4000
@@ -92,6 +93,11 @@ class RunAnalysis(Tables):
     run_info: dict[str, Any] = field(default_factory=dict)  # latency, memory from capture
     memory: MemoryTables = field(default_factory=MemoryTables)  # from memory events
     notes: tuple[str, ...] = ()
+    #: Rank 0's outlier steps (traceforge.analyzers.timeline.core.outlier_steps) and their
+    #: step times against the median: (step, ms) pairs and the median ms.
+    outliers: tuple[tuple[int, float], ...] = ()
+    median_step_ms: float | None = None
+    first_step: int | None = None
     unavailable: dict[str, str] = field(default_factory=dict)
     #: Collective bandwidth (``traceforge comm``): the kind x size table, one point per
     #: collective (bytes, busbw_gbps, kind) for the chart, the ceiling (GB/s, its name)
@@ -137,21 +143,50 @@ def run_label(traces: Sequence[Trace]) -> str:
     return name
 
 
+def _capture_notes(t: Trace) -> list[str]:
+    """What ``traceforge capture``'s mode changed (from the trace's own record) and which
+    attention kernels ran, by SDPA backend (from the kernel names)."""
+    ev = t.events
+    k = ev.loc[ev["kind"] == "kernel", "name"].astype(str).value_counts()
+    out = [f"attention kernels: {attention_text(dict(zip(k.index, k.to_numpy(), strict=True)))}"]
+    tf = t.meta.extra.get("traceforge")
+    mode = tf.get("mode") if isinstance(tf, dict) else None
+    if isinstance(mode, dict) and mode.get("actions"):
+        out.insert(0, f"captured in mode {mode.get('mode')}, which changed: "
+                      + "; ".join(map(str, mode["actions"])))
+    return out
+
+
 def _run_info(traces: Sequence[Trace]) -> dict[str, Any]:
-    """Latency and memory measured by ``traceforge capture`` (outside the profiler)."""
-    tf = traces[0].meta.extra.get("traceforge")
+    """The run's step time and profiler overhead (:func:`traceforge.step_time.run_step_time`,
+    the slowest rank's) and peak memory, from the capture summaries the traces carry."""
     info: dict[str, Any] = {}
-    if not isinstance(tf, dict):
-        return info
+    times = [st for st in (run_step_time(summary_of(t.meta.extra)) for t in traces)
+             if st is not None]
+    if times:
+        st = max(times, key=lambda x: x.seconds)
+        info.update({"latency_ms": st.ms, "source": st.label,
+                     "profiled_ms": st.profiled_s * 1e3 if st.profiled_s is not None else None,
+                     "overhead_pct": st.overhead_pct, "overhead_large": st.overhead_large,
+                     "samples_per_s": st.samples_per_s, "tokens_per_s": st.tokens_per_s})
+    tf = summary_of(traces[0].meta.extra) or {}
     steps = tf.get("steps") or {}
-    wall = [float(x) for x in steps.get("wall_s") or [] if x]
-    if wall:
-        info["latency_ms"] = float(np.median(wall)) * 1e3
-        info["source"] = "capture (median step, unprofiled)"
     peak = [int(x) for x in steps.get("peak_memory_bytes") or [] if x]
     if peak:
         info["memory_gib"] = max(peak) / 2**30
     return info
+
+
+def _outliers(trace: Trace) -> dict[str, Any]:
+    """The run's outlier steps (rank 0), for the outlier finding and qualifications."""
+    tl = timeline(trace)
+    r = tl.steps.ranges
+    if r.empty:
+        return {}
+    dur = dict(zip(r["step"].tolist(), ((r["end"] - r["ts"]) / 1e6).tolist(), strict=True))
+    return {"outliers": tuple((s, float(dur[s])) for s in outlier_steps(tl)),
+            "median_step_ms": float(np.median(list(dur.values()))),
+            "first_step": int(min(dur))}
 
 
 def _ranked(frames: Sequence[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
@@ -272,23 +307,25 @@ def _path_ahead(ts: Sequence[Trace]) -> Iterator[Callable[[], PathTables]]:
         kid.close()
 
 
-def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: int = 15
-            ) -> RunAnalysis:
-    """Run every analyzer over one run (its ranks' traces, sorted by rank) once."""
+def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: int = 15,
+            flops_from: Trace | None = None) -> RunAnalysis:
+    """Run every analyzer over one run (its ranks' traces, sorted by rank) once;
+    ``flops_from``: FLOPs per step for the FLOPs utilization of runs without op shapes."""
     ts = [traces] if isinstance(traces, Trace) else list(traces)
     with _path_ahead(ts) as path_of:
-        return _analyze(ts, label, top, path_of)
+        return _analyze(ts, label, top, path_of, flops_from)
 
 
 def _analyze(ts: list[Trace], label: str | None, top: int,
-             path_of: Callable[[], PathTables]) -> RunAnalysis:
+             path_of: Callable[[], PathTables], flops_from: Trace | None = None
+             ) -> RunAnalysis:
     miss: dict[str, str] = {}
     per: dict[str, list[tuple[int, pd.DataFrame]]] = {}
 
     def add(key: str, rank: int, df: pd.DataFrame) -> None:
         per.setdefault(key, []).append((rank, df))
 
-    notes: list[str] = []
+    notes: list[str] = _capture_notes(ts[0]) if ts else []
     for i, t in enumerate(ts):
         r = rank_of(t, i)
         s = summary(t)
@@ -314,7 +351,8 @@ def _analyze(ts: list[Trace], label: str | None, top: int,
         add("copies", r, host_copies(t))
         add("syncs", r, sync_calls(t))
     bd = _try("breakdown", lambda: breakdown(ts), _empty(["rank", "step"]), miss)
-    roof = _try("roofline", lambda: roofline_tables.gather(ts), RooflineTables(), miss)
+    roof = _try("roofline", lambda: roofline_tables.gather(ts, flops_from=flops_from),
+                RooflineTables(), miss)
     path = (_try("critical_path", path_of, PathTables(), miss)
             if any(not timeline(t).activity.empty for t in ts) else PathTables())
     ovr = _try("overlap", lambda: overlap(ts), None, miss)
@@ -360,6 +398,7 @@ def _analyze(ts: list[Trace], label: str | None, top: int,
         run_info=_run_info(ts),
         memory=mem,
         notes=tuple(notes),
+        **_outliers(ts[0]),
         unavailable=miss,
         **_comm_fields(cr),
     )
@@ -380,7 +419,8 @@ def _comm_fields(cr: CommReport | None) -> dict[str, Any]:
 def _overview_row(f: dict[str, Any]) -> dict[str, Any]:
     return {"format": f["format"], "steps": len(f["steps"]), "steps_from": f["step_source"],
             "step_time_ms": f["step_time_ms"], "gpu_busy_pct": f["gpu_busy_pct"],
-            "kernels": f["kernels"], "span_ms": f["span_ms"]}
+            "kernels": f["kernels"], "kernels_per_step": f.get("kernels_per_step"),
+            "span_ms": f["span_ms"]}
 
 
 def _facts(overview: pd.DataFrame, bd: pd.DataFrame, ranks: int) -> dict[str, float]:
@@ -390,6 +430,10 @@ def _facts(overview: pd.DataFrame, bd: pd.DataFrame, ranks: int) -> dict[str, fl
         return facts
     facts["span_ms"] = float(overview["span_ms"].max())
     facts["kernels"] = float(overview["kernels"].mean())
+    kps = overview["kernels_per_step"].dropna()
+    if len(kps):
+        # The one kernels per step (timeline.kernels_per_step), mean of ranks, whole.
+        facts["kernels_per_step"] = float(round(float(kps.astype(float).mean())))
     facts["steps"] = float(overview["steps"].max())
     st = overview["step_time_ms"].dropna()
     if len(st):
@@ -448,8 +492,9 @@ PROFILED = "profiled (mean host step)"
 def compare_runs(runs: Sequence[RunAnalysis]) -> pd.DataFrame:
     """One row per run: latency, throughput, memory, GPU busy, kernels and speedup.
 
-    Latency is the capture's median step wall time (outside the profiler) when the trace
-    carries it, else the run's step time (:func:`traceforge.analyzers.timeline.core.step_time_ns`,
+    Latency is the run's step time (:func:`traceforge.step_time.run_step_time`: the median
+    of the unprofiled steps after the recorded window) when the trace carries a capture
+    summary, else the run's step time (:func:`traceforge.analyzers.timeline.core.step_time_ns`,
     the same number ``diff`` divides); ``latency_from`` says which. ``speedup`` = the first
     run's latency / this run's, given only where both come from the same source.
     """
@@ -462,15 +507,20 @@ def compare_runs(runs: Sequence[RunAnalysis]) -> pd.DataFrame:
             "run": r.label, "device": r.device_name, "ranks": r.ranks,
             "latency_ms": lat, "latency_from": src if lat is not None else "",
             "throughput_per_s": 1e3 / lat if lat else None,
+            "samples_per_s": r.run_info.get("samples_per_s"),
+            "tokens_per_s": r.run_info.get("tokens_per_s"),
+            "overhead_pct": r.run_info.get("overhead_pct"),
             "memory_gib": r.run_info.get("memory_gib"),
             "gpu_busy_pct": r.facts.get("busy_pct"),
-            "kernels_per_step": r.facts.get("kernels", 0.0) / steps,
+            "kernels_per_step": int(r.facts.get("kernels_per_step",
+                                                round(r.facts.get("kernels", 0.0) / steps))),
         })
     out: pd.DataFrame = pd.DataFrame(rows)
     if len(out):
         base, base_src = out["latency_ms"].iloc[0], out["latency_from"].iloc[0]
         out["speedup"] = [base / x if base and x and s == base_src else None
                           for x, s in zip(out["latency_ms"], out["latency_from"], strict=True)]
-        if out["memory_gib"].isna().all():
-            out = out.drop(columns="memory_gib")
+        for col in ("memory_gib", "samples_per_s", "tokens_per_s", "overhead_pct"):
+            if out[col].isna().all():
+                out = out.drop(columns=col)
     return out

@@ -74,7 +74,8 @@ def _runs_of(items: Sequence[Trace | Sequence[Trace]]) -> list[list[Trace]]:
 
 
 def build_report(*runs: Trace | Sequence[Trace], top: int = 15,
-                 measured: Mapping[str, Mapping[str, Any]] | None = None) -> Report:
+                 measured: Mapping[str, Mapping[str, Any]] | None = None,
+                 flops_from: Trace | None = None) -> Report:
     """The report over ``runs``: each a :class:`~traceforge.model.Trace` or a list of the
     rank traces of one run. Separate traces that are ranks of one distributed run become
     one run; otherwise each is a run and they are compared (eager vs compiled).
@@ -82,11 +83,13 @@ def build_report(*runs: Trace | Sequence[Trace], top: int = 15,
     ``top``: rows in the kernel and operator tables. ``measured``: per run label,
     ``latency_ms`` / ``memory_gib`` / ``source`` measured outside the profiler (a
     capture's ``latency.json``), used in the comparison instead of profiled step times.
+    ``flops_from``: an eager trace of the same model whose ops' FLOPs stand for those of
+    runs that record none (a compiled run), as ``traceforge mfu --flops-from``.
     """
     if not runs:
         raise UsageError("report: give at least one trace")
     loaded = _runs_of(runs)
-    done = [analyze(r, top=top) for r in loaded]
+    done = [analyze(r, top=top, flops_from=flops_from) for r in loaded]
     if measured:
         done = [replace(r, run_info={**r.run_info, **measured[r.label]})
                 if r.label in measured else r for r in done]

@@ -4,6 +4,12 @@ Every rule reads a :class:`~traceforge.report.analysis.RunAnalysis` and returns 
 :class:`Finding`, whose title names the problem and whose evidence carries the numbers.
 Thresholds are module constants so that reports can cite them. :func:`findings` runs every
 rule over every run and prints a finding that holds for several runs once, naming them.
+
+The profiled run is not the run: a finding drawn from host time (launch-bound, host waits,
+synchronization, low GPU busy) is qualified when the profiler's overhead on the run is
+large (:data:`traceforge.step_time.OVERHEAD_LARGE_PCT`) and withheld -- low severity, its
+title saying so -- when only outlier steps support it (:func:`qualify`);
+:func:`first_step_outlier` says when the first recorded step is an outlier.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from traceforge.analyzers.communication import table as comm_table
+from traceforge.analyzers.names.kernel_names import short_name
 from traceforge.report import roofline as roofline_tables
 from traceforge.report.analysis import RunAnalysis
+from traceforge.step_time import OUTLIER_K, OUTLIER_MIN_PCT
 
 BUSY_PCT_MIN = 40.0  # below this the GPU mostly waits: the first thing to fix
 EXPOSED_COMM_PCT_MAX = 30.0  # communication not hidden behind compute, % of step time
@@ -26,6 +34,9 @@ GEMM_BOUND_PCT_MIN = 30.0  # GEMM kernels' achieved share of their roofline boun
 #: their bound, as % of the rank's GPU time: below this the ops are close enough.
 AT_STAKE_PCT_MIN = 10.0
 AT_STAKE_OPS = 3  # ops the finding names
+#: GPU idle between the nodes of CUDA/HIP graph replays (cause graph_internal), % of the
+#: steps' GPU windows: above this the graph's own gaps cost more than launches would save.
+GRAPH_IDLE_PCT_MIN = 10.0
 
 SEVERITIES = ("high", "medium", "low")
 
@@ -40,6 +51,52 @@ class Finding:
     evidence: str
     advice: str
     runs: tuple[str, ...] = ()
+
+
+# -- the profiled run is not the run (issue 24) ------------------------------------
+#: Findings drawn from host time: the profiler's host overhead inflates them.
+HOST_RULES = frozenset({"launch_bound", "sync_stalls", "gpu_busy_low"})
+
+
+def first_step_outlier(r: RunAnalysis) -> Finding | None:
+    """The run's first recorded step is an outlier step."""
+    if not r.outliers or r.first_step is None or r.outliers[0][0] != r.first_step:
+        return None
+    step, ms = r.outliers[0]
+    med = r.median_step_ms or 0.0
+    times = f", {ms / med:.1f}x" if med else ""
+    return Finding(
+        "first_step_outlier", "low",
+        "The first recorded step is an outlier: profiler start-up, not the workload",
+        f"Step {step} took {ms:,.2f} ms{times} the median step ({med:,.2f} ms; outlier rule: "
+        f"more than {OUTLIER_K:g} scaled MADs and {OUTLIER_MIN_PCT:g}% from the median). "
+        "It is left out of step statistics; findings it alone supports are withheld.",
+        "Record more steps after a longer warm-up (traceforge capture --steps WAIT,WARMUP,"
+        "ACTIVE), and judge the run by its unprofiled step time.",
+    )
+
+
+def qualify(r: RunAnalysis, f: Finding, steps: list[int] | None = None) -> Finding:
+    """``f`` as it should be shown, given what the profiler did to the run. ``steps``:
+    the steps the finding rests on (None: the whole run)."""
+    if f.rule not in HOST_RULES:
+        return f
+    bad = {s for s, _ in r.outliers}
+    if steps and bad and set(steps) <= bad:
+        which = ", ".join(str(s) for s in sorted(steps))
+        return replace(f, severity="low", title=f"Withheld: {f.title}",
+                       evidence=f"Only outlier step(s) {which} support this (inflated, e.g. "
+                                f"by profiler start-up): not a finding about the workload. "
+                                f"{f.evidence}")
+    overhead = r.run_info.get("overhead_pct")
+    if r.run_info.get("overhead_large") and overhead is not None:
+        prof = r.run_info.get("profiled_ms")
+        return replace(f, title=f"{f.title} (qualified: profiler overhead {overhead:.0f}%)",
+                       evidence=f"{f.evidence} Qualified: the profiler slowed the recorded "
+                                f"steps by {overhead:.0f}% ({prof or 0:,.2f} ms vs "
+                                f"{r.run_info.get('latency_ms', 0):,.2f} ms unprofiled), so "
+                                "host time is inflated; confirm on an unprofiled run.")
+    return f
 
 
 def _low_busy(r: RunAnalysis) -> Finding | None:
@@ -66,19 +123,21 @@ def _launch_bound(r: RunAnalysis) -> Finding | None:
         return None
     wait = float(bound["host_wait_pct"].mean())
     short = float(bound["short_pct"].mean())
-    delay = float(bound["median_launch_delay_us"].median())
-    return Finding(
+    delay = float(bound["median_launch_latency_us"].median())
+    queue = float(bound["median_queue_us"].median())
+    f = Finding(
         "launch_bound", "high",
         "Steps are launch-bound: the GPU waits on the CPU",
         f"{len(bound)} of {len(lo)} steps launch-bound. In those steps the GPU waited on "
         f"the CPU for {wait:.0f}% of the step; {short:.0f}% "
-        f"of kernels ran for less time than their launch call took; median launch delay "
-        f"{delay:.1f} us; {int(bound['kernels'].sum())} kernels from "
-        f"{int(bound['launches'].sum())} launch calls.",
+        f"of kernels ran for less time than their launch call took; median launch latency "
+        f"{delay:.1f} us (queue time {queue:.1f} us); {int(bound['kernels'].sum())} kernels "
+        f"from {int(bound['launches'].sum())} launch calls.",
         "Launch fewer, bigger kernels: capture the step in a CUDA graph "
         "(torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph), or fuse kernels "
         "with torch.compile; a larger batch also amortizes each launch.",
     )
+    return qualify(r, f, [int(s) for s in bound["step"]])
 
 
 def _exposed_comm(r: RunAnalysis) -> Finding | None:
@@ -153,6 +212,40 @@ def _syncs(r: RunAnalysis) -> Finding | None:
         f"in sync calls inside steps: {host_pct:.1f}% ({calls}).",
         "Remove synchronizing calls from the loop: .item(), .cpu(), print(tensor), "
         "torch.cuda.synchronize(), blocking copies; log metrics every N steps instead.",
+    )
+
+
+def _graph_gaps(r: RunAnalysis) -> Finding | None:
+    idle = r.idle_summary
+    if idle.empty or "cause" not in idle:
+        return None
+    rows = idle[idle["cause"] == "graph_internal"]
+    if rows.empty:
+        return None
+    worst = rows.loc[rows["pct"].astype(float).idxmax()]
+    pct = float(worst["pct"])
+    if pct < GRAPH_IDLE_PCT_MIN:
+        return None
+    gaps, idle_ns = int(worst["gaps"]), int(worst["idle_ns"])
+    where = _rank_prefix(r, worst["rank"]) if "rank" in rows else ""
+    top = r.idle_gaps
+    top = top[top["cause"] == "graph_internal"] if "cause" in top else top.iloc[:0]
+    by_next = (top.assign(kernel=top["next_name"].map(lambda n: short_name(str(n))))
+               .groupby("kernel", sort=False)["dur"].agg(["count", "max"])
+               .sort_values("max", ascending=False, kind="stable").head(3))
+    largest = ", ".join(f"{k} ({int(x['count'])} of the {len(top)} longest listed, up to "
+                        f"{float(x['max']) / 1e3:.1f} us)" for k, x in by_next.iterrows())
+    return Finding(
+        "graph_gaps", "high" if pct >= 2 * GRAPH_IDLE_PCT_MIN else "medium",
+        "The GPU idles between the nodes of CUDA-graph replays",
+        f"{where}GPU idle inside graph replays (cause graph_internal): {pct:.1f}% of the "
+        f"steps' GPU windows, {idle_ns / 1e6:.2f} ms in {gaps:,} gaps "
+        f"({idle_ns / max(gaps, 1) / 1e3:.2f} us each on average)"
+        + (f"; the longest come before {largest}." if largest else "."),
+        "A replayed graph still pays a small launch gap per node and waits on its "
+        "dependencies: with many short kernels that adds up. Fuse kernels (torch.compile "
+        "fuses elementwise chains), make each kernel do more (batch), or capture independent "
+        "branches on separate streams so the graph's nodes can overlap.",
     )
 
 
@@ -246,7 +339,9 @@ def _comm_below_link(r: RunAnalysis) -> Finding | None:
 
 RULES: tuple[Callable[[RunAnalysis], Finding | None], ...] = (
     _low_busy, _launch_bound, _exposed_comm, _copies, _syncs, _gemm, _below_bound,
+    first_step_outlier,
     _comm_below_link,
+    _graph_gaps,
 )
 
 
@@ -261,6 +356,8 @@ def findings(runs: RunAnalysis | Sequence[RunAnalysis]) -> list[Finding]:
     for run in rs:
         for rule in RULES:
             f = rule(run)
+            if f is not None and f.rule != "launch_bound":
+                f = qualify(run, f)  # launch_bound qualifies itself, by its steps
             if f is not None:
                 by_rule.setdefault(f.rule, []).append(replace(f, runs=(run.label,)))
     out = []

@@ -107,8 +107,9 @@ def _ranked(parts: Sequence[tuple[int, pd.DataFrame]], cols: Sequence[str]) -> p
     return cast("pd.DataFrame", out[keep])
 
 
-def gather(traces: Sequence[Trace]) -> RooflineTables:
-    """Roofline and FLOPs utilization of each rank's trace (ranks in the given order)."""
+def gather(traces: Sequence[Trace], *, flops_from: Trace | None = None) -> RooflineTables:
+    """Roofline and FLOPs utilization of each rank's trace (ranks in the given order);
+    ``flops_from``: as ``traceforge mfu --flops-from``, for traces without op shapes."""
     ops, classes, below, totals, steps = [], [], [], [], []
     notes: list[str] = []
     chart: dict[str, Any] = {}
@@ -131,6 +132,10 @@ def gather(traces: Sequence[Trace]) -> RooflineTables:
             "unmodelled_us": tot["unmodelled_ns"] / 1e3, "saved_us": tot["saved_ns"] / 1e3,
         }])))
         m = mfu(t)
+        # Only a run whose own ops model no FLOPs (compiled) takes an eager trace's: a
+        # report of eager and compiled runs keeps the eager run's own.
+        if flops_from is not None and m.steps["gflops"].fillna(0).eq(0).all():
+            m = mfu(t, flops_from=flops_from)
         steps.append((rank, m.steps))
         for n in (*r.notes, *m.notes):
             if n not in notes:

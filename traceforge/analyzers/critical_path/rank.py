@@ -21,6 +21,7 @@ from traceforge.analyzers.critical_path.edges import GRAPH, LAUNCH, STREAM, WORK
 from traceforge.analyzers.critical_path.host import Chain, contract, host_chain, host_table
 from traceforge.analyzers.critical_path.streams import last_on_streams, stream_table
 from traceforge.analyzers.critical_path.sync import bind, event_candidates, sync_edges
+from traceforge.analyzers.profiling.notes import step_notes
 from traceforge.analyzers.timeline.core import timeline
 from traceforge.analyzers.timing.breakdown import rank_of
 from traceforge.errors import AnalysisError
@@ -178,7 +179,8 @@ def _whole_graph(trace: Trace) -> RankGraph:
     tl = timeline(trace)
     rank, windows = -1, tl.windows
     acts = tl.activity
-    notes: list[str] = []
+    # Outlier steps and profiler overhead (the CPU side of the path is host time).
+    notes: list[str] = step_notes(trace)
     h = host_table(trace, acts, notes)
     nh, na = len(h), len(acts)
     node_ts = np.concatenate([np.column_stack([h["ts"], h["end"]]).ravel(),

@@ -127,10 +127,9 @@ def critical_path_of(ranks: Sequence[RankGraph], *,
     if all(r.acts.empty for r in run.ranks):
         raise AnalysisError(f"{ranks[0].path or 'trace'}: no GPU activity, so no GPU "
                             "window to find a critical path in")
-    if factors:
-        check_keys(run, factors)
+    absent = check_keys(run, factors) if factors else []
     numbers, wins, notes = _windows(run)
-    notes = run.notes + notes
+    notes = run.notes + notes + absent
     scenarios = [(f"{k}={v:g}", {k: v}) for k, v in factors.items()]
     if len(factors) > 1:
         scenarios.append((" ".join(f"{k}={v:g}" for k, v in factors.items()), dict(factors)))

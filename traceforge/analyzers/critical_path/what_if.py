@@ -13,7 +13,7 @@ import pandas as pd
 from traceforge.analyzers.critical_path.edges import COLLECTIVE, WORK
 from traceforge.analyzers.critical_path.run_graph import RunGraph
 from traceforge.analyzers.critical_path.step import StepGraph, edge_index, longest_into
-from traceforge.analyzers.names.kernel_names import CLASSES
+from traceforge.analyzers.names.kernel_names import CLASSES, FAMILIES
 from traceforge.errors import UsageError
 
 
@@ -43,12 +43,21 @@ def parse_what_if(specs: Sequence[str] | Mapping[str, float] | None) -> dict[str
     return out
 
 
-def check_keys(run: RunGraph, factors: Mapping[str, float]) -> None:
+def check_keys(run: RunGraph, factors: Mapping[str, float]) -> list[str]:
+    """Notes on what-ifs that touch nothing here (a known family, e.g. ``nccl``, that these
+    traces do not hold); a name that is no class and no family at all is a UsageError."""
     fams = sorted({str(f) for r in run.ranks for f in pd.unique(r.acts["family"])})
+    notes = []
     for k in factors:
-        if k not in CLASSES and k not in fams:
-            raise UsageError(f"--what-if {k}: not a kernel class ({', '.join(CLASSES)}) "
-                             f"or a kernel family of these traces ({', '.join(fams) or 'none'})")
+        if k in CLASSES or k in fams:
+            continue
+        if k in FAMILIES:
+            notes.append(f"--what-if {k}: these traces hold no {k} kernels, so it saves "
+                         "nothing")
+            continue
+        raise UsageError(f"--what-if {k}: not a kernel class ({', '.join(CLASSES)}) "
+                         f"or a kernel family of these traces ({', '.join(fams) or 'none'})")
+    return notes
 
 
 def edge_factors(run: RunGraph, sp: StepGraph, factors: Mapping[str, float]) -> np.ndarray:

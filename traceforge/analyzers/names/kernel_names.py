@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
@@ -96,6 +96,9 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
          "elementwise", "elementwise"),
     )
 )
+
+#: Every family the rules above name (a what-if may name one a trace happens not to hold).
+FAMILIES: frozenset[str] = frozenset(f for _, _, f in _RULES)
 
 # Wrappers whose first type argument is the real kernel (CUTLASS, cuDNN's CUTLASS, ck_tile).
 _GENERIC_WRAPPERS = frozenset({"Kernel", "Kernel2", "device_kernel", "kentry"})
@@ -385,3 +388,44 @@ def classify(name: str) -> KernelName:
                 return KernelName(cls, family, short_name(name), m.group(1) if m else "")
             return KernelName(cls, family, short_name(name), _detail(core, family))
     return KernelName("other", "other", short_name(name))
+
+
+#: SDPA's backends as kernel names show them: the fused kernels of cuDNN, memory-efficient
+#: (xFormers' CUTLASS kernels) and FlashAttention (PyTorch's, flash_attn's, AOTriton's and
+#: CK's on AMD), and the math backend, unfused: a softmax kernel between two GEMMs.
+ATTENTION_BACKENDS: tuple[str, ...] = ("flash", "memory-efficient", "cudnn", "math")
+_ATTENTION_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), b) for p, b in (
+        (r"cudnn_generated_fort_native_sdpa|sdpa.*cudnn|cudnn.*sdpa", "cudnn"),
+        (r"fmha_cutlass|efficient_attention|mem_efficient|AttentionKernel|fmha_cutlass[FB]",
+         "memory-efficient"),
+        (r"flash|^(_)?attn_(fwd|bwd)|fmha|unified_attention", "flash"),
+        (r"softmax|SoftMax|Softmax", "math"),
+    ))
+
+
+def attention_backend(name: str) -> str | None:
+    """The SDPA backend a kernel name belongs to (:data:`ATTENTION_BACKENDS`), or None.
+    ``math`` is a softmax kernel: the unfused path's sign (its GEMMs look like any other)."""
+    for pat, backend in _ATTENTION_RULES:
+        if pat.search(name):
+            return backend
+    return None
+
+
+def attention_counts(names: Mapping[str, int]) -> dict[str, int]:
+    """Kernel launches per attention backend, from kernel names and their counts; only the
+    backends that ran, in :data:`ATTENTION_BACKENDS` order."""
+    out = dict.fromkeys(ATTENTION_BACKENDS, 0)
+    for name, n in names.items():
+        b = attention_backend(str(name))
+        if b is not None:
+            out[b] += int(n)
+    return {b: n for b, n in out.items() if n}
+
+
+def attention_text(names: Mapping[str, int]) -> str:
+    """``"flash 96, math 24"`` (kernels per backend), or ``"none"``."""
+    counts = attention_counts(names)
+    return ", ".join(f"{'math (softmax)' if b == 'math' else b} {n:,}"
+                     for b, n in counts.items()) or "none"

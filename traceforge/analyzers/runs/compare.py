@@ -33,15 +33,22 @@ from traceforge.analyzers.runs.vendor import (
     neutral_columns,
     vendor_of,
 )
-from traceforge.analyzers.timeline.core import busy_table, step_time_ns, timeline
+from traceforge.analyzers.timeline.core import (
+    busy_table,
+    kernels_per_step,
+    step_time_ns,
+    timeline,
+)
 from traceforge.analyzers.timing.launch import launch_overhead
 from traceforge.errors import UsageError
 from traceforge.model import Tables, Trace
 
 #: Columns of :attr:`Comparison.runs`.
 RUN_COLUMNS = ("run", "vendor", "device", "gpus", "steps", "step_ms", "speedup", "gpu_ms",
-               "kernels", "busy_pct", "idle_ms", "host_wait_ms", "launch_delay_us",
-               "latency_ms", "hz", *PEAK_COLUMNS, "latency_speedup")
+               "kernels", "busy_pct", "idle_ms", "host_wait_ms", "launch_latency_us",
+               "queue_us",
+               *("latency_ms", "latency_from", "hz", "samples_per_s", "tokens_per_s",
+                 "overhead_pct"), *PEAK_COLUMNS, "latency_speedup")
 #: Columns of :attr:`Comparison.by_class` (long: one row per class and run).
 CLASS_COLUMNS = ("class", "run", "ms", "calls", "share_pct", "speedup")
 #: Columns of :attr:`Comparison.by_family` (long: one row per neutral family and run).
@@ -54,8 +61,10 @@ class Comparison(Tables):
 
     ``runs``: one row per run (RUN_COLUMNS): vendor, device, ranks, steps, step time and
     its speedup against the baseline, GPU time, kernels, busy %, idle, host wait, launch
-    delay, and from capture summaries (when the run has them) unprofiled latency, Hz,
-    peak GiB and latency speedup.
+    delay, and from capture summaries (when the run has them) the run's step time
+    (``latency_ms``, :func:`traceforge.step_time.run_step_time`, labelled by
+    ``latency_from``), Hz, samples/s, tokens/s, profiler overhead, peak GiB and latency
+    speedup.
     ``by_class`` / ``by_family``: long tables (CLASS_COLUMNS / FAMILY_COLUMNS; ``calls``:
     kernels, copies and memsets per step per GPU; ``share_pct``: of the run's GPU time); every
     run has a row for every class or family any run has (0 where it has none), and the
@@ -116,6 +125,7 @@ def _rank_rows(t: Trace, vendor: str) -> pd.DataFrame:
 
 def _run_facts(run: TraceRun, vendor: str) -> dict[str, object]:
     steps, step_ns, gpu, kern, busy, idle, wait, delay = [], [], [], [], [], [], [], []
+    queue: list[float] = []
     for t in run.traces:
         tl = timeline(t)
         st = step_time_ns(tl)
@@ -125,7 +135,7 @@ def _run_facts(run: TraceRun, vendor: str) -> dict[str, object]:
         steps.append(len(tl.steps.ranges))
         a = tl.in_steps()
         gpu.append(float((a["end"] - a["ts"]).sum()) / 1e6 / n)
-        kern.append(float((a["kind"] == "kernel").sum()) / n)
+        kern.append(float(kernels_per_step(tl)))
         if a.empty:
             continue
         b = busy_table(tl)
@@ -134,9 +144,12 @@ def _run_facts(run: TraceRun, vendor: str) -> dict[str, object]:
         idle.append(float(b["idle_ns"].iloc[-1]) / 1e6 / nwin)
         lo = launch_overhead(t).steps
         wait.append(float(lo["host_wait_ns"].mean()) / 1e6)
-        d = lo["median_launch_delay_us"].dropna()
+        d = lo["median_launch_latency_us"].dropna()
         if len(d):
             delay.append(float(d.median()))
+        q = lo["median_queue_us"].dropna()
+        if len(q):
+            queue.append(float(q.median()))
     devices = sorted({d.name for t in run.traces for d in t.meta.devices})
     ws = max((t.meta.world_size or 0 for t in run.traces), default=0)
     fact_dev = run.facts.get("device")
@@ -154,9 +167,14 @@ def _run_facts(run: TraceRun, vendor: str) -> dict[str, object]:
         "gpus": int(run.fact("gpus") or ws or len(run.traces)),
         "steps": min(steps) if steps else 0,
         "step_ms": max(step_ns) / 1e6 if step_ns else float("nan"),
-        "gpu_ms": mean(gpu), "kernels": mean(kern), "busy_pct": mean(busy),
-        "idle_ms": mean(idle), "host_wait_ms": mean(wait), "launch_delay_us": mean(delay),
-        "latency_ms": fact("latency_ms"), "hz": fact("hz"),
+        "gpu_ms": mean(gpu), "kernels": int(round(mean(kern))) if kern else 0,
+        "busy_pct": mean(busy),
+        "idle_ms": mean(idle), "host_wait_ms": mean(wait), "launch_latency_us": mean(delay),
+        "queue_us": mean(queue),
+        # The run's step time group (traceforge.step_time.run_step_time via the run).
+        "latency_ms": fact("latency_ms"), "latency_from": run.text("latency_from") or "",
+        "hz": fact("hz"), "samples_per_s": fact("samples_per_s"),
+        "tokens_per_s": fact("tokens_per_s"), "overhead_pct": fact("overhead_pct"),
         **peak_columns(run.traces, None if run.fact("peak_gib") is None
                        else fact("peak_gib") * 2**30),
     }

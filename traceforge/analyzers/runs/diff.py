@@ -13,7 +13,9 @@ vendor-neutral family of :mod:`traceforge.analyzers.runs.vendor` (``library_gemm
 ``fused_attention``, ``collectives``...), naming each side's library.
 
 Three ratios, each named for what it divides (A over B, so above 1 means B is faster):
-``step-time speedup`` (mean host step, :func:`traceforge.analyzers.timeline.core.step_time_ns`),
+``step-time speedup`` (mean host step, :func:`traceforge.analyzers.timeline.core.step_time_ns`;
+the run's unprofiled step time from capture summaries is the ``run step time`` row,
+:func:`traceforge.step_time.run_step_time`),
 ``GPU-time speedup`` (GPU activity time per step) and ``span ratio`` (whole trace spans,
 which include start-up and profiler warm-up and rarely mean anything on their own).
 """
@@ -30,8 +32,15 @@ from traceforge.analyzers.communication.runs import comm_diff
 from traceforge.analyzers.memory import run_peak_memory
 from traceforge.analyzers.names.kernel_names import classify, fused_ops
 from traceforge.analyzers.runs.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
-from traceforge.analyzers.timeline.core import Timeline, busy_table, step_time_ns, timeline
+from traceforge.analyzers.timeline.core import (
+    Timeline,
+    busy_table,
+    kernels_per_step,
+    step_time_ns,
+    timeline,
+)
 from traceforge.model import Tables, Trace
+from traceforge.step_time import run_step_time, summary_of
 
 #: Columns of :attr:`TraceDiff.summary`.
 SUMMARY_COLUMNS = ("metric", "unit", "a", "b", "delta", "ratio")
@@ -120,11 +129,12 @@ class _Side:
     tl: Timeline
     acts: pd.DataFrame
     n: int
+    include_outliers: bool = False
 
     @classmethod
-    def of(cls, t: Trace) -> _Side:
+    def of(cls, t: Trace, include_outliers: bool = False) -> _Side:
         tl = timeline(t)
-        return cls(t, tl, tl.in_steps(), max(1, len(tl.steps.ranges)))
+        return cls(t, tl, tl.in_steps(), max(1, len(tl.steps.ranges)), include_outliers)
 
 
 def _facts(s: _Side) -> dict[str, float]:
@@ -132,19 +142,24 @@ def _facts(s: _Side) -> dict[str, float]:
     dur = (acts["end"] - acts["ts"]).to_numpy()
     kern = (acts["kind"] == "kernel").to_numpy()
     b = busy_table(s.tl)
-    st = step_time_ns(s.tl)
+    st = step_time_ns(s.tl, s.include_outliers)
+    run = run_step_time(summary_of(s.trace.meta.extra), s.include_outliers)
     busy = float(b["busy_ns"].iloc[-1]) if len(b) else 0.0
     idle = float(b["idle_ns"].iloc[-1]) if len(b) else 0.0
     return {
         "trace span": s.trace.span_ns / 1e6,
         "steps": float(len(s.tl.steps.ranges)),
         "step time": st / 1e6 if st is not None else float("nan"),
+        # The run's step time from the capture summary (traceforge.step_time).
+        "run step time": run.ms if run else float("nan"),
+        "samples/s": (run.samples_per_s or float("nan")) if run else float("nan"),
+        "tokens/s": (run.tokens_per_s or float("nan")) if run else float("nan"),
         "GPU time": float(dur.sum()) / 1e6 / per,
         "kernel time": float(dur[kern].sum()) / 1e6 / per,
         "GPU busy": busy / 1e6 / per,
         "GPU idle": idle / 1e6 / per,
         "GPU busy %": float(b["busy_pct"].iloc[-1]) if len(b) else float("nan"),
-        "kernels": float(kern.sum()) / per,
+        "kernels": float(kernels_per_step(s.tl, s.include_outliers)),
         "copies": float((acts["kind"] == "memcpy").sum()) / per,
         "distinct kernels": float(acts.loc[kern, "name"].nunique()),
         **_launch_facts(s.trace),
@@ -165,22 +180,31 @@ def _launch_facts(t: Trace) -> dict[str, float]:
 
     st = launch_overhead(t).steps if not timeline(t).activity.empty else pd.DataFrame()
     if st.empty:
-        return {"host wait": float("nan"), "launch delay (median)": float("nan"),
-                "launch-bound steps": 0.0}
+        return {"host wait": float("nan"), "queue time (median)": float("nan"),
+                "launch latency (median)": float("nan"), "launch-bound steps": 0.0}
     return {
         "host wait": float(st["host_wait_ns"].mean()) / 1e6,
-        "launch delay (median)": float(st["median_launch_delay_us"].median()),
+        # Its two parts (traceforge.analyzers.timing.launch.delay_split): waiting behind earlier
+        # GPU work, and the GPU idle until the launch arrived.
+        "queue time (median)": float(st["median_queue_us"].median()),
+        "launch latency (median)": float(st["median_launch_latency_us"].median()),
         "launch-bound steps": float((st["verdict"] == "launch-bound").sum()),
     }
 
 
 _UNITS = {
-    "trace span": "ms", "steps": "", "step time": "ms", "GPU time": "ms/step",
+    "trace span": "ms", "steps": "", "step time": "ms", "run step time": "ms",
+    "samples/s": "/s", "tokens/s": "/s", "GPU time": "ms/step",
     "kernel time": "ms/step", "GPU busy": "ms/step", "GPU idle": "ms/step", "GPU busy %": "%",
     "kernels": "per step", "copies": "per step", "distinct kernels": "",
-    "host wait": "ms/step", "launch delay (median)": "us", "launch-bound steps": "",
+    "host wait": "ms/step", "queue time (median)": "us",
+    "launch latency (median)": "us", "launch-bound steps": "",
     "peak memory": "MiB",
 }
+
+
+#: Metrics shown only where a run has them (capture summaries).
+_OPTIONAL = frozenset({"run step time", "samples/s", "tokens/s"})
 
 
 def _summary(a: _Side, b: _Side) -> pd.DataFrame:
@@ -188,8 +212,8 @@ def _summary(a: _Side, b: _Side) -> pd.DataFrame:
     rows = []
     for m in fa:
         va, vb = fa[m], fb[m]
-        if m == "peak memory" and va != va and vb != vb:
-            continue  # neither trace records memory events
+        if (m in _OPTIONAL or m == "peak memory") and va != va and vb != vb:
+            continue  # neither run has a capture summary (or memory events) that says it
         ratio = vb / va if va else float("nan")
         rows.append((m, _UNITS[m], va, vb, vb - va, ratio))
     res: pd.DataFrame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
@@ -353,13 +377,14 @@ def _ops(a: _Side, b: _Side) -> pd.DataFrame:
     return res
 
 
-def diff(a: Trace, b: Trace) -> TraceDiff:
+def diff(a: Trace, b: Trace, *, include_outliers: bool = False) -> TraceDiff:
     """Compare run ``a`` (baseline) with run ``b``: time, counts, classes, kernels, ops.
 
     Every time and count is per step when a run has steps: GPU work its steps launched,
-    divided by their number. Without steps the whole trace is one step.
+    divided by their number. Without steps the whole trace is one step. The step time
+    and kernels per step leave outlier steps out unless ``include_outliers``.
     """
-    sa, sb = _Side.of(a), _Side.of(b)
+    sa, sb = _Side.of(a, include_outliers), _Side.of(b, include_outliers)
     pa, pb = _per_name(sa), _per_name(sb)
     only_a, only_b = _only(pa, pb), _only(pb, pa)
     # _replacements reads the fused op list from full names, so it gets B's full rows.

@@ -12,15 +12,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from traceforge.errors import AnalysisError
 from traceforge.model import Trace
+from traceforge.step_time import run_step_time, summary_of
 
 #: Keys :attr:`TraceRun.facts` may hold (all optional; None or absent: unknown).
 FACT_KEYS = (
     "gpus",  # GPU count the run was launched with (capture --nproc)
-    "latency_ms",  # median unprofiled step wall time, slowest rank (capture summary)
+    "latency_ms",  # the run's step time, slowest rank (traceforge.step_time.run_step_time)
     "hz",  # 1000 / latency_ms
+    "latency_from",  # what latency_ms is over (StepTime.label)
+    "samples_per_s",  # batch_per_gpu / step time
+    "tokens_per_s",  # tokens_per_gpu / step time
+    "profiled_ms",  # median profiled step, slowest rank
+    "overhead_pct",  # profiler overhead, slowest rank
     "peak_gib",  # peak GPU memory allocated, largest rank
     "first_step_s",  # wall time of the first step (compilation, warm-up)
     "batch_per_gpu",  # samples per GPU per step
@@ -42,8 +49,44 @@ class TraceRun:
     path: str = ""
 
     def fact(self, key: str) -> float | None:
-        """A numeric fact, or None when the run does not have it."""
-        return numeric_fact(self.facts, key)
+        """A numeric fact, or None when the run does not have it. Step-time facts the
+        loader did not give come from the capture summaries the traces carry."""
+        got = numeric_fact(self.facts, key)
+        if got is None and key in STEP_FACTS and "latency_ms" not in self.facts:
+            got = numeric_fact(step_facts(self.traces), key)
+        return got
+
+    def text(self, key: str) -> str | None:
+        """A text fact (e.g. ``latency_from``), or None."""
+        v = self.facts.get(key)
+        if v is None and key in STEP_FACTS and "latency_ms" not in self.facts:
+            v = step_facts(self.traces).get(key)
+        return v if isinstance(v, str) else None
+
+
+#: The facts :func:`step_facts` gives.
+STEP_FACTS = ("latency_ms", "hz", "latency_from", "samples_per_s", "tokens_per_s",
+              "profiled_ms", "overhead_pct")
+
+
+def step_facts(traces: Sequence[Trace] | Sequence[Mapping[str, Any]]) -> dict[str, Fact]:
+    """The run's step-time facts from its rank traces' capture summaries (or from the
+    summaries themselves): :func:`traceforge.step_time.run_step_time` of the slowest rank,
+    its label, throughput, profiled step and overhead. Empty without summaries."""
+    times = []
+    for t in traces:
+        summary = summary_of(t.meta.extra) if isinstance(t, Trace) else t
+        st = run_step_time(summary)
+        if st is not None:
+            times.append(st)
+    if not times:
+        return {}
+    st = max(times, key=lambda x: x.seconds)
+    return {"latency_ms": st.ms, "hz": 1.0 / st.seconds if st.seconds else None,
+            "latency_from": st.label, "samples_per_s": st.samples_per_s,
+            "tokens_per_s": st.tokens_per_s,
+            "profiled_ms": st.profiled_s * 1e3 if st.profiled_s is not None else None,
+            "overhead_pct": st.overhead_pct}
 
 
 def numeric_fact(facts: Mapping[str, Fact], key: str) -> float | None:

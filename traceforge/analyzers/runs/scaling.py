@@ -60,7 +60,7 @@ import pandas as pd
 from traceforge.analyzers.communication.instances import CommRank, comm_summary
 from traceforge.analyzers.communication.losses import comm_losses
 from traceforge.analyzers.memory import PEAK_COLUMNS, run_peak_memory
-from traceforge.analyzers.runs.inputs import Fact, RunInput, as_runs, numeric_fact
+from traceforge.analyzers.runs.inputs import Fact, RunInput, as_runs, numeric_fact, step_facts
 from traceforge.analyzers.timeline import intervals as iv
 from traceforge.analyzers.timeline.core import step_time_ns, timeline
 from traceforge.analyzers.timing.breakdown import breakdown, rank_of
@@ -349,8 +349,12 @@ def scaling(runs: Sequence[RunInput], *, weak: bool = True, batch: float | None 
     facts (weak only).
     """
     rs = as_runs(runs)
+    # The run's step time from the capture summaries its traces carry, where the loader
+    # gave none (traceforge.step_time.run_step_time).
     ranked = [RankedRun(r.label, tuple(scaling_summary(t, index=i)
-                                       for i, t in enumerate(r.traces)), r.facts)
+                                       for i, t in enumerate(r.traces)),
+                        r.facts if "latency_ms" in r.facts
+                        else {**step_facts(r.traces), **r.facts})
               for r in rs]
     return scaling_reduce(ranked, weak=weak, batch=batch, tokens_per_step=tokens_per_step)
 

@@ -6,16 +6,24 @@ windows, the graph replays and which of them the profiler did not fully record, 
 busy time of each device. It is memoized on the trace, so a report that runs ten
 analyses builds it once. Every verb takes its numbers from here; the definitions:
 
-* **Busy** = the union of recorded GPU activity (kernels, copies, memsets) on a device.
+* **Busy** = the union of recorded GPU activity (kernels, copies, memsets) on a device,
+  always all of it.
   A CUDA/HIP graph replay is never counted busy end to end: the holes between its nodes
   are GPU bubbles (the reason people fuse kernels or use programmatic dependent launch),
   idle with cause ``graph_internal``.
-* **Unrecorded**: under continuous replay the profiler can drop a replay's kernels
-  (TraceLens#728). A graph launch with no recorded activity, or a replay with fewer
-  recorded activities than other replays of the same graph (same ``graph`` id, else the
-  same launch site: thread, op and annotation of the launch), is *unrecorded*: its window
-  -- from the end of the GPU work before it to the start of the work after it -- counts as
-  neither busy nor idle, and a note says how many replays and how much time.
+* **Incomplete replays** (:func:`_replays`, the one home): under continuous replay the
+  profiler can drop a replay's kernels (TraceLens#728), and its window can cut a replay.
+  A graph launch with no recorded activity is ``unrecorded``; a replay with fewer recorded
+  activities than another replay of the same ``graph`` id is ``partial``; without graph
+  ids, one launched from the same site (thread, op, annotation) that recorded fewer is
+  ``cut`` when it is the device's last replay (the profiler window ended inside it), else
+  only ``varies`` -- one site can launch different graphs (torch.compile launches graphs
+  of 1, 2 and 8 kernels from one op), so the site is a hint, never a reason to drop data.
+  An unrecorded/partial/cut replay's window (from the end of the GPU work before it to the
+  start of the work after it) *less the recorded activity in it* counts as neither busy
+  nor idle; ``missing_ns`` estimates its unrecorded kernel time (the median span of the
+  complete replays of its graph less its own span). A heuristic never removes recorded
+  work: busy is always the whole union of recorded activity.
 * **Window** = the steps' GPU windows (see :mod:`traceforge.analyzers.timeline.steps`).
 * **Busy %** = busy / (window - unrecorded), per device; idle = window - unrecorded - busy.
 """
@@ -34,10 +42,13 @@ from traceforge.analyzers.timeline import steps as st
 from traceforge.analyzers.timeline.activity import GRAPH_LAUNCH_APIS, gpu_activity, launch_calls
 from traceforge.errors import AnalysisError
 from traceforge.model import GPU_KINDS, Trace, coded, empty_frame
+from traceforge.step_time import outliers
 
 #: Columns of :attr:`Timeline.replays`.
 REPLAY_COLUMNS = ("device", "replay", "launch_ts", "ts", "end", "activities", "expected",
-                  "status", "gap_ts", "gap_end")
+                  "status", "gap_ts", "gap_end", "missing_ns")
+#: Replay statuses whose window counts as neither busy nor idle (less recorded activity).
+INCOMPLETE = ("unrecorded", "partial", "cut")
 #: Columns of :func:`busy_table`.
 BUSY_COLUMNS = ("device", "window_ns", "unrecorded_ns", "busy_ns", "idle_ns", "busy_pct")
 
@@ -63,9 +74,10 @@ class Timeline:
     ``windows``: step, host_ts, host_end, ts, end: the GPU window of every step.
     ``steps``: the host step ranges and their source label.
     ``replays``: one row per graph replay and device: its recorded activities, the most
-    any replay of the same graph recorded (``expected``), ``status`` complete / partial /
-    unrecorded (no activity recorded), and ``gap_ts``/``gap_end``, the window an
-    incomplete replay is taken out of busy and idle time (-1 for complete ones).
+    any replay of the same graph recorded (``expected``), ``status`` complete / varies /
+    partial / cut / unrecorded (see the module docstring), ``gap_ts``/``gap_end``, the
+    window of an incomplete replay (-1 for others; its recorded activity stays busy), and
+    ``missing_ns``, the estimated unrecorded kernel time (0 where none is missing).
     """
 
     activity: pd.DataFrame
@@ -110,18 +122,19 @@ class Timeline:
         return self._memo(("recorded", device, stream), make)
 
     def unrecorded(self, device: int) -> np.ndarray:
-        """Windows of the device's incompletely recorded replays: neither busy nor idle."""
+        """Windows of the device's incompletely recorded replays less the device's recorded
+        activity: neither busy nor idle (recorded work is always busy)."""
         def make() -> np.ndarray:
             r = self.replays
-            r = r[(r["device"] == device) & (r["status"] != "complete")]
-            return iv.merge(r["gap_ts"].to_numpy(), r["gap_end"].to_numpy())
+            r = r[(r["device"] == device) & r["status"].isin(INCOMPLETE)]
+            gaps = iv.merge(r["gap_ts"].to_numpy(), r["gap_end"].to_numpy())
+            return iv.difference(gaps, self.recorded(device)) if len(gaps) else gaps
         return self._memo(("unrecorded", device, -1), make)
 
     def busy(self, device: int, stream: int = -1) -> np.ndarray:
-        """Busy time of a device (or stream): recorded activity outside unrecorded windows."""
-        return self._memo(("busy", device, stream),
-                          lambda: iv.difference(self.recorded(device, stream),
-                                                self.unrecorded(device)))
+        """Busy time of a device (or stream): the union of its recorded activity, all of it
+        (unrecorded windows never hold recorded activity)."""
+        return self.recorded(device, stream)
 
     def in_graph(self, device: int, stream: int = -1) -> np.ndarray:
         """The extents of the completely recorded graph replays on a device (or stream):
@@ -130,7 +143,7 @@ class Timeline:
             a = self._acts(device, stream)
             a = a[a["replay"] >= 0]
             r = self.replays
-            complete = r.loc[(r["device"] == device) & (r["status"] == "complete"), "replay"]
+            complete = r.loc[(r["device"] == device) & ~r["status"].isin(INCOMPLETE), "replay"]
             a = a[a["replay"].isin(set(complete.tolist()))]
             ext = a.groupby("replay")[["ts", "end"]].agg({"ts": "min", "end": "max"})
             return iv.merge(ext["ts"].to_numpy(), ext["end"].to_numpy())
@@ -138,8 +151,7 @@ class Timeline:
 
     def sets(self) -> Sets:
         """Compute, communication and memory time of the whole trace (all devices), each
-        a union of recorded kernels -- never of replay extents -- outside unrecorded
-        windows."""
+        a union of recorded kernels -- never of replay extents, and never less than them."""
         got = self._classes.get("sets")
         if got is None:
             a = self.activity
@@ -151,7 +163,7 @@ class Timeline:
 
             def union(sel: np.ndarray) -> np.ndarray:
                 x = a[sel]
-                return iv.difference(iv.merge(x["ts"].to_numpy(), x["end"].to_numpy()), unrec)
+                return iv.merge(x["ts"].to_numpy(), x["end"].to_numpy())
 
             comp, comm, mem = union(~is_mem & ~is_comm), union(is_comm), union(is_mem)
             got = Sets(comp, comm, mem, iv.union(iv.union(comp, comm), mem), unrec)
@@ -227,14 +239,24 @@ def _replays(trace: Trace, acts: pd.DataFrame) -> pd.DataFrame:
         most = rows[known].groupby(["device", "key"])["activities"].max()
         exp = most.reindex(pd.MultiIndex.from_arrays([rows["device"], rows["key"]]))
         rows["expected"] = np.where(known, exp.fillna(0).to_numpy(), rows["activities"])
-        rows["status"] = np.where(rows["activities"] < rows["expected"], "partial", "complete")
+        fewer = rows["activities"].to_numpy() < rows["expected"].to_numpy()
+        by_id = rows["graph"].to_numpy() >= 0
+        # The device's last replay: the profiler window may have ended inside it.
+        last = rows["end"].to_numpy() >= rows.groupby("device")["end"].transform("max").to_numpy()
+        rows["status"] = np.select([fewer & by_id, fewer & last, fewer],
+                                   ["partial", "cut", "varies"], "complete")
+        span = (rows["end"] - rows["ts"]).where(rows["status"] == "complete")
+        typical = span.groupby([rows["device"], rows["key"]]).transform("median")
+        rows["missing_ns"] = np.where(rows["status"].isin(INCOMPLETE),
+                                      (typical - (rows["end"] - rows["ts"])).clip(lower=0)
+                                      .fillna(0).to_numpy(), 0)
         rows = rows.drop(columns=["graph", "key"])
     missing = _unreplayed(trace, acts)
     if len(missing):
         rows = pd.concat([rows, missing], ignore_index=True) if len(rows) else missing
     if rows.empty:
         return empty_frame({c: "object" if c == "status" else "int64" for c in REPLAY_COLUMNS})
-    ints = ("device", "replay", "launch_ts", "ts", "end", "activities", "expected")
+    ints = ("device", "replay", "launch_ts", "ts", "end", "activities", "expected", "missing_ns")
     rows = rows.astype(dict.fromkeys(ints, np.int64))
     gap_ts, gap_end = _gaps_of_incomplete(acts, rows)
     rows["gap_ts"], rows["gap_end"] = gap_ts, gap_end
@@ -265,7 +287,7 @@ def _unreplayed(trace: Trace, acts: pd.DataFrame) -> pd.DataFrame:
     lts = calls["launch_ts"].to_numpy()
     out: pd.DataFrame = pd.DataFrame({"device": dev, "replay": calls["corr"].to_numpy(),
                                       "launch_ts": lts, "ts": lts, "end": lts, "activities": 0,
-                                      "expected": 0, "status": "unrecorded"})
+                                      "expected": 0, "status": "unrecorded", "missing_ns": 0})
     return out
 
 
@@ -274,11 +296,11 @@ def _gaps_of_incomplete(acts: pd.DataFrame, rows: pd.DataFrame) -> tuple[np.ndar
 
     From the end of the other GPU work before it (never before its launch call) to the
     start of the other work after it: the stretch in which its unrecorded kernels ran.
-    Complete replays get -1, -1.
+    Complete replays (and ``varies`` ones) get -1, -1.
     """
     gap_ts = np.full(len(rows), -1, dtype=np.int64)
     gap_end = np.full(len(rows), -1, dtype=np.int64)
-    bad = np.flatnonzero(rows["status"].to_numpy() != "complete")
+    bad = np.flatnonzero(rows["status"].isin(INCOMPLETE).to_numpy())
     for i in bad:
         r = rows.iloc[i]
         d, rep = int(r["device"]), int(r["replay"])
@@ -303,15 +325,26 @@ def _gaps_of_incomplete(acts: pd.DataFrame, rows: pd.DataFrame) -> tuple[np.ndar
 
 
 def _notes(replays: pd.DataFrame) -> tuple[str, ...]:
-    bad = replays[replays["status"] != "complete"]
-    if bad.empty:
-        return ()
-    ms = float((bad["gap_end"] - bad["gap_ts"]).sum()) / 1e6
-    none = int((bad["status"] == "unrecorded").sum())
-    part = len(bad) - none
-    return (f"{len(bad)} of {len(replays)} graph replays were not recorded in full "
-            f"({none} with no kernels, {part} with fewer than other replays of the same "
-            f"graph): {ms:,.3f} ms around them count as neither busy nor idle",)
+    out = []
+    bad = replays[replays["status"].isin(INCOMPLETE)]
+    if not bad.empty:
+        ms = float((bad["gap_end"] - bad["gap_ts"]).sum()) / 1e6
+        none = int((bad["status"] == "unrecorded").sum())
+        cut = int((bad["status"] == "cut").sum())
+        part = len(bad) - none - cut
+        est = float(bad["missing_ns"].sum()) / 1e6
+        out.append(f"{len(bad)} of {len(replays)} graph replays were not recorded in full "
+                   f"({none} with no kernels, {part} with fewer than other replays of the "
+                   f"same graph, {cut} cut by the end of the trace): their recorded kernels "
+                   f"count as busy; the rest of their windows (at most {ms:,.3f} ms, "
+                   f"about {est:,.3f} ms of kernels by the graph's complete replays) counts "
+                   "as neither busy nor idle")
+    varies = int((replays["status"] == "varies").sum())
+    if varies:
+        out.append(f"{varies} of {len(replays)} graph replays recorded fewer kernels than "
+                   "others launched from the same site; without graph ids these may be "
+                   "different graphs: all their kernels count, nothing is excluded")
+    return tuple(out)
 
 
 def busy_table(tl: Timeline, steps: Sequence[int] | None = None) -> pd.DataFrame:
@@ -345,17 +378,64 @@ def busy_pct(tl: Timeline, steps: Sequence[int] | None = None) -> float | None:
     return float(b["busy_pct"].iloc[-1])
 
 
-def step_time_ns(tl: Timeline) -> float | None:
+def outlier_steps(tl: Timeline) -> list[int]:
+    """The step numbers whose host step duration is an outlier among the trace's steps
+    (:func:`traceforge.step_time.outliers`: more than k scaled MADs and 10 % from the
+    median; the first recorded step, inflated by profiler start-up, is the usual one)."""
+    r = tl.steps.ranges
+    if len(r) < 3:
+        return []
+    flags = outliers((r["end"] - r["ts"]).astype(float).tolist())
+    return [int(s) for s, bad in zip(r["step"], flags, strict=True) if bad]
+
+
+def step_time_ns(tl: Timeline, include_outliers: bool = False) -> float | None:
     """The trace's step time: the mean duration of its host step ranges (wall time per
-    iteration as the host saw it); without steps, the GPU window from the first activity
+    iteration as the host saw it, profiled), outlier steps (:func:`outlier_steps`) left
+    out unless ``include_outliers``; without steps, the GPU window from the first activity
     to the last. None without steps and without GPU activity."""
     r = tl.steps.ranges
     if len(r):
+        if not include_outliers:
+            bad = outlier_steps(tl)
+            if bad and len(bad) < len(r):
+                r = r[~r["step"].isin(bad)]
         return float((r["end"] - r["ts"]).mean())
     if tl.activity.empty:
         return None
     w = tl.windows
     return float((w["end"] - w["ts"]).sum())
+
+
+def kernels_by_step(tl: Timeline) -> pd.Series:
+    """Kernels (not copies or memsets) each step launched, graph-replayed kernels
+    included where the profiler recorded them (step membership:
+    :func:`traceforge.analyzers.timeline.steps.membership`), indexed by step; without steps, one
+    entry (-1) for the whole trace."""
+    a = tl.activity
+    kern = a[a["kind"].to_numpy() == "kernel"]
+    if tl.steps.empty:
+        return pd.Series([len(kern)], index=[-1], dtype=np.int64)
+    steps = tl.windows["step"].to_numpy()
+    counts: pd.Series = kern.groupby("step").size().reindex(steps, fill_value=0)
+    return counts.astype(np.int64)
+
+
+def kernels_per_step(tl: Timeline, include_outliers: bool = False) -> int:
+    """The run's kernels per step -- the one definition every verb shows: the median over
+    its steps (outlier steps left out unless ``include_outliers``) of the kernels each
+    step launched (:func:`kernels_by_step`), rounded to a whole kernel."""
+    k = kernels_by_step(tl)
+    if not include_outliers:
+        bad = outlier_steps(tl)
+        if bad and len(bad) < len(k):
+            k = k[~k.index.isin(bad)]
+    return int(round(float(k.median()))) if len(k) else 0
+
+
+def kernels_per_step_of(trace: Trace, include_outliers: bool = False) -> int:
+    """:func:`kernels_per_step` of a trace (``tf.kernels_per_step``)."""
+    return kernels_per_step(timeline(trace), include_outliers)
 
 
 def host_in_steps(trace: Trace, steps: Sequence[int] | None = None) -> np.ndarray:

@@ -27,6 +27,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from traceforge.analyzers.profiling.notes import step_notes
 from traceforge.analyzers.timeline import intervals as iv
 from traceforge.analyzers.timeline.activity import BLOCKING_SYNC_APIS, STEP_MARKER_PREFIX
 from traceforge.analyzers.timeline.core import Timeline, timeline
@@ -119,7 +120,8 @@ def idle_gaps(
     tid, mid = shown.pop("_tid").to_numpy(), shown.pop("_mid").to_numpy()
     shown["cpu_op"] = pd.Series(host.ops.name_at(tid, mid), dtype=object)
     shown["annotation"] = pd.Series(host.ann.name_at(tid, mid), dtype=object)
-    return IdleReport(shown[list(GAP_COLUMNS)], summary, hist, span, tl.step_source, tl.notes)
+    return IdleReport(shown[list(GAP_COLUMNS)], summary, hist, span, tl.step_source,
+                      (*tl.notes, *step_notes(trace)))
 
 
 @dataclass(frozen=True)

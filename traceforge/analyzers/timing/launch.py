@@ -6,6 +6,16 @@ idle time spent waiting for the CPU: a hole in busy time whose next activity's l
 call began after the hole did (the GPU had nothing queued). Inside a CUDA/HIP graph
 replay only the first activity has a launch delay; the rest ran from the one
 ``cudaGraphLaunch`` call, and the holes between them are the graph's own.
+
+A launch delay (launch call start -> activity start) is two things, split here (the one
+home of the split, :func:`delay_split`):
+
+* **queue time**: the activity waited behind earlier GPU work on its stream: from the
+  launch call to the end of the stream's previous activity (when that ended after the
+  call began). The CPU ran ahead; this is a full queue, not a slow launch.
+* **launch latency**: the rest, from the moment the stream was free (or the call, when
+  the stream was already free) to the start: the GPU sat idle waiting for the launch to
+  arrive. Only this counts toward "launch-bound" (through host wait).
 """
 
 from __future__ import annotations
@@ -35,12 +45,13 @@ STEP_COLUMNS = (
     "host_wait_pct",
     "short_kernels",
     "short_pct",
-    "median_launch_delay_us",
+    "median_queue_us",
+    "median_launch_latency_us",
     "verdict",
 )
 #: Columns of :attr:`LaunchReport.kernels`.
 KERNEL_COLUMNS = ("name", "kind", "stream", "ts", "dur", "launch_name", "launch_delay_ns",
-                  "launch_dur_ns", "replay", "op_name", "step")
+                  "queue_ns", "launch_latency_ns", "launch_dur_ns", "replay", "op_name", "step")
 
 
 @dataclass(frozen=True)
@@ -49,7 +60,8 @@ class LaunchReport(Tables):
 
     ``kernels``: per GPU activity: name, kind, stream, ts, dur, launch_name,
     launch_delay_ns (launch call start -> activity start; -1 inside a replay after its
-    first node or without a launch call), launch_dur_ns, replay, op_name, step.
+    first node or without a launch call), queue_ns and launch_latency_ns (its two parts,
+    :func:`delay_split`; -1 where the delay is), launch_dur_ns, replay, op_name, step.
     ``steps``: per step (STEP_COLUMNS); ``busy_pct`` is the timeline's busy % and
     ``host_wait_pct`` divides by the same recorded window time.
     ``step_source``: where the steps came from.
@@ -75,6 +87,9 @@ def launch_overhead(
     replay = acts["replay"].to_numpy()
     first_in_replay = ~acts.duplicated(["device", "replay"]).to_numpy() | (replay < 0)
     delay = np.where(has & first_in_replay, acts["ts"] - acts["launch_ts"], -1)
+    queue, latency = delay_split(acts)
+    queue = np.where(delay >= 0, queue, -1)
+    latency = np.where(delay >= 0, latency, -1)
     ldur = np.where(has, acts["launch_end"] - acts["launch_ts"], -1)
     kern = pd.DataFrame(
         {
@@ -85,6 +100,8 @@ def launch_overhead(
             "dur": (acts["end"] - acts["ts"]).to_numpy(),
             "launch_name": acts["launch_name"],
             "launch_delay_ns": delay,
+            "queue_ns": queue,
+            "launch_latency_ns": latency,
             "launch_dur_ns": ldur,
             "replay": replay,
             "op_name": acts["op_name"],
@@ -126,14 +143,19 @@ def _per_step(tl: Timeline, kern: pd.DataFrame, win: pd.DataFrame, bound_pct: fl
         "launch_row": np.where(acts["launch_row"].to_numpy() >= 0, acts["launch_row"], -1),
         "replay": np.where(acts["replay"].to_numpy() >= 0, acts["replay"], -1),
         "short": ((kern["launch_dur_ns"] > kern["dur"]) & (kern["replay"] < 0)).to_numpy(),
-        "delay": np.where(kern["launch_delay_ns"].to_numpy() >= 0,
-                          kern["launch_delay_ns"].to_numpy(), np.nan),
+        "queue": np.where(kern["queue_ns"].to_numpy() >= 0, kern["queue_ns"].to_numpy(), np.nan),
+        "latency": np.where(kern["launch_latency_ns"].to_numpy() >= 0,
+                            kern["launch_latency_ns"].to_numpy(), np.nan),
+        "is_kernel": (acts["kind"] == "kernel").to_numpy(),
     }).groupby("step")
     n = g.size().reindex(step_no, fill_value=0).to_numpy()
+    # Kernels per step: the one definition (timeline.kernels_by_step), copies not counted.
+    nk = g["is_kernel"].sum().reindex(step_no, fill_value=0).to_numpy().astype(np.int64)
     launches = g["launch_row"].agg(lambda x: x[x >= 0].nunique()).reindex(step_no, fill_value=0)
     replays = g["replay"].agg(lambda x: x[x >= 0].nunique()).reindex(step_no, fill_value=0)
     short = g["short"].sum().reindex(step_no, fill_value=0).to_numpy()
-    delay = g["delay"].median().reindex(step_no).to_numpy(dtype=float) / 1e3
+    queue = g["queue"].median().reindex(step_no).to_numpy(dtype=float) / 1e3
+    latency = g["latency"].median().reindex(step_no).to_numpy(dtype=float) / 1e3
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(recorded > 0, 100.0 * wait / recorded, 0.0)
         busy_pct = np.where(recorded > 0, 100.0 * busy / recorded, 0.0)
@@ -141,13 +163,39 @@ def _per_step(tl: Timeline, kern: pd.DataFrame, win: pd.DataFrame, bound_pct: fl
     verdict = np.where(n == 0, "no GPU activity",
                        np.where(pct > bound_pct, "launch-bound", "gpu-bound"))
     out = pd.DataFrame({
-        "step": step_no, "kernels": n, "launches": launches.to_numpy().astype(np.int64),
+        "step": step_no, "kernels": nk, "launches": launches.to_numpy().astype(np.int64),
         "graph_replays": replays.to_numpy().astype(np.int64), "window_ns": hi - lo,
         "busy_ns": busy, "busy_pct": busy_pct, "host_wait_ns": wait, "host_wait_pct": pct,
         "short_kernels": short.astype(np.int64), "short_pct": short_pct,
-        "median_launch_delay_us": delay, "verdict": pd.Series(verdict, dtype=object),
+        "median_queue_us": queue,
+        "median_launch_latency_us": latency, "verdict": pd.Series(verdict, dtype=object),
     })
     return cast("pd.DataFrame", out[list(STEP_COLUMNS)])
+
+
+def delay_split(acts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Queue time and launch latency (ns) of every activity (see the module docstring):
+    queue = clip(min(previous end on its stream, start) - launch call start, 0), latency =
+    start - launch call start - queue. Activities without a launch call get 0, 0."""
+    n = len(acts)
+    lts, ts = acts["launch_ts"].to_numpy(), acts["ts"].to_numpy()
+    prev_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    if n:
+        order = np.lexsort((ts, acts["stream"].to_numpy(), acts["device"].to_numpy()))
+        key = (acts["device"].to_numpy()[order], acts["stream"].to_numpy()[order])
+        ends = acts["end"].to_numpy()[order]
+        # The latest end of the earlier activities on the same stream (running max).
+        same = np.r_[False, (key[0][1:] == key[0][:-1]) & (key[1][1:] == key[1][:-1])]
+        seg = np.cumsum(~same)
+        shifted = np.r_[np.iinfo(np.int64).min, ends[:-1]]
+        shifted[~same] = np.iinfo(np.int64).min
+        run = pd.Series(shifted).groupby(seg).cummax().to_numpy()
+        prev_end[order] = run
+    has = lts >= 0
+    free = np.minimum(np.maximum(prev_end, lts), ts)
+    queue = np.where(has, np.clip(free - lts, 0, None), 0)
+    latency = np.where(has, np.clip(ts - lts - queue, 0, None), 0)
+    return queue.astype(np.int64), latency.astype(np.int64)
 
 
 def host_wait_holes(tl: Timeline, device: int, windows: np.ndarray

@@ -96,3 +96,20 @@ def _call_flops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     found = [op_flops(nm, a) for nm, a in zip(calls.names, calls.args, strict=True)]
     per_call = np.array([np.nan if x is None else float(x) for x in found], dtype=float)
     return rows, per_call[calls.codes]
+
+
+def why_no_ops(trace: Trace) -> str:
+    """Why :func:`ops` of ``trace`` is empty, in one sentence for people."""
+    ev = trace.events
+    if not ev["kind"].isin(("kernel", "memcpy", "memset")).any():
+        return "No GPU activity in this trace, so no GPU time to attribute to operators."
+    if (ev["kind"] == "cpu_op").any():
+        return ("No GPU time could be attributed to host operators (no cpu_op range "
+                "around the launch calls of these kernels).")
+    if trace.meta.format.startswith("nsys"):
+        return ("An Nsight Systems export records CUDA calls, kernels and NVTX ranges, not "
+                "framework operators or their shapes: no ops to attribute kernels to. "
+                "`top-kernels` lists the kernels; the PyTorch profiler (traceforge capture) "
+                "records ops with shapes.")
+    return (f"This {trace.meta.format} trace records no framework operators (no cpu_op "
+            "events, so no op names or shapes): `top-kernels` lists the kernels.")

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import shlex
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pandas as pd
 
-from traceforge.analyzers.timeline.core import busy_table, step_time_ns, timeline
+from traceforge.analyzers.profiling.notes import step_notes
+from traceforge.analyzers.timeline.core import (
+    busy_table,
+    kernels_per_step,
+    outlier_steps,
+    step_time_ns,
+    timeline,
+)
 from traceforge.model import Tables, Trace
+from traceforge.step_time import run_step_time, summary_of
+
+#: Columns of :attr:`Summary.ranges`.
+RANGE_COLUMNS = ["name", "count", "total_ms"]
 
 
 @dataclass(frozen=True)
@@ -20,12 +33,23 @@ class Summary(Tables):
     events, kernels, gpu_busy_pct, versions. ``notes``: plain-language remarks.
     ``kinds``: kind, events. ``devices``: device, name, sms, memory_gib,
     compute_capability, kernels, busy_pct (the timeline's busy %, inside the steps).
+    ``ranges``: in a trace without steps, its host ranges (NVTX ranges, record_function
+    annotations) that could mark them -- name, count, total_ms, most frequent first --
+    with a note suggesting ``--steps-from``; empty otherwise.
     """
 
     facts: dict[str, Any]
     notes: tuple[str, ...]
     kinds: pd.DataFrame
     devices: pd.DataFrame
+    ranges: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RANGE_COLUMNS))
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: the facts table the CLI prints first, then the other tables."""
+        base = super()._repr_html_()
+        at = base.find("<h4>") if "<h4>" in base else len(base) - len("</div>")
+        facts = self.facts_frame().to_html(index=False, border=0)
+        return f"{base[:at]}<h4>facts</h4>{facts}{base[at:]}"
 
     def facts_frame(self) -> pd.DataFrame:
         """``facts`` and notes as a two-column (field, value) table for people."""
@@ -33,7 +57,7 @@ class Summary(Tables):
         for k, v in self.facts.items():
             if k == "versions":
                 rows += [(f"version {a}", str(b)) for a, b in sorted(v.items())]
-            elif k == "steps":
+            elif k in ("steps", "outlier_steps"):
                 rows.append((k, ", ".join(str(s) for s in v) if v else "none"))
             elif v is not None:
                 rows.append((FACT_LABELS.get(k, k), f"{v:,.3f}" if isinstance(v, float)
@@ -48,18 +72,29 @@ FACT_LABELS = {
     "span_ms": "span (ms, first to last event)",
     "step_source": "steps from",
     "step_time_ms": "step time (ms, mean host step)",
+    "outlier_steps": "outlier steps (left out of step time)",
+    "kernels_per_step": "kernels per step (median)",
+    "run_step_time_ms": "run step time (ms)",
+    "run_step_time_from": "run step time from",
+    "profiled_step_ms": "profiled step (ms, median)",
+    "profiler_overhead_pct": "profiler overhead %",
+    "samples_per_s": "samples/s",
+    "tokens_per_s": "tokens/s",
     "gpu_busy_pct": "GPU busy % (of step windows)",
 }
 
 
-def summary(trace: Trace) -> Summary:
-    """Format, devices, ranks, span, steps, events by kind and GPU busy % per device."""
+def summary(trace: Trace, include_outliers: bool = False) -> Summary:
+    """Format, devices, ranks, span, steps, events by kind and GPU busy % per device; the
+    run's step time, profiler overhead and throughput where the trace carries a capture
+    summary; outlier steps (left out of the step time unless ``include_outliers``)."""
     m = trace.meta
     ev = trace.events
     tl = timeline(trace)
     steps = [int(s) for s in tl.steps.ranges["step"]]
     busy = busy_table(tl)
-    st = step_time_ns(tl)
+    st = step_time_ns(tl, include_outliers)
+    run = run_step_time(summary_of(m.extra))
     facts: dict[str, Any] = {
         "path": m.path,
         "format": m.format,
@@ -69,12 +104,20 @@ def summary(trace: Trace) -> Summary:
         "steps": steps,
         "step_source": tl.step_source,
         "step_time_ms": st / 1e6 if st is not None and steps else None,
+        "outlier_steps": outlier_steps(tl),
+        "run_step_time_ms": run.ms if run else None,
+        "run_step_time_from": run.label if run else None,
+        "profiled_step_ms": run.profiled_s * 1e3 if run and run.profiled_s else None,
+        "profiler_overhead_pct": run.overhead_pct if run else None,
+        "samples_per_s": run.samples_per_s if run else None,
+        "tokens_per_s": run.tokens_per_s if run else None,
         "events": len(ev),
         "kernels": int((ev["kind"] == "kernel").sum()),
+        "kernels_per_step": kernels_per_step(tl, include_outliers) if steps else None,
         "gpu_busy_pct": float(busy["busy_pct"].iloc[-1]) if len(busy) else None,
         "versions": dict(m.versions),
     }
-    notes = list(m.notes) + list(tl.notes)
+    notes = list(m.notes) + list(tl.notes) + step_notes(trace, include_outliers)
     if tl.activity.empty and not any("no GPU" in n for n in notes):
         notes.append("no GPU activity in this trace")
     vc = ev["kind"].value_counts()
@@ -99,4 +142,25 @@ def summary(trace: Trace) -> Summary:
         )
     devices = pd.DataFrame(dev_rows, columns=["device", "name", "sms", "memory_gib",
                                               "compute_capability", "kernels", "busy_pct"])
-    return Summary(facts, tuple(notes), kinds, devices)
+    ranges = step_candidates(trace) if not steps else pd.DataFrame(columns=RANGE_COLUMNS)
+    if len(ranges):
+        top = str(ranges["name"].iloc[0])
+        notes.append(f"no steps found; the host ranges below could mark them: "
+                     f"--steps-from {shlex.quote(re.escape(top))} takes each {top!r} as a step")
+    return Summary(facts, tuple(notes), kinds, devices, ranges)
+
+
+def step_candidates(trace: Trace) -> pd.DataFrame:
+    """The trace's host ranges (``user_annotation``: NVTX ranges, record_function
+    annotations) by name: count and total time, most frequent first (then longest)."""
+    ev = trace.events
+    ann = ev[(ev["kind"] == "user_annotation") & (ev["dur"] > 0)]
+    if ann.empty:
+        empty: pd.DataFrame = pd.DataFrame(columns=RANGE_COLUMNS)
+        return empty
+    g = ann.groupby(ann["name"].astype(str), observed=True)["dur"].agg(["count", "sum"])
+    out = pd.DataFrame({"name": g.index.astype(str), "count": g["count"].to_numpy(),
+                        "total_ms": g["sum"].to_numpy() / 1e6})
+    out = out.sort_values(["count", "total_ms", "name"], ascending=[False, False, True],
+                          kind="stable")
+    return cast("pd.DataFrame", out.reset_index(drop=True))
