@@ -12,8 +12,9 @@ inputs, hard links included. Each file written is named on stderr (:func:`wrote`
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from traceforge import outputs
 from traceforge.errors import UsageError
@@ -52,6 +53,18 @@ def write(path: str | Path, data: bytes | str) -> Path:
     p = check(path)
     try:
         outputs.write(p, data)
+    except OSError as e:
+        raise _fail(p, e.strerror or type(e).__name__) from None
+    return p
+
+
+def stream(path: str | Path, fill: Callable[[BinaryIO], None]) -> Path:
+    """Like :func:`write`, for output made a piece at a time: ``fill`` writes into the
+    open temporary file, which then replaces ``path`` whole (or is removed on failure)."""
+    p = check(path)
+    try:
+        with outputs.replacing(p) as tmp, open(tmp, "wb") as f:
+            fill(f)
     except OSError as e:
         raise _fail(p, e.strerror or type(e).__name__) from None
     return p

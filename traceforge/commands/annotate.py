@@ -9,6 +9,7 @@ import click
 from traceforge import output_file as destination
 from traceforge.commands import values
 from traceforge.commands.options import load_trace, say, steps_from_option, trace_argument
+from traceforge.errors import UsageError
 
 
 @click.command("annotate")
@@ -23,22 +24,37 @@ from traceforge.commands.options import load_trace, say, steps_from_option, trac
               help="Hardware counters (ncu --csv --page raw export, .ncu-rep, rocprofv3 "
                    "counter_collection.csv): each matched kernel gets its launch's counters "
                    "as ncu_* args.")
+@click.option("--steps", "steps_text", metavar="N|N-M|N,M",
+              help="Annotate only these steps (the trace cut to their time range, as "
+                   "`open --steps`): a smaller output for a big trace.")
+@click.option("--window", "window_text", metavar="START:END",
+              help="Annotate only this time range since the trace start (e.g. 100ms:250ms).")
 @steps_from_option
 def command(trace: str, output: str, top_n: int, min_gap_us: float,
-            counters_path: str | None, steps_from: str | None) -> None:
+            counters_path: str | None, steps_text: str | None, window_text: str | None,
+            steps_from: str | None) -> None:
     """Write TRACE with idle gaps by cause, step windows, overlap counters, kernel classes,
     the top-N kernels, each kernel's roofline rates (achieved TFLOP/s, % of bound) and
     each step's critical path (a track, and flow arrows between tracks) on it, for the
     Perfetto UI."""
+    from traceforge.analyzers.timeline.steps import parse_spec
     from traceforge.render.annotate import annotated_document
-    from traceforge.render.document import document_bytes, output_kind
+    from traceforge.render.critical_path import merged_pieces
+    from traceforge.render.document import output_kind, write_document
     from traceforge.report.annotations import annotation_data
+    from traceforge.ui import perfetto as ui
 
+    steps = parse_spec(steps_text) if steps_text else None
+    if steps_text and steps is None:
+        raise UsageError("--steps none: annotate the whole trace by leaving --steps out")
+    window = ui.parse_window(window_text) if window_text else None
+    if steps and window:
+        raise UsageError("give --steps or --window, not both")
     out = Path(output)
     output_kind(out)  # an unknown suffix fails before the analysis
     destination.refuse_input(out, [trace])
     destination.check(out)  # before the analysis: a bad destination is found in a moment
-    t = load_trace(trace, steps_from)
+    t = ui.trimmed(load_trace(trace, steps_from), steps=steps, window=window)
     from traceforge.commands.progress import phase
 
     with phase("analysing (idle gaps, steps, roofline, critical path)"):
@@ -55,11 +71,13 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
                       notes=(*ann.notes, *(n for n in m.notes if not n.startswith(
                           ("device peaks", "durations under ncu")))))
     with phase(f"writing {output}"):
-        destination.write(out, document_bytes(annotated_document(t, ann), out))
+        doc = annotated_document(t, ann)
+        destination.stream(out, lambda f: write_document(doc, out, f))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
     pieces = sum(len(p.segments) for p in ann.path)
+    drawn = sum(len(merged_pieces(p.segments)) for p in ann.path)
     destination.wrote(output, f"{len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
-          f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
-          f"critical path in {pieces} pieces")
+                      f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
+                      f"critical path in {pieces} pieces (drawn as {drawn} slices)")
     for n in ann.notes:
         say(f"note: {n}")

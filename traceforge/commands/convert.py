@@ -10,7 +10,7 @@ from traceforge import output_file as output
 from traceforge.commands.options import trace_argument
 from traceforge.formats import load
 from traceforge.render.chrome_json import trace_to_chrome
-from traceforge.render.document import document_bytes, output_kind
+from traceforge.render.document import output_kind, write_document
 
 
 def convert(src: str | Path, out: str | Path) -> Path:
@@ -19,7 +19,8 @@ def convert(src: str | Path, out: str | Path) -> Path:
     output_kind(dst)  # an unknown suffix fails before the (long) read
     output.refuse_input(dst, [src])
     output.check(dst)  # before the read: a bad destination is found in a moment
-    return output.write(dst, document_bytes(trace_to_chrome(load(src)), dst))
+    doc = trace_to_chrome(load(src))
+    return output.stream(dst, lambda f: write_document(doc, dst, f))
 
 
 @click.command("convert")

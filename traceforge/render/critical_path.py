@@ -3,13 +3,20 @@
 One "critical path" process per rank holds a track of the path's segments (each slice
 named by what ran, its args the kind, category and step), and flow arrows (``ph: s/f``)
 follow the path where it moves from one thread or stream of the trace to another.
-Everything comes from :func:`traceforge.analyzers.critical_path.path_tracks`; nothing is
-measured here.
+Consecutive pieces of one step that touch (each starts where the one before ends) and ran
+on the same thread or stream with the same kind are drawn as one slice (named by its
+heaviest piece, ``+N more``; args ``pieces`` and ``last_order``), so a step's track
+stays a readable size; the full path, piece by piece, is ``traceforge critical-path`` /
+``tf.critical_path``. Everything comes from
+:func:`traceforge.analyzers.critical_path.path_tracks`; nothing is measured here.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from traceforge.analyzers.critical_path import PathTrack
 
@@ -37,12 +44,18 @@ def chrome_events(track: PathTrack, *, flow_id_base: int = 0) -> list[dict[str, 
         {"ph": "M", "name": "thread_name", "pid": pid, "tid": PATH_TID,
          "args": {"name": "critical path"}},
     ]
-    for s in track.segments.to_dict("records"):
+    for s in merged_pieces(track.segments).to_dict("records"):
+        n = int(s["pieces"])
         args: dict[str, Any] = {"kind": str(s["kind"]), "category": str(s["category"]),
                                 "step": int(s["step"]), "order": int(s["order"])}
-        if int(s["row"]) >= 0:
+        name = str(s["name"])
+        if n > 1:
+            args["pieces"] = n
+            args["last_order"] = int(s["last_order"])
+            name = f"{name} +{n - 1} more"
+        elif int(s["row"]) >= 0:
             args["row"] = int(s["row"])
-        ev.append({"ph": "X", "cat": CAT, "name": str(s["name"]), "pid": pid,
+        ev.append({"ph": "X", "cat": CAT, "name": name, "pid": pid,
                    "tid": PATH_TID, "ts": _us(int(s["ts"])), "dur": _us(int(s["dur"])),
                    "args": args})
     for f in track.flows.to_dict("records"):
@@ -55,3 +68,36 @@ def chrome_events(track: PathTrack, *, flow_id_base: int = 0) -> list[dict[str, 
                    "pid": int(f["to_pid"]), "tid": int(f["to_tid"]),
                    "ts": _us(int(f["to_ts"]))})
     return ev
+
+
+def merged_pieces(seg: pd.DataFrame) -> pd.DataFrame:
+    """``seg`` (one rank's path pieces, by step and order) with each run of touching pieces
+    of one step, thread and kind as one row: ``ts`` of the first, ``dur`` to the end of
+    the last, ``name``/``category``/``row`` of the heaviest, ``order`` of the first,
+    ``last_order`` and ``pieces``. A run of one piece is that piece unchanged."""
+    if seg.empty:
+        empty: pd.DataFrame = seg.assign(pieces=np.ones(0, dtype=np.int64),
+                                         last_order=seg["order"])
+        return empty
+    s = seg.sort_values(["step", "order"], kind="stable").reset_index(drop=True)
+    ts, dur = s["ts"].to_numpy(np.int64), s["dur"].to_numpy(np.int64)
+    same = np.ones(len(s), dtype=bool)
+    same[0] = False
+    for col in ("step", "pid", "tid", "kind"):
+        v = s[col].astype(str).to_numpy() if col == "kind" else s[col].to_numpy()
+        same[1:] &= v[1:] == v[:-1]
+    same[1:] &= s["order"].to_numpy()[1:] == s["order"].to_numpy()[:-1] + 1
+    same[1:] &= ts[1:] == ts[:-1] + dur[:-1]
+    run = np.cumsum(~same) - 1
+    first = np.flatnonzero(~same)
+    last = np.r_[first[1:], len(s)] - 1
+    # Heaviest piece of each run (the first of equals): its name labels the slice.
+    order = np.lexsort((np.arange(len(s)), -dur, run))
+    heavy = order[np.r_[0, np.flatnonzero(np.diff(run[order])) + 1]]
+    out: pd.DataFrame = s.iloc[first].reset_index(drop=True)
+    for col in ("name", "category", "row"):
+        out[col] = s[col].to_numpy()[heavy]
+    out["dur"] = ts[last] + dur[last] - ts[first]
+    out["last_order"] = s["order"].to_numpy()[last]
+    out["pieces"] = last - first + 1
+    return out

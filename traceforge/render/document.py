@@ -8,9 +8,9 @@ beside :mod:`traceforge.render.perfetto` (which re-encodes one): it imports neit
 from __future__ import annotations
 
 import gzip
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from traceforge.errors import UsageError
 
@@ -28,11 +28,54 @@ def output_kind(out: str | Path) -> str:
     raise UsageError(f"{out}: unknown output type (use one of {', '.join(OUTPUTS)})")
 
 
+#: Events serialized per orjson call by :func:`dumps_chrome`.
+BATCH = 50_000
+
+
 def dumps_chrome(doc: Mapping[str, Any]) -> bytes:
-    """Serialize a Chrome trace document to JSON bytes."""
+    """Serialize a Chrome trace document to JSON bytes (what ``orjson.dumps(doc)`` writes)."""
+    chunks: list[bytes] = []
+    stream_chrome(doc, chunks.append)
+    return b"".join(chunks)
+
+
+def stream_chrome(doc: Mapping[str, Any], sink: Callable[[bytes], Any]) -> None:
+    """Write ``doc`` as JSON into ``sink`` (a file's ``write``): the bytes ``orjson.dumps``
+    writes for the whole document, with ``traceEvents`` encoded :data:`BATCH` events at a
+    time, so the JSON is never whole in memory."""
     import orjson
 
-    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    opt = orjson.OPT_SERIALIZE_NUMPY
+    events = doc.get("traceEvents")
+    if not isinstance(events, list) or len(events) <= BATCH:
+        sink(orjson.dumps(doc, option=opt))
+        return
+    head = b"{"
+    for n, (key, value) in enumerate(doc.items()):
+        head += (b"," if n else b"") + orjson.dumps(key) + b":"
+        if key != "traceEvents":
+            head += orjson.dumps(value, option=opt)
+            continue
+        sink(head + b"[")
+        for i in range(0, len(events), BATCH):
+            sink((b"," if i else b"") + orjson.dumps(events[i:i + BATCH], option=opt)[1:-1])
+        head = b"]"
+    sink(head + b"}")
+
+
+def write_document(doc: Mapping[str, Any], out: str | Path, f: BinaryIO) -> None:
+    """``doc`` encoded as the file ``out`` names it, written into the open file ``f`` a
+    batch at a time (never the whole encoded document in memory)."""
+    if output_kind(out) == "perfetto":
+        from traceforge.render.perfetto import write_pftrace
+
+        write_pftrace(doc, f.write)
+        return
+    if Path(out).name.lower().endswith(".gz"):
+        with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as z:
+            stream_chrome(doc, z.write)
+        return
+    stream_chrome(doc, f.write)
 
 
 def document_bytes(doc: Mapping[str, Any], out: str | Path) -> bytes:
