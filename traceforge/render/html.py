@@ -41,6 +41,7 @@ td[title]{text-decoration:underline dotted #bbb}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:8px 0}
 .card{background:#fff;border:1px solid #e2e2e2;border-radius:6px;padding:8px 14px;min-width:120px}
 .card b{display:block;font-size:20px}
+.finding,.note,li,p{overflow-wrap:anywhere}
 .finding{background:#fff;border-left:5px solid #bbb;border-radius:4px;padding:8px 12px;
 margin:8px 0}
 .finding.high{border-color:#e15759}.finding.medium{border-color:#f28e2b}
