@@ -60,7 +60,8 @@ def busbw_svg(points: pd.DataFrame, ceiling_gbps: float | None, ceiling_label: s
         ax.set_yscale("log")
         ax.set_xlabel("message size (bytes, nccl-tests' S)")
         ax.set_ylabel("bus bandwidth (GB/s)")
-        ax.legend(loc="lower right", frameon=False, fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # no sized collective and no ceiling: none
+            ax.legend(loc="lower right", frameon=False, fontsize=7)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
