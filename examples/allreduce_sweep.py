@@ -24,7 +24,16 @@ x = torch.ones(1 << 20, device="cuda")
 for _ in range(5):
     dist.all_reduce(x)
 torch.cuda.synchronize()
-timing = {}
+timing, graph_timing = {}, {}
+
+
+def ranks_mean(ms: float) -> float:
+    """nccl-tests' time: averaged over the ranks."""
+    v = torch.tensor([ms], device="cuda", dtype=torch.float64)
+    dist.all_reduce(v)
+    return v.item() / world
+
+
 for s in sizes:
     t = torch.ones(s // 4, device="cuda", dtype=torch.float32)
     for _ in range(3):
@@ -38,11 +47,26 @@ for s in sizes:
         dist.all_reduce(t)
     b.record()
     torch.cuda.synchronize()
-    ms = a.elapsed_time(b) / iters
-    # nccl-tests: time averaged over ranks
-    v = torch.tensor([ms], device="cuda", dtype=torch.float64)
-    dist.all_reduce(v)
-    timing[s] = v.item() / world
+    timing[s] = ranks_mean(a.elapsed_time(b) / iters)
+    # The same calls captured in a CUDA graph and replayed: no host time between them, as
+    # nccl-tests' C++ loop (the Python loop above is bound by the host for small messages).
+    try:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(iters):
+                dist.all_reduce(t)
+        g.replay()
+        torch.cuda.synchronize()
+        dist.barrier()
+        torch.cuda.synchronize()
+        a.record()
+        g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        graph_timing[s] = ranks_mean(a.elapsed_time(b) / iters)
+        del g
+    except Exception as e:  # noqa: BLE001 - record why, keep the eager timing
+        print(f"rank {rank}: graph capture of {s} bytes failed: {e}", file=sys.stderr)
     del t
 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
     for s in sizes:
@@ -56,8 +80,15 @@ with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_sh
 prof.export_chrome_trace(os.path.join(out, f"allreduce_sweep_rank{rank}.json"))
 if rank == 0:
     n = world
-    rows = [{"bytes": s, "time_us": timing[s] * 1e3, "algbw_gbps": s / (timing[s] * 1e-3) / 1e9,
-             "busbw_gbps": s / (timing[s] * 1e-3) / 1e9 * 2 * (n - 1) / n} for s in sizes]
+
+    def row(s: int, ms: float | None) -> dict[str, float] | None:
+        if ms is None:
+            return None
+        algbw = s / (ms * 1e-3) / 1e9
+        return {"time_us": ms * 1e3, "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (n - 1) / n}
+
+    rows = [{"bytes": s, **(row(s, timing[s]) or {}), "graph": row(s, graph_timing.get(s))}
+            for s in sizes]
     info = {"world": world, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
             "nccl": ".".join(map(str, torch.cuda.nccl.version())), "iters": iters, "rows": rows}
     with open(os.path.join(out, "cuda_events.json"), "w") as f:

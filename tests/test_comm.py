@@ -396,12 +396,13 @@ SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "allreduce_h100x2"
 
 def test_h100x2_all_reduce_sweep_against_raw_json_and_cuda_events() -> None:
     """An all-reduce sweep of float32, 1 KiB to 1 GiB, 5 calls a size, on 2 NVLink H100s
-    (torch 2.11, NCCL 2.28.9; fixtures/allreduce_h100x2, made by .dev-comm's sweep script
-    shown in the README). Every instance's synchronized busbw equals the raw JSON's arithmetic;
-    the median per size is within 5% of the busbw timed with CUDA events around the same calls
-    (unprofiled, 5 back-to-back calls, averaged over the ranks) from 128 MiB up. Below that the
-    CUDA-event loop is bound by the host issuing dist.all_reduce (~70-90 us a call from 1 KiB to
-    8 MiB), not by the kernel, so it is no oracle there: the table in the README shows both."""
+    (torch 2.11, NCCL 2.28.9; fixtures/allreduce_h100x2, made by examples/allreduce_sweep.py).
+    Every instance's synchronized busbw equals the raw JSON's arithmetic. Against busbw timed
+    with CUDA events around the same 5 calls replayed from a CUDA graph (unprofiled, no host
+    time between the calls, averaged over the ranks, as nccl-tests times its loop), the median
+    per size is within 5% from 16 MiB up. Below that the loop's time also holds the few
+    microseconds between back-to-back collectives, which a kernel's own duration does not,
+    so `comm` reads higher (README: the table)."""
     import json
     import statistics
 
@@ -417,9 +418,11 @@ def test_h100x2_all_reduce_sweep_against_raw_json_and_cuda_events() -> None:
     events = json.loads((SWEEP / "cuda_events.json").read_text())
     assert events["world"] == 2
     for row in events["rows"]:
-        if row["bytes"] < 128 << 20:
-            continue
         got = statistics.median(inst.loc[inst["bytes"] == row["bytes"], "busbw_sync_gbps"])
-        assert abs(got - row["busbw_gbps"]) <= 0.05 * row["busbw_gbps"], (row, got)
+        want = row["graph"]["busbw_gbps"]
+        if row["bytes"] >= 16 << 20:
+            assert abs(got - want) <= 0.05 * want, (row, got)
+        elif row["bytes"] >= 1 << 20:
+            assert got > want, (row, got)  # the loop's gaps between collectives
     # NVLink 4 on the H100 SXM: 450 GB/s per direction; 1 GiB reaches ~73% of it.
     assert (inst["ceiling_gbps"] == 450).all()
