@@ -26,7 +26,8 @@ from traceforge.analyzers.runs.scaling import scaling
 from traceforge.render.chrome_json import write_chrome
 from traceforge.render.html import render_html
 from traceforge.render.markdown import render_markdown
-from traceforge.report.analysis import analyze, group_runs, scaling_of
+from traceforge.report.analysis import analyze
+from traceforge.report.comparison import group_runs, scaling_of
 from traceforge.report.findings import findings
 
 EAGER = FIXTURES / "eager.pt.trace.json.gz"

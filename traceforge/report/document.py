@@ -20,7 +20,8 @@ from traceforge.analyzers.runs.diff import TraceDiff, diff
 from traceforge.analyzers.runs.scaling import ScalingReport
 from traceforge.errors import UsageError
 from traceforge.model import Trace
-from traceforge.report.analysis import RunAnalysis, analyze, compare_runs, group_runs, scaling_of
+from traceforge.report.analysis import RunAnalysis, analyze
+from traceforge.report.comparison import compare_runs, group_runs, scaling_of
 from traceforge.report.findings import Finding, findings, findings_frame
 
 
