@@ -16,7 +16,8 @@ from tests.conftest import REPO, ev, make_trace, shared
 from traceforge.analyzers.costs.devices import device_peaks
 from traceforge.cli import cli
 from traceforge.model import Device, Trace, TraceMeta
-from traceforge.report.analysis import analyze, compare_runs, group_runs
+from traceforge.report.analysis import analyze
+from traceforge.report.comparison import compare_runs, group_runs
 from traceforge.report.findings import GEMM_BOUND_PCT_MIN, findings
 
 
