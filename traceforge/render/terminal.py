@@ -119,31 +119,46 @@ def _shrink(widths: list[int], floor: Sequence[int], excess: int) -> None:
             excess -= cut
 
 
+def lines(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Sequence[bool],
+          widths: Sequence[int], gap: int) -> list[str]:
+    """The table's lines at the given widths: headers wrapped between words (a word longer
+    than its column breaks) and aligned at the bottom, one heavy rule, one line per row;
+    numbers right-aligned, text left-aligned, ``gap`` spaces between columns. Laid out
+    here rather than by rich, whose column widths and padding differ between releases."""
+    import textwrap
+
+    heads = [textwrap.wrap(plain(h), w, break_long_words=True, break_on_hyphens=False) or [""]
+             for h, w in zip(headers, widths, strict=True)]
+    depth = max((len(x) for x in heads), default=0)
+    sep = " " * gap
+
+    def line(cells: Sequence[str]) -> str:
+        return sep.join(c.rjust(w) if num else c.ljust(w)
+                        for c, w, num in zip(cells, widths, numeric, strict=True))
+
+    out = [line([x[k - depth + len(x)] if k >= depth - len(x) else "" for x in heads])
+           for k in range(depth)]
+    out.append("\u2501" * (sum(widths) + gap * max(len(widths) - 1, 0)))
+    out += [line(row) for row in zip(*columns, strict=True)]
+    return out
+
+
 def render(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Sequence[bool],
            *, title: str = "", notes: Sequence[str] = (), width: int | None = None) -> str:
     """A table of plain-text cells (already formatted and escaped) fitted to ``width``."""
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
     widths, gap = fit(headers, columns, numeric, width)
-    t = Table(show_lines=False, box=box.SIMPLE_HEAVY, show_edge=False, pad_edge=False,
-              padding=(0, 1 if gap > 1 else 0), collapse_padding=True)
-    for h, w, num in zip(headers, widths, numeric, strict=True):
-        t.add_column(Text(h), justify="right" if num else "left", width=w,
-                     overflow="fold", no_wrap=False)
     fitted = [[c if num else shorten(c, w) for c in col]
               for col, w, num in zip(columns, widths, numeric, strict=True)]
-    for row in zip(*fitted, strict=True):
-        t.add_row(*(Text(c) for c in row))
     total = sum(widths) + gap * max(len(widths) - 1, 0)
     buf = io.StringIO()
     console = Console(file=buf, width=max(width or 0, total, 20), force_terminal=False,
                       color_system=None, markup=False, emoji=False, highlight=False)
     for line in ([title] if title else []):
         console.print(Text(plain(line)), soft_wrap=width is None)
-    console.print(t)
+    buf.write("".join(x + "\n" for x in lines(headers, fitted, numeric, widths, gap)))
     for n in notes:
         console.print(Text(plain(n)), soft_wrap=width is None)
     return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))
