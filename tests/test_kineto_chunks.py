@@ -357,3 +357,27 @@ def test_string_ids_that_numpy_would_read_as_numbers_stay_names(
         assert sorted(set(t.events["pid"].tolist())) == [-2, 1]
     assert_same(chrome.read(p), one_piece(p))
     assert forced["chunks"] == 2
+
+
+def test_children_are_forked_with_sigterm_default() -> None:
+    """The CLI turns SIGTERM into SystemExit; a child forked with that handler and
+    terminated by Child.close() would raise inside its copy of the parent's code (seen as a
+    flaky 'can only test a child process' in this file's property test)."""
+    import signal
+
+    from traceforge.forks import Child, can_fork
+
+    if not can_fork():
+        pytest.skip("no fork here")
+
+    def handler(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        child = Child(lambda: signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+        assert child.result() is True
+        child.close()
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, old)

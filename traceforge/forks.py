@@ -15,15 +15,17 @@ do the work here instead, so a result never depends on whether a child ran it.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import multiprocessing
 import os
 import pickle
+import signal
 import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any, Generic, TypeVar
@@ -80,7 +82,8 @@ class Child(Generic[T]):
                 warnings.simplefilter("ignore", DeprecationWarning)
                 self._proc = ctx.Process(target=_run, args=(work, send, self._fd),
                                          daemon=True)
-                self._proc.start()
+                with _default_sigterm():
+                    self._proc.start()
         except BaseException:
             self.close()
             raise
@@ -113,6 +116,23 @@ class Child(Generic[T]):
                 self._proc.terminate()
             self._proc.join()
             self._proc = None
+
+
+@contextlib.contextmanager
+def _default_sigterm() -> Iterator[None]:
+    """The child is forked with SIGTERM's default action: :meth:`Child.close` terminates a
+    child that still runs, and a Python handler it inherited (the CLI turns SIGTERM into
+    an exit) would raise inside the child's copy of this process's code, wherever fork()
+    left it, instead of ending it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        if old is not None:  # None: a handler set outside Python, which cannot be restored
+            signal.signal(signal.SIGTERM, old)
 
 
 def _run(work: Callable[[], Any], conn: Connection, fd: int) -> None:
