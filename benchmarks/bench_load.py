@@ -72,6 +72,16 @@ shutil.rmtree(d)
 INPROC = time.perf_counter() - t0
 """
 
+#: The import floor of a warm verb: the interpreter with pandas and pyarrow imported.
+IMPORTS = """
+import time; t0 = time.perf_counter()
+import pandas, pyarrow
+INPROC = time.perf_counter() - t0
+"""
+
+#: Warm single-table verbs (target: within 0.2 s of IMPORTS in wall time).
+SINGLE = ("top-kernels", "idle", "overlap", "ops", "launch")
+
 
 def verb(module: str, *args: str) -> str:
     """A CLI run of ``traceforge ARGS`` with its verb module imported before the clock."""
@@ -95,8 +105,10 @@ INPROC = time.perf_counter() - t0
 
 
 def run_case(code: str, trace: Path, env: dict[str, str], out: Path,
-             cgroup: Path | None = None) -> tuple[float, float, float]:
-    """(wall s, in-process s, peak RSS GiB) of one fresh interpreter running ``code``.
+             cgroup: Path | None = None) -> tuple[float, float, float, float]:
+    """(wall s, in-process s, peak RSS GiB, CPU s) of one fresh interpreter running
+    ``code``. CPU is user + system time of the interpreter and every process it started
+    and waited for (the reader's chunk workers, a forked cache writer).
 
     Peak RSS is the interpreter's own peak plus the largest peak of the processes it
     started (the reader's chunk workers): an upper bound on what they held at once.
@@ -115,14 +127,15 @@ def run_case(code: str, trace: Path, env: dict[str, str], out: Path,
         proc = subprocess.Popen(cmd, cwd=REPO, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         assert proc.stderr is not None
-        _, status, _ = os.wait4(proc.pid, 0)
+        _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        cpu = usage.ru_utime + usage.ru_stime
         err = proc.stderr.read().decode(errors="replace")
         rc = os.waitstatus_to_exitcode(status)
         if rc != 0:
             raise RuntimeError(f"exit {rc}: {err.strip().splitlines()[-1:] or ''}")
         inproc, rss_kib = json.load(res)
-        return wall, float(inproc), rss_kib / 2**20
+        return wall, float(inproc), rss_kib / 2**20, cpu
 
 
 def settle(gib: float) -> None:
@@ -196,6 +209,8 @@ def main() -> None:
     ap.add_argument("--trace", type=Path)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--only", help="run only the cases whose name contains one of these "
+                                   "comma-separated words (the floors always run)")
     ap.add_argument("--settle", type=float, default=1.0, metavar="GIB",
                     help="memory a throwaway process touches before each timed case "
                          "(0: none); see settle()")
@@ -216,25 +231,33 @@ def main() -> None:
          " = '1'\n" + verb("top_kernels", *tk), "empty"),
         # --no-cache is a group option: it goes before the verb.
         ("cold top-kernels --no-cache", verb("top_kernels", "--no-cache", *tk), "any"),
-        ("warm top-kernels", verb("top_kernels", *tk), "warm"),
-        # First the verb on a cached entry computes its derived tables (the timeline, the
-        # critical-path graph, ...) and stores them; the same verb again reads them back.
-        ("warm idle", verb("idle", "idle", "@P", "--format", "json"), "warm"),
-        ("warm idle, tables stored", verb("idle", "idle", "@P", "--format", "json"), "warm"),
-        ("warm overlap", verb("overlap", "overlap", "@P", "--format", "json"), "warm"),
-        ("warm overlap, tables stored", verb("overlap", "overlap", "@P", "--format", "json"),
-         "warm"),
+        ("import pandas, pyarrow (warm floor)", IMPORTS, "any"),
+    ]
+    # First the verb on a cached entry computes its derived tables (the timeline, the
+    # ops' FLOPs, ...) and stores them; the same verb again reads them back.
+    for v in SINGLE:
+        args = (v, "@P", "--format", "json") if v != "top-kernels" else tk
+        mod = v.replace("-", "_")
+        cases.append((f"warm {v}", verb(mod, *args), "warm"))
+        if v != "top-kernels":
+            cases.append((f"warm {v}, tables stored", verb(mod, *args), "warm"))
+    cases += [
         ("warm report (md)", verb("report", "report", "@P", "-o", "@OUT"), "warm"),
         ("warm report, tables stored", verb("report", "report", "@P", "-o", "@OUT"), "warm"),
+        ("warm report html, tables stored",
+         verb("report", "report", "@P", "-o", "@OUT.html"), "warm"),
     ]
     if not a.no_hta and importlib.util.find_spec("hta") is not None:
         cases.append(("HTA 0.5.0 parse + kernel breakdown", HTA, "any"))
+    if a.only:
+        words = a.only.split(",")
+        cases = [c for c in cases if "floor" in c[0] or any(w in c[0] for w in words)]
     size = trace.stat().st_size / 1e6
     print(f"trace: {trace} ({size:.1f} MB); {a.repeat} rounds of every case, median shown; "
           f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}; settle {a.settle:g} GiB")
     # Round-robin (every case once per repeat), so that load from other processes on a
     # shared machine spreads over all cases instead of skewing one of them.
-    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _, _ in cases}
+    samples: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name, _, _ in cases}
     failed: set[str] = set()
     for _ in range(a.repeat):
         for name, code, state in cases:
@@ -252,7 +275,7 @@ def main() -> None:
                 failed.add(name)
     results = {
         name: (statistics.median(s[0] for s in got), statistics.median(s[1] for s in got),
-               max(s[2] for s in got))
+               max(s[2] for s in got), statistics.median(s[3] for s in got))
         for name, got in samples.items() if got
     }
     # Peak RSS adds the command's and its workers' peaks, counting the pages they share
@@ -268,16 +291,21 @@ def main() -> None:
         together[name] = pages_once_peak(code, trace, base_env, out, where)
     floor = results.get("typed msgspec decode (floor)")
     hta = results.get("HTA 0.5.0 parse + kernel breakdown")
+    imports = results.get("import pandas, pyarrow (warm floor)")
     cache_mb = sum(p.stat().st_size for p in cache.glob("*.arrow")) / 1e6
     derived_mb = sum(p.stat().st_size for p in cache.glob("*.derived")) / 1e6
-    print(f"{'case':40} {'wall s':>7} {'in-proc s':>9} {'peak GiB':>8} {'pages-once':>10} "
-          f"{'/ floor':>8} {'HTA / it':>8}")
-    for name, (w, ip, r) in results.items():
+    print(f"{'case':40} {'wall s':>7} {'CPU s':>6} {'in-proc s':>9} {'peak GiB':>8} "
+          f"{'pages-once':>10} {'/ floor':>8} {'CPU /':>6} {'HTA / it':>8} {'- imports':>9}")
+    for name, (w, ip, r, cpu) in results.items():
         vs = f"{w / floor[0]:.2f}x" if floor else ""
+        vc = f"{cpu / floor[3]:.2f}x" if floor else ""
+        # Warm cases: seconds above the import floor (pandas + pyarrow) in wall time.
+        above = f"{w - imports[0]:+.2f}" if imports and name.startswith("warm") else ""
         # HTA parses and tables kernels: compared with the top-kernels cases only.
         vh = f"{hta[0] / w:.1f}x" if hta and "top-kernels" in name else ""
         once = f"{together[name]:.2f}" if name in together else ""
-        print(f"{name:40} {w:7.2f} {ip:9.3f} {r:8.2f} {once:>10} {vs:>8} {vh:>8}")
+        print(f"{name:40} {w:7.2f} {cpu:6.2f} {ip:9.3f} {r:8.2f} {once:>10} {vs:>8} "
+              f"{vc:>6} {vh:>8} {above:>9}")
     if where is None:
         print("pages-once peaks need a memory cgroup this user can make (Linux, root)")
     print(f"cache entry: {cache_mb:.1f} MB for a {size:.1f} MB trace, derived tables "

@@ -236,19 +236,24 @@ def read(path: str | Path, kinds: Collection[str] | None = None) -> Trace:
 
 def _read_chunks(p: Path, kinds: frozenset[str] | None) -> Trace | None:
     n = chunks.workers()
-    if n < 2:
-        return None
     with content(p, private=True) as raw:
         plan = chunks.plan(raw, n)
         if plan is None:
             return None
+        groups = plan.groups()
 
-        def work(i: int) -> tuple[Columns, Doc | None]:
+        def one(i: int) -> tuple[Columns, Doc | None]:
             events, tail = chunks.decode(raw, plan, i)
             return columns(events, kinds), tail
 
+        def work(g: int) -> list[tuple[Columns, Doc | None]]:
+            return [one(i) for i in groups[g]]  # one chunk's structs alive at a time
+
         try:
-            parts = forked_map(work, plan.chunks)
+            if len(groups) == 1:
+                parts = work(0)
+            else:
+                parts = [part for got in forked_map(work, len(groups)) for part in got]
         except (chunks.ChunkError, ForkError, OverflowError, OSError):
             # OSError: no fork or in-memory file here (process limit, sandbox, memory).
             raise _OnePiece from None

@@ -10,11 +10,13 @@ A stored table is only read back for the same thing it was made from: its file h
 full key, the cache entry's key (source path, size, mtime, inode, reader code), which
 event kinds the trace kept, a fingerprint of every module of the package (size and mtime:
 any edit of any analyzer makes old tables misses) and the table's own key (which names
-the step rule). Files are pickles, the only way to store these objects whole, and a pickle
-runs code when read: so one is read only from a cache directory that the current user owns
-and that no one else may write (not group- or world-writable), opened with ``O_NOFOLLOW``
-(a planted symlink to a file of the user's is refused, not followed), and only when it is
-a regular file the current user owns.
+the step rule). Files hold data only, never code (not pickles): a JSON header (the key and
+the value's tree: plain values, frames, arrays, this package's dataclasses by name) and the
+arrays' raw bytes, see :func:`encode`; reading one builds arrays from bytes and sets the
+fields of ``traceforge.*`` dataclasses, so a planted or damaged file is at worst a wrong
+table, never code run. As defence in depth a file is read only from a cache directory the
+current user owns and no one else may write, opened with ``O_NOFOLLOW``, and only when it
+is a regular file the current user owns.
 Like the cache, nothing here raises: a damaged, foreign or unreadable file is a miss, an
 unwritable directory means no store. Files are written to a temporary name and published
 with ``os.replace``; ``traceforge cache clear`` and the cache's size cap (least recently
@@ -27,7 +29,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import pickle
 import shutil
 import stat
 import tempfile
@@ -97,13 +98,16 @@ class DiskStore:
                 if not stat.S_ISREG(st.st_mode) or (
                         hasattr(os, "getuid") and st.st_uid != os.getuid()):
                     return None
-                stored, value = pickle.load(fh)
+                data = bytearray(st.st_size)
+                if fh.readinto(data) != st.st_size:
+                    return None
+            value = decode(data, full)
         except FileNotFoundError:
             return None
         except Exception as e:  # noqa: BLE001 - a damaged file of any kind is a miss
             log.debug("derived table %s unreadable: %s", f, e)
             return None
-        if stored != full:
+        if value is None:
             return None
         with contextlib.suppress(OSError):
             os.utime(f)  # last use, for the cache's LRU eviction
@@ -113,8 +117,8 @@ class DiskStore:
         full = f"{self.prefix}|{key}"
         f = self._file(full)
         try:
-            data = pickle.dumps((full, value), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as e:  # noqa: BLE001 - an object that does not pickle is not kept
+            data = encode(full, value)
+        except Exception as e:  # noqa: BLE001 - a value the format does not hold is not kept
             log.debug("derived table %s not kept: %s", key, e)
             return
         tmp = ""
@@ -130,3 +134,253 @@ class DiskStore:
             if tmp:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
+
+
+# -- the file format: data only ----------------------------------------------------------
+#
+# A derived table is a tree of plain values (None, bool, int, float, str, list, tuple,
+# dict), numpy arrays, pandas frames/series/indexes and dataclasses of this package. The
+# file is MAGIC, the length of a JSON header, the header (the full key and the tree, every
+# node a JSON value or a list tagged by its first item) and the arrays' raw bytes. Reading
+# it builds numpy arrays from bytes (never of dtype object) and dataclasses of
+# ``traceforge.*`` by setting their fields: nothing in the file names code to run.
+
+MAGIC = b"TFDERIVED2\n"
+
+
+class Unstorable(TypeError):
+    """A value the format does not hold (kept in memory only)."""
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.bufs: list[bytes] = []
+
+    def array(self, a: Any) -> list[Any]:
+        import numpy as np
+
+        if a.dtype.hasobject:
+            flat = a.ravel().tolist()
+            if all(type(x) is str for x in flat):
+                return ["aos", list(a.shape), flat]
+            return ["ao", list(a.shape), [self.value(x) for x in flat]]
+        self.bufs.append(np.ascontiguousarray(a).tobytes())
+        return ["a", a.dtype.str, list(a.shape), len(self.bufs) - 1]
+
+    def column(self, s: Any) -> list[Any]:
+        import numpy as np
+        import pandas as pd
+
+        dt = s.dtype
+        if isinstance(dt, pd.CategoricalDtype):
+            return ["cat", self.array(np.asarray(s.cat.codes)), self.index(dt.categories),
+                    bool(dt.ordered)]
+        if isinstance(dt, np.dtype):
+            return self.array(s.to_numpy())
+        if isinstance(dt, pd.StringDtype):
+            vals = s.to_numpy(dtype=object)
+            return ["str", str(dt), [v if isinstance(v, str) else None for v in vals]]
+        return ["ext", str(dt), self.value(s.tolist())]
+
+    def index(self, ix: Any) -> list[Any]:
+        import pandas as pd
+
+        if isinstance(ix, pd.MultiIndex):
+            raise Unstorable("MultiIndex")
+        if isinstance(ix, pd.RangeIndex):
+            return ["ri", ix.start, ix.stop, ix.step, self.value(ix.name)]
+        return ["ix", self.column(ix.to_series(index=None)), self.value(ix.name)]
+
+    def value(self, v: Any) -> Any:  # noqa: C901 - one branch per kind of value
+        import dataclasses
+
+        import numpy as np
+        import pandas as pd
+
+        from traceforge.errors import TraceforgeError
+
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if type(v) is int:
+            if -(2**63) <= v < 2**63:
+                return v
+            return ["big", str(v)]
+        if type(v) is float:
+            return ["f", v.hex()]
+        if isinstance(v, list):
+            return ["l", [self.value(x) for x in v]]
+        if isinstance(v, tuple) and type(v) is tuple:
+            return ["t", [self.value(x) for x in v]]
+        if isinstance(v, dict) and type(v) is dict:
+            return ["d", [[self.value(k), self.value(x)] for k, x in v.items()]]
+        if isinstance(v, np.ndarray):
+            return self.array(v)
+        if isinstance(v, np.generic):
+            return ["s", self.array(np.asarray(v))]
+        if isinstance(v, pd.DataFrame):
+            if not v.columns.is_unique:
+                raise Unstorable("duplicate column names")
+            return ["df", self.index(v.columns), self.index(v.index),
+                    [self.column(v.iloc[:, i]) for i in range(v.shape[1])],
+                    self.value(dict(v.attrs))]
+        if isinstance(v, pd.Series):
+            return ["se", self.column(v), self.index(v.index), self.value(v.name)]
+        if isinstance(v, pd.Index):
+            return ["pix", self.index(v)]
+        cls = type(v)
+        if cls.__module__.startswith("traceforge."):
+            if dataclasses.is_dataclass(v):
+                return ["dc", cls.__module__, cls.__qualname__,
+                        [[f.name, self.value(getattr(v, f.name))]
+                         for f in dataclasses.fields(v)]]
+            if isinstance(v, TraceforgeError):
+                return ["err", cls.__module__, cls.__qualname__, self.value(list(v.args))]
+        raise Unstorable(f"{cls.__module__}.{cls.__qualname__}")
+
+
+class _Reader:
+    def __init__(self, bufs: list[memoryview]) -> None:
+        self.bufs = bufs
+
+    def array(self, n: list[Any]) -> Any:
+        import numpy as np
+
+        if n[0] == "aos":
+            out = np.empty(len(n[2]), dtype=object)
+            out[:] = n[2]
+            return out.reshape(n[1])
+        if n[0] == "ao":
+            out = np.empty(len(n[2]), dtype=object)
+            out[:] = [self.value(x) for x in n[2]]
+            return out.reshape(n[1])
+        dt = np.dtype(n[1])
+        if dt.hasobject:
+            raise ValueError("object dtype")
+        return np.frombuffer(self.bufs[n[3]], dtype=dt).reshape(n[2])
+
+    def column(self, n: list[Any]) -> Any:
+        import pandas as pd
+
+        if n[0] == "cat":
+            return pd.Categorical.from_codes(self.array(n[1]), categories=self.index(n[2]),
+                                             ordered=n[3])
+        if n[0] in ("str", "ext"):
+            vals = n[2] if n[0] == "str" else self.value(n[2])
+            return pd.array(vals, dtype=n[1])
+        return self.array(n)
+
+    def series(self, n: list[Any], index: Any, name: Any = None) -> Any:
+        import pandas as pd
+
+        col = self.column(n)
+        # An object array stays object (pandas 3 would otherwise infer its str dtype).
+        dtype = object if n[0] in ("aos", "ao") else None
+        return pd.Series(col, index=index, name=name, dtype=dtype, copy=False)
+
+    def index(self, n: list[Any]) -> Any:
+        import pandas as pd
+
+        if n[0] == "ri":
+            return pd.RangeIndex(n[1], n[2], n[3], name=self.value(n[4]))
+        col = self.column(n[1])
+        dtype = object if n[1][0] in ("aos", "ao") else col.dtype
+        return pd.Index(col, name=self.value(n[2]), dtype=dtype, copy=False)
+
+    def value(self, n: Any) -> Any:  # noqa: C901 - one branch per tag
+        import dataclasses
+        import importlib
+
+        import pandas as pd
+
+        from traceforge.errors import TraceforgeError
+
+        if not isinstance(n, list):
+            return n
+        tag = n[0]
+        if tag == "f":
+            return float.fromhex(n[1])
+        if tag == "big":
+            return int(n[1])
+        if tag == "l":
+            return [self.value(x) for x in n[1]]
+        if tag == "t":
+            return tuple(self.value(x) for x in n[1])
+        if tag == "d":
+            return {self.value(k): self.value(x) for k, x in n[1]}
+        if tag in ("a", "aos", "ao"):
+            return self.array(n)
+        if tag == "s":
+            return self.array(n[1])[()]
+        if tag == "df":
+            cols, idx = self.index(n[1]), self.index(n[2])
+            df = pd.DataFrame({i: self.series(c, idx) for i, c in enumerate(n[3])},
+                              index=idx)
+            df.columns = cols
+            df.attrs.update(self.value(n[4]))
+            return df
+        if tag == "se":
+            return self.series(n[1], self.index(n[2]), self.value(n[3]))
+        if tag == "pix":
+            return self.index(n[1])
+        if tag in ("dc", "err"):
+            if not n[1].startswith("traceforge."):
+                raise ValueError(f"not a traceforge class: {n[1]}")
+            cls = importlib.import_module(n[1])
+            for part in n[2].split("."):
+                cls = getattr(cls, part)
+            if tag == "err":
+                if not (isinstance(cls, type) and issubclass(cls, TraceforgeError)):
+                    raise ValueError(f"not an error class: {n[2]}")
+                return cls(*self.value(n[3]))
+            if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+                raise ValueError(f"not a dataclass: {n[2]}")
+            obj = object.__new__(cls)
+            for name, x in n[3]:
+                object.__setattr__(obj, name, self.value(x))
+            return obj
+        raise ValueError(f"unknown tag {tag!r}")
+
+
+def encode(full: str, value: Any) -> bytes:
+    """The bytes of a derived-table file holding ``value`` under the key ``full``
+    (:class:`Unstorable` for a value the format does not hold)."""
+    import orjson
+
+    w = _Writer()
+    tree = w.value(value)
+    spans, at = [], 0
+    for b in w.bufs:
+        spans.append([at, len(b)])
+        at += -(-len(b) // 64) * 64
+    try:
+        head = orjson.dumps({"key": full, "value": tree, "spans": spans})
+    except TypeError as e:
+        raise Unstorable(str(e)) from e
+    start = -(-(len(MAGIC) + 8 + len(head)) // 64) * 64
+    out = bytearray(start + at)
+    out[:len(MAGIC) + 8] = MAGIC + len(head).to_bytes(8, "little")
+    out[len(MAGIC) + 8:len(MAGIC) + 8 + len(head)] = head
+    for (off, size), b in zip(spans, w.bufs):
+        out[start + off:start + off + size] = b
+    return bytes(out)
+
+
+def decode(data: bytearray, full: str) -> Any | None:
+    """The value of a derived-table file's bytes when it was stored under the key
+    ``full`` (None for another key); ValueError (or KeyError, TypeError) when damaged."""
+    import orjson
+
+    view = memoryview(data)
+    if bytes(view[:len(MAGIC)]) != MAGIC:
+        raise ValueError("not a derived table")
+    n = int.from_bytes(view[len(MAGIC):len(MAGIC) + 8], "little")
+    head = orjson.loads(view[len(MAGIC) + 8:len(MAGIC) + 8 + n])
+    if head["key"] != full:
+        return None
+    start = -(-(len(MAGIC) + 8 + n) // 64) * 64
+    bufs = []
+    for off, size in head["spans"]:
+        if off < 0 or size < 0 or start + off + size > len(data):
+            raise ValueError("truncated")
+        bufs.append(view[start + off:start + off + size])
+    return _Reader(bufs).value(head["value"])
