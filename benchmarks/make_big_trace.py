@@ -58,15 +58,27 @@ def build(src: Path, out: Path, target_mb: float) -> int:
     copies = max(1, round(target_mb * 1e6 / one))
     meta = [e for e in events if e.get("ph") == "M"]
     body = [e for e in events if e.get("ph") != "M"]
-    out_events = list(meta)
-    for i in range(copies):
-        out_events.extend(_shift(e, i * period, i * max_id) for e in body)
-    doc["traceEvents"] = out_events
-    # json.dumps, not orjson: Kineto writes `"ph": "X", ` with spaces, and the size target
-    # (events per MB) should match real files.
+    # Written one copy at a time (a 1 GB trace would not fit in memory as dicts); the bytes
+    # are those of json.dump of the whole document (json, not orjson: Kineto writes
+    # `"ph": "X", ` with spaces, and the size target, events per MB, should match real
+    # files).
+    mark = "\x00EVENTS\x00"
+    head, tail = json.dumps({**doc, "traceEvents": mark}).split(json.dumps(mark))
+    n = 0
     with out.open("w") as f:
-        json.dump(doc, f)
-    return len(out_events)
+        f.write(head + "[")
+        sep = ""
+        if meta:
+            f.write(", ".join(json.dumps(e) for e in meta))
+            sep, n = ", ", len(meta)
+        for i in range(copies):
+            part = ", ".join(json.dumps(_shift(e, i * period, i * max_id)) for e in body)
+            if part:
+                f.write(sep + part)
+                sep = ", "
+            n += len(body)
+        f.write("]" + tail)
+    return n
 
 
 def main() -> None:

@@ -177,6 +177,22 @@ class _Writer:
                     bool(dt.ordered)]
         if isinstance(dt, np.dtype):
             return self.array(s.to_numpy())
+        if isinstance(dt, pd.StringDtype) and dt.storage == "pyarrow":
+            import pyarrow as pa
+
+            arr: Any = pa.array(s)  # the column's own Arrow data: its buffers as they are
+            if isinstance(arr, pa.ChunkedArray):
+                arr = arr.combine_chunks()
+            if arr.offset:
+                arr = pa.concat_arrays([arr])
+            bufs: list[int | None] = []
+            for b in arr.buffers():
+                if b is None:
+                    bufs.append(None)
+                else:
+                    self.bufs.append(b.to_pybytes())
+                    bufs.append(len(self.bufs) - 1)
+            return ["astr", str(dt), str(arr.type), len(arr), arr.null_count, bufs]
         if isinstance(dt, pd.StringDtype):
             vals = s.to_numpy(dtype=object)
             return ["str", str(dt), [v if isinstance(v, str) else None for v in vals]]
@@ -264,6 +280,15 @@ class _Reader:
         if n[0] == "cat":
             return pd.Categorical.from_codes(self.array(n[1]), categories=self.index(n[2]),
                                              ordered=n[3])
+        if n[0] == "astr":
+            import pyarrow as pa
+
+            typ = {"string": pa.string(), "large_string": pa.large_string()}[n[2]]
+            bufs = [None if b is None else pa.py_buffer(self.bufs[b]) for b in n[5]]
+            arr = pa.Array.from_buffers(typ, n[3], bufs, n[4])
+            arr.validate(full=True)
+            dt = pd.api.types.pandas_dtype(n[1])
+            return arr.to_pandas(types_mapper=lambda _: dt).array
         if n[0] in ("str", "ext"):
             vals = n[2] if n[0] == "str" else self.value(n[2])
             return pd.array(vals, dtype=n[1])
@@ -313,8 +338,9 @@ class _Reader:
             return self.array(n[1])[()]
         if tag == "df":
             cols, idx = self.index(n[1]), self.index(n[2])
-            df = pd.DataFrame({i: self.series(c, idx) for i, c in enumerate(n[3])},
-                              index=idx)
+            # Joined without consolidating (a copy of every column into 2-D blocks).
+            df = (pd.concat([self.series(c, idx, i) for i, c in enumerate(n[3])], axis=1)
+                  if n[3] else pd.DataFrame(index=idx))
             df.columns = cols
             df.attrs.update(self.value(n[4]))
             return df
@@ -360,7 +386,7 @@ def encode(full: str, value: Any) -> bytes:
     out = bytearray(start + at)
     out[:len(MAGIC) + 8] = MAGIC + len(head).to_bytes(8, "little")
     out[len(MAGIC) + 8:len(MAGIC) + 8 + len(head)] = head
-    for (off, size), b in zip(spans, w.bufs):
+    for (off, size), b in zip(spans, w.bufs, strict=True):
         out[start + off:start + off + size] = b
     return bytes(out)
 
