@@ -160,10 +160,17 @@ class _Writer:
         import numpy as np
 
         if a.dtype.hasobject:
-            flat = a.ravel().tolist()
-            if all(type(x) is str for x in flat):
-                return ["aos", list(a.shape), flat]
-            return ["ao", list(a.shape), [self.value(x) for x in flat]]
+            import pandas as pd
+
+            flat = a.ravel()
+            if pd.api.types.infer_dtype(flat, skipna=False) == "string":
+                # Names repeat: each distinct string once, and codes (read back as one
+                # take, every row of a name sharing one object, as a pickle does).
+                codes, uniques = pd.factorize(flat)
+                return ["aos", list(a.shape), uniques.tolist(),
+                        self.array(codes.astype(np.int32 if len(uniques) < 2**31
+                                                else np.int64))]
+            return ["ao", list(a.shape), [self.value(x) for x in flat.tolist()]]
         self.bufs.append(np.ascontiguousarray(a).tobytes())
         return ["a", a.dtype.str, list(a.shape), len(self.bufs) - 1]
 
@@ -262,9 +269,9 @@ class _Reader:
         import numpy as np
 
         if n[0] == "aos":
-            out = np.empty(len(n[2]), dtype=object)
-            out[:] = n[2]
-            return out.reshape(n[1])
+            uniques = np.empty(len(n[2]), dtype=object)
+            uniques[:] = n[2]
+            return uniques.take(self.array(n[3])).reshape(n[1])
         if n[0] == "ao":
             out = np.empty(len(n[2]), dtype=object)
             out[:] = [self.value(x) for x in n[2]]

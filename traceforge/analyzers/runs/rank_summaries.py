@@ -63,8 +63,22 @@ class OverlapRank:
     step_source: str | None
 
 
+def _key(name: str, **options: Any) -> str:
+    """A derived-table key for a summary made with ``options`` (steps as a tuple)."""
+    steps = options.get("steps")
+    if steps is not None:
+        options["steps"] = tuple(int(s) for s in steps)
+    return f"{name}|{sorted(options.items())!r}"
+
+
 def overlap_summary(trace: Trace, *, steps: Sequence[int] | None = None) -> OverlapRank:
-    """One rank's :class:`OverlapRank` (reduce with :func:`overlap_reduce`)."""
+    """One rank's :class:`OverlapRank` (reduce with :func:`overlap_reduce`); a derived
+    table of the trace (a later run on the cached trace reads it back)."""
+    return trace.derived(_key("overlap_summary", steps=steps),
+                         lambda: _overlap_summary(trace, steps))
+
+
+def _overlap_summary(trace: Trace, steps: Sequence[int] | None) -> OverlapRank:
     tl = timeline(trace)
     if tl.activity.empty:
         return OverlapRank([], None, None)
@@ -99,9 +113,10 @@ class BreakdownRank:
 
 
 def breakdown_summary(trace: Trace, *, steps: Sequence[int] | None = None) -> BreakdownRank:
-    """One rank's :class:`BreakdownRank` (reduce with :func:`breakdown_reduce`)."""
-    return BreakdownRank(breakdown(trace, steps=steps).to_dict("records"),
-                         timeline(trace).step_source)
+    """One rank's :class:`BreakdownRank` (reduce with :func:`breakdown_reduce`); a
+    derived table of the trace."""
+    return trace.derived(_key("breakdown_summary", steps=steps), lambda: BreakdownRank(
+        breakdown(trace, steps=steps).to_dict("records"), timeline(trace).step_source))
 
 
 def breakdown_reduce(parts: Sequence[BreakdownRank]) -> tuple[pd.DataFrame, str]:
@@ -117,11 +132,16 @@ def idle_summary(trace: Trace, *, limit: int = 0, min_gap_ns: int = 0,
                  ) -> IdleReport:
     """One rank's :func:`~traceforge.analyzers.timing.idle.idle_gaps` with only its ``limit``
     longest gaps listed (all when 0): the run's longest gaps are among every rank's own
-    longest, so the summary and histogram stay whole and the gap list stays small."""
-    rep = idle_gaps(trace, min_gap_ns=min_gap_ns, per_stream=per_stream, steps=steps,
-                    limit=limit)
-    gaps = _longest(rep.gaps, limit)
-    return replace(rep, gaps=gaps)
+    longest, so the summary and histogram stay whole and the gap list stays small. A
+    derived table of the trace."""
+    def make() -> IdleReport:
+        rep = idle_gaps(trace, min_gap_ns=min_gap_ns, per_stream=per_stream, steps=steps,
+                        limit=limit)
+        return replace(rep, gaps=_longest(rep.gaps, limit))
+
+    key = _key("idle_summary", limit=limit, min_gap_ns=min_gap_ns, per_stream=per_stream,
+               steps=steps)
+    return trace.derived(key, make)
 
 
 def _longest(gaps: pd.DataFrame, limit: int) -> pd.DataFrame:

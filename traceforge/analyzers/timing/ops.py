@@ -8,6 +8,7 @@ timeline's one rule, :mod:`traceforge.analyzers.timeline.activity`), so summing 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,15 @@ def ops(trace: Trace, n: int | None = None, *, include_memory: bool = True,
     and ``gflops`` count the op's calls (those starting inside the selected steps);
     ``tflops_per_s`` divides the FLOPs by the self GPU time (empty when FLOPs are unknown).
     ``steps`` keeps the activity those steps launched and the calls inside them.
+    A derived table of the trace (a later run on the cached trace reads it back).
     """
+    key = f"ops|{n!r}|{include_memory!r}|{None if steps is None else tuple(map(int, steps))!r}"
+    got: pd.DataFrame = trace.derived(key, lambda: _ops(trace, n, include_memory, steps))
+    return cast("pd.DataFrame", got.copy())
+
+
+def _ops(trace: Trace, n: int | None, include_memory: bool, steps: Sequence[int] | None
+         ) -> pd.DataFrame:
     tl = timeline(trace)
     a = tl.in_steps(steps)
     if not include_memory:
