@@ -166,3 +166,72 @@ def test_cache_info_counts_and_clear_removes_them(cdir: Path, src: Path) -> None
     assert entry.size == sum(f.stat().st_size for f in files)
     n, b = cache.clear()
     assert (n, b) == (1, entry.size) and list(cdir.iterdir()) == []
+
+
+def test_stored_tables_are_data_and_round_trip_exactly(cdir: Path, tmp_path: Path) -> None:
+    """Issue 31 item 9: a derived table file holds data only. What a verb stores comes
+    back equal, dtypes included (pandas 3 would otherwise turn object strings into str);
+    a value the format does not hold is not stored; a file naming a class outside this
+    package, or a pickle planted at a table's path, is a miss and runs nothing."""
+    import pickle
+
+    import numpy as np
+
+    from traceforge.errors import AnalysisError
+
+    frame = pd.DataFrame({
+        "i": np.arange(3), "f": [1.5, np.nan, 3.0],
+        "o": pd.Series(["a", None, "a"], dtype=object),
+        "mixed": pd.Series([1, "x", None], dtype=object),
+        "cat": pd.Categorical(["p", "q", "p"]),
+        "s": pd.Series(["u", "v", None], dtype="string"),
+    }, index=[5, 6, 7])
+    value = {
+        "frame": frame, "rows": frame.iloc[1:], "empty": frame.iloc[:0],
+        ("tuple", 1): (1, 2.5, float("nan"), None, True, 2**70),
+        "arrays": [np.arange(6).reshape(2, 3), np.array(["x", "y", "x"], dtype=object),
+                   np.float32(1.5)],
+        "error": AnalysisError("no steps"), "series": pd.Series([1.0], index=["k"], name="n"),
+    }
+    t = load(SRC)
+    t = load(SRC)  # a cache hit: the trace has a store
+    store = t.store
+    assert isinstance(store, derived.DiskStore)
+    store.put("v", value)
+    back = store.get("v")
+    assert back is not None and back is not value
+    for k in ("frame", "rows", "empty"):
+        pd.testing.assert_frame_equal(back[k], value[k])
+        assert list(back[k].dtypes) == list(value[k].dtypes)
+    got = back[("tuple", 1)]
+    assert got[:2] == (1, 2.5) and np.isnan(got[2]) and got[3:] == (None, True, 2**70)
+    for a, b in zip(back["arrays"], value["arrays"], strict=True):
+        assert np.asarray(a).dtype == np.asarray(b).dtype and (np.asarray(a) == b).all()
+    assert isinstance(back["error"], AnalysisError) and str(back["error"]) == "no steps"
+    pd.testing.assert_series_equal(back["series"], value["series"])
+    # Timeline and the critical-path graph (dataclasses of frames) are stored whole.
+    tl = tl_mod.timeline(t)
+    files = _derived(cdir)
+    assert files and all(f.read_bytes().startswith(derived.MAGIC) for f in files)
+    store.put("lambda", lambda: 0)
+    store.put("set", {1, 2})
+    assert store.get("lambda") is None and store.get("set") is None
+    # A header naming another module's class is refused, never imported or called.
+    full = f"{store.prefix}|evil"
+    head = derived.encode(full, tl)
+    evil = head.replace(b'"traceforge.analyzers.timeline.core"', b'"os"                               ')
+    assert evil != head
+    store._file(full).write_bytes(evil)
+    assert store.get("evil") is None
+    # A pickle at a table's path (a regular file of the user's) is not loaded.
+    marker = tmp_path / "pwned"
+    store._file(full).write_bytes(pickle.dumps((full, _Touch(marker))))
+    assert store.get("evil") is None and not marker.exists()
+
+
+class _Touch:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (Path.touch, (str(self.marker),))  # type: ignore[return-value]

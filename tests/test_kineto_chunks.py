@@ -381,3 +381,35 @@ def test_children_are_forked_with_sigterm_default() -> None:
         assert signal.getsignal(signal.SIGTERM) is handler
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def test_files_past_chunk_bytes_are_decoded_one_chunk_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31 item 5: the decoded structs of a chunk live only until its columns are
+    built, so a file is cut into CHUNK_BYTES pieces even for one worker (in this process,
+    in order), and each worker takes consecutive chunks; the table is the one-piece one."""
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events(300), "traceName": "x"}))
+    whole = one_piece(p)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
+    real, sizes, pids = chunks.decode, [], set()
+
+    def spy(raw: Any, plan: chunks.Plan, i: int) -> Any:
+        got = real(raw, plan, i)
+        sizes.append(len(got[0]))
+        pids.add(os.getpid())
+        return got
+
+    monkeypatch.setattr(chunks, "decode", spy)
+    monkeypatch.setenv("TRACEFORGE_PARSE_WORKERS", "1")
+    assert_same(chrome.read(p), whole)
+    assert len(sizes) >= p.stat().st_size // 4096 and max(sizes) < 300
+    assert pids == {os.getpid()}  # one worker: no fork
+    raw = p.read_bytes()
+    monkeypatch.setattr(chunks, "MIN_CHUNK_BYTES", 1)
+    plan = chunks.plan(raw, 3)
+    assert plan is not None and plan.workers == 3 and plan.chunks > 3
+    groups = plan.groups()
+    assert [i for g in groups for i in g] == list(range(plan.chunks)) and len(groups) == 3
+    monkeypatch.setenv("TRACEFORGE_PARSE_WORKERS", "3")
+    assert_same(chrome.read(p), whole)
