@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from traceforge.analyzers.counters.measured import measured_kernels
 from traceforge.analyzers.timing.kernels import (
     BY,
     TOP_KERNEL_COLUMNS,
@@ -26,7 +25,6 @@ from traceforge.commands.options import (
     traces_argument,
 )
 from traceforge.errors import UsageError
-from traceforge.formats.counter_files import read_counters
 from traceforge.formats.multirank import rank_from_name
 from traceforge.model import GPU_KINDS
 from traceforge.render import render_frame
@@ -98,6 +96,10 @@ def command(
     df = top_kernels_of(totals, None if limit <= 0 else limit, by=by)
     extra: list[str] = []
     if counters_path:
+        # Imported only here: a plain top-kernels run does not load the counters' modules.
+        from traceforge.analyzers.counters.measured import measured_kernels
+        from traceforge.formats.counter_files import read_counters
+
         c = read_counters(counters_path)
         m = measured_kernels(t, c.launches, counter_notes=c.notes, skip=launch_skip)
         df = df.merge(m.table[["full_name", *COUNTER_COLUMNS]], on="full_name", how="left")
