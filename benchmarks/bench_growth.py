@@ -8,8 +8,8 @@ cache write, analysis, output): ``top-kernels``, ``report`` (Markdown), ``critic
 the command and every process it started, and the peak memory (the command's cgroup peak,
 every page counted once, where this user can make memory cgroups; else the largest peak
 RSS of one of its processes), then a least-squares line ``a + b * MB`` through each
-verb's times and peaks and every row's distance from it: growth is linear when every row
-is within 10%.
+verb's wall times, CPU times and peaks and every row's distance from it: growth is linear
+when every row is within 10% (on a shared machine, CPU time is the steadier of the two).
 
     python benchmarks/bench_growth.py [--sizes 70,140,280,560,1000] [--verbs top-kernels,...]
 
@@ -138,11 +138,11 @@ def main() -> None:
         if len(got) < 2:
             continue
         xs = [r[0] for r in got]
-        for col, what in ((1, "wall"), (3, "peak")):
+        for col, what in ((1, "wall"), (2, "CPU"), (3, "peak")):
             ys = [r[col] for r in got]
             c, b = fit(xs, ys)
             off = [(y - (c + b * x)) / (c + b * x) * 100 for x, y in zip(xs, ys, strict=True)]
-            unit = "s" if what == "wall" else "GiB"
+            unit = "GiB" if what == "peak" else "s"
             print(f"  {v:14} {what}: {c:.2f} {unit} + {b * 1000:.2f} {unit}/GB; "
                   f"rows {', '.join(f'{o:+.0f}%' for o in off)}; "
                   f"{'linear' if max(map(abs, off)) <= 10 else 'NOT within 10%'}")
