@@ -11,11 +11,14 @@ are comparable. Two times per case:
 Cases: the typed msgspec decode (the floor: decoding only the fields an analysis needs,
 args left raw, in one process), cold ``top-kernels`` with an empty cache (parse + cache
 write; the reader decodes a large file in chunks on every core), the same in one process
-(``TRACEFORGE_PARSE_WORKERS=1``), cold with ``--no-cache``, warm (cached) ``top-kernels``,
-``idle``, ``overlap`` and ``report`` (each of the last three twice in a row: first
+(``TRACEFORGE_PARSE_WORKERS=1``), cold with ``--no-cache``, the import floor of a warm
+verb (``python -c "import pandas, pyarrow"``), warm (cached) ``top-kernels``, ``idle``,
+``overlap``, ``ops``, ``launch`` and ``report`` (all but the first twice in a row: first
 computing and storing its derived tables, then reading them back; the cache is emptied
-at the start of every round), and HTA 0.5.0 parse + kernel breakdown when it is
-installed. Ratios are printed against the decode floor and HTA, measured in the same
+at the start of every round), the HTML report with its tables stored, and HTA 0.5.0
+parse + kernel breakdown when it is installed. Ratios are printed against the decode
+floor (wall and CPU: user + system time of the command and every process it waited for)
+and HTA, and warm cases' wall time above the import floor, all measured in the same
 invocation. Before each timed case a throwaway process touches 1 GiB (``--settle``): on a
 virtual machine that hands idle memory back to its host, that keeps a case's time from
 depending on how long the machine idled before it. Where this user can make memory
