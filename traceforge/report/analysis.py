@@ -310,6 +310,16 @@ def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: i
     """Run every analyzer over one run (its ranks' traces, sorted by rank) once;
     ``flops_from``: FLOPs per step for the FLOPs utilization of runs without op shapes."""
     ts = [traces] if isinstance(traces, Trace) else list(traces)
+    if len(ts) == 1 and flops_from is None:
+        # One trace: a derived table of it (a later report on the cached trace reads the
+        # whole analysis back; its critical-path child is not started then).
+        return ts[0].derived(f"report.analyze|{label!r}|{top}",
+                             lambda: _analyze_all(ts, label, top, None))
+    return _analyze_all(ts, label, top, flops_from)
+
+
+def _analyze_all(ts: list[Trace], label: str | None, top: int, flops_from: Trace | None
+                 ) -> RunAnalysis:
     with _path_ahead(ts) as path_of:
         return _analyze(ts, label, top, path_of, flops_from)
 
