@@ -236,3 +236,27 @@ class _Touch:
 
     def __reduce__(self) -> tuple[object, tuple[str]]:
         return (Path.touch, (str(self.marker),))  # type: ignore[return-value]
+
+
+def test_a_warm_report_reads_its_analysis_and_charts_back(
+        cdir: Path, src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30 item 3: a report of one cached trace stores its whole analysis and each
+    chart's SVG (keyed by the chart's data); the next one computes and draws nothing and
+    writes the same bytes."""
+    from traceforge.render import figures
+    from traceforge.report import analysis
+
+    def run(name: str) -> bytes:
+        out = tmp_path / name
+        r = CliRunner().invoke(cli, ["report", str(src), "-o", str(out)])
+        assert r.exit_code == 0, r.output
+        return out.read_bytes()
+
+    first = run("a.html")
+
+    def fail(*a: Any, **k: Any) -> Any:
+        raise AssertionError("computed or drawn again")
+
+    monkeypatch.setattr(analysis, "_analyze_all", fail)
+    monkeypatch.setattr(figures, "new_figure", fail)
+    assert run("b.html") == first

@@ -262,8 +262,13 @@ def _notes(notes: Sequence[str]) -> str:
 
 def _chart(draw: Any, *args: Any, **kw: Any) -> str:
     """A matplotlib chart, or one line saying what it needs when matplotlib is missing."""
+    from traceforge.formats.derived import memo_text
+
     try:
-        return str(draw(*args, **kw))
+        # Kept in the cache by its data: a warm report draws (and imports matplotlib)
+        # only for charts whose data changed.
+        return memo_text(f"{draw.__module__}.{draw.__qualname__}", (args, kw),
+                         lambda: str(draw(*args, **kw)))
     except UsageError as e:
         return f'<p class="note">{_e(e)}</p>'
 
