@@ -460,35 +460,3 @@ def test_args_providers_decode_once_when_threads_ask_together() -> None:
     assert decoded == [1]
     again = pickle.loads(pickle.dumps(lazy))
     assert again(np.arange(3)) == lazy(np.arange(3))
-
-
-def test_the_cli_writes_the_entry_in_a_child_and_waits_for_it(
-        cdir: Path, trace_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 30 item 3: the first command's entry is written by a forked child while the
-    verb works on the table it parsed (with the store a hit would have); the command
-    waits for the child once its output is out, and says what a cached run says."""
-    from traceforge import forks
-
-    started: list[int] = []
-    real = forks.in_background
-
-    def spy(work: Any) -> bool:
-        ok = real(work)
-        started.append(ok)
-        return ok
-
-    monkeypatch.setattr(forks, "in_background", spy)
-    argv = ["top-kernels", str(trace_copy), "--format", "json"]
-    first = CliRunner().invoke(cli, argv)
-    assert first.exit_code == 0, first.output
-    assert started == [forks.can_fork()]
-    assert len(_entries(cdir)) == 1 and not forks._background  # waited for
-    assert "TRACEFORGE_WRITE_BEHIND" not in os.environ  # the CLI's setting is undone
-    again = CliRunner().invoke(cli, argv)
-    assert again.output == first.output
-    assert started == [forks.can_fork()]  # a hit: nothing written
-    # The library writes in this process (no child left behind a notebook's back).
-    trace_copy.touch()
-    os.utime(trace_copy, ns=(1, 1))
-    load(trace_copy)
-    assert started == [forks.can_fork()] and len(_entries(cdir)) >= 1

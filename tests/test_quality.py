@@ -59,7 +59,7 @@ ALLOWED = {
     "notebook": {"model", "errors", "analyzers", "formats"},
     # The CLI's memory guard (reads the one size syntax from formats.cache).
     "limits": {"errors", "formats"},
-    "cli": {"errors", "commands", "version", "limits", "forks"},
+    "cli": {"errors", "commands", "version", "limits"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
                  "render", "ui", "engine", "limits", "outputs", "run_loader",

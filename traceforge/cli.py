@@ -170,7 +170,7 @@ def cli(ctx: click.Context, no_cache: bool, cache_size: str | None,
     """
     # Environment variables, not globals: worker processes of multi-rank verbs inherit them.
     # They are restored when the command ends (the CLI also runs in-process, in tests).
-    from traceforge import forks, limits
+    from traceforge import limits
 
     try:
         limit = limits.parse_limit(max_memory or os.environ.get("TRACEFORGE_MAX_MEMORY"))
@@ -179,11 +179,7 @@ def cli(ctx: click.Context, no_cache: bool, cache_size: str | None,
     stop = limits.guard(limit)
     if stop is not None:
         ctx.call_on_close(stop.set)
-    # A first command's cache entry is written by a child while the verb runs, and waited
-    # for once the verb's output is out (formats.cache.WRITE_BEHIND_ENV).
-    ctx.call_on_close(forks.wait_background)
-    settings = {"TRACEFORGE_WRITE_BEHIND": "1",
-                "TRACEFORGE_NO_CACHE": "1" if no_cache else None,
+    settings = {"TRACEFORGE_NO_CACHE": "1" if no_cache else None,
                 "TRACEFORGE_CACHE_SIZE": cache_size,
                 "TRACEFORGE_QUIET": "1" if quiet else None}
     for var, value in settings.items():

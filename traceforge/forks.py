@@ -15,7 +15,6 @@ do the work here instead, so a result never depends on whether a child ran it.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import mmap
 import multiprocessing
@@ -47,49 +46,6 @@ def can_fork() -> bool:
     if multiprocessing.parent_process() is not None:
         return False
     return threading.current_thread() is threading.main_thread()
-
-
-#: Children started by :func:`in_background`, waited for by :func:`wait_background`.
-_background: list[int] = []
-
-
-def in_background(work: Callable[[], Any]) -> bool:
-    """Start ``work()`` in a forked child that this process goes on without (the cache
-    entry a first command writes while it analyses the trace); False when no child could
-    be started (do the work here). The child exits without cleanup, whatever ``work``
-    does; :func:`wait_background` (also run at exit) waits for it, so a command's process
-    ends only once its entry is in place."""
-    if not can_fork():
-        return False
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            stream.flush()
-    try:
-        with _default_sigterm(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads
-            pid = os.fork()
-    except OSError:
-        return False
-    if pid == 0:  # the child
-        code = 0
-        try:
-            work()
-        except BaseException:  # noqa: BLE001 - the parent never depends on it
-            code = 1
-        finally:
-            os._exit(code)
-    if not _background:
-        atexit.register(wait_background)
-    _background.append(pid)
-    return True
-
-
-def wait_background() -> None:
-    """Wait for every child :func:`in_background` started."""
-    while _background:
-        pid = _background.pop()
-        with contextlib.suppress(ChildProcessError, InterruptedError):
-            os.waitpid(pid, 0)
 
 
 def cores() -> int:

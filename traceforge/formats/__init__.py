@@ -100,7 +100,7 @@ def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> 
         # The rows a cache hit gives, so derived tables are shared with later runs.
         return full.with_store(cache.store_for(k)) if stored and k is not None else full
     if getattr(mod, "ACCEPTS_KINDS", False):
-        return cache.select(full, kinds, k if stored else None)
+        return cache.select(full, kinds)
     return replace(full, events=full.events[full.events["kind"].isin(list(kinds))])
 
 

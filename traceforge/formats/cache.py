@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge import model
-from traceforge.formats import arrow_frames, cache_meta
+from traceforge.formats import arrow_frames, cache_meta, derived
 from traceforge.formats.cache_args import (
     ARGS_PREFIX,
     CachedArgs,
@@ -297,17 +297,10 @@ def store_for(k: tuple[Path, str]) -> DiskStore:
     return DiskStore(k[0], k[1], None)
 
 
-#: Set (to 1) by the CLI: the entry is written by a forked child while the command goes
-#: on with the table it has (:func:`traceforge.forks.in_background`); the command waits
-#: for it only once its output is out.
-WRITE_BEHIND_ENV = "TRACEFORGE_WRITE_BEHIND"
-
-
 def write(path: Path, trace: Trace, reader: str, k: tuple[Path, str] | None = None) -> bool:
     """Store ``trace`` (the full table a reader produced for ``path``); never raises.
 
-    Returns whether the entry is now in place, or being written by a child process (see
-    :data:`WRITE_BEHIND_ENV`).
+    Returns whether the entry is now in place.
     """
     k = k or _key(path)
     if k is None:
@@ -316,56 +309,36 @@ def write(path: Path, trace: Trace, reader: str, k: tuple[Path, str] | None = No
     ev = trace.events
     if not isinstance(ev.index, pd.RangeIndex) or ev.index.start != 0 or ev.index.step != 1:
         return False  # only whole tables as a reader made them
-    d = entry.parent
-    try:
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as e:
-        _unwritable(d, e)
-        return False
-    if os.environ.get(WRITE_BEHIND_ENV) == "1":
-        from traceforge import forks
-
-        if forks.in_background(lambda: _write(path, trace, reader, entry, key)):
-            return True
-    return _write(path, trace, reader, entry, key)
-
-
-def _unwritable(d: Path, e: OSError) -> None:
-    _note_once("dir", f"cache directory {d} is not writable ({e.strerror or e}); "
-               "running without a cache")
-
-
-def _write(path: Path, trace: Trace, reader: str, entry: Path, key: str) -> bool:
     try:
         table, header = _entry_table(trace, key, reader, path)
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as e:
         log.debug("not caching %s: %s", path, e)
         return False
+    d = entry.parent
     try:
-        _publish(entry.parent, entry, table, header)
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _publish(d, entry, table, header)
     except OSError as e:
-        _unwritable(entry.parent, e)
+        _note_once("dir", f"cache directory {d} is not writable ({e.strerror or e}); "
+                   "running without a cache")
         return False
     with contextlib.suppress(OSError):
         evict(max_bytes(), keep=entry)
     return entry.exists()
 
 
-def select(trace: Trace, kinds: Collection[str], k: tuple[Path, str] | None = None
-           ) -> Trace:
+def select(trace: Trace, kinds: Collection[str]) -> Trace:
     """Rows of ``kinds`` renumbered from 0, as a reader that accepts ``kinds`` builds them.
 
-    Used when a full table is in memory but could not be cached, or is being cached by a
-    child (then ``k``, the entry's :func:`key`, gives it the store a cache hit would have);
-    a cache hit selects the same way from the mapped file.
+    Used when a full table is in memory but could not be cached; a cache hit selects the
+    same way from the mapped file.
     """
     ev = trace.events
     rows = np.flatnonzero(ev["kind"].isin(list(kinds)).to_numpy())
     sel = ev.iloc[rows].reset_index(drop=True)
     sel["name"] = arrow_frames.first_seen_categorical(np.asarray(sel["name"].cat.codes),
                                          sel["name"].cat.categories)
-    got = Trace(sel, trace.meta, trace.flows, CachedArgs(Provider(trace.args_provider), rows))
-    return got if k is None else got.with_store(DiskStore(k[0], k[1], kinds))
+    return Trace(sel, trace.meta, trace.flows, CachedArgs(Provider(trace.args_provider), rows))
 
 
 def _entry_table(trace: Trace, key: str, reader: str, path: Path
@@ -406,6 +379,32 @@ def _publish(d: Path, entry: Path, table: pa.Table, md: dict[bytes, bytes]) -> N
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def memo_text(name: str, inputs: Any, make: Callable[[], str]) -> str:
+    """``make()``, a text that is a pure function of ``inputs`` (a report chart's SVG from
+    its data), kept in the cache directory under a hash of the inputs, ``name``, the code
+    and matplotlib's version: a later report with the same data skips drawing (and
+    importing matplotlib). Inputs the file format does not hold are drawn every time."""
+    from importlib import metadata
+
+    if not enabled():
+        return make()
+    try:
+        blob = derived.encode("", inputs)
+        mpl = metadata.version("matplotlib")
+    except (derived.Unstorable, TypeError, ValueError, metadata.PackageNotFoundError):
+        return make()
+    digest = hashlib.sha1(blob + f"|{name}|{mpl}".encode()).hexdigest()[:24]
+    store = DiskStore(cache_dir() / f"text-{digest}{SUFFIX}", name, None)
+    got = store.get("text")
+    if isinstance(got, str):
+        return got
+    text = make()
+    with contextlib.suppress(OSError):
+        store.entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        store.put("text", text)
+    return text
 
 
 # -- housekeeping --------------------------------------------------------------------------

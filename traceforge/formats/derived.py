@@ -32,7 +32,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -134,34 +134,6 @@ class DiskStore:
             if tmp:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
-
-
-def memo_text(name: str, inputs: Any, make: Callable[[], str]) -> str:
-    """``make()``, a text that is a pure function of ``inputs`` (a report chart's SVG from
-    its data), kept in the cache directory under a hash of the inputs, ``name``, the code
-    and matplotlib's version: a later report with the same data skips drawing (and
-    importing matplotlib). Inputs the file format does not hold are drawn every time."""
-    from importlib import metadata
-
-    from traceforge.formats import cache
-
-    if not cache.enabled():
-        return make()
-    try:
-        blob = encode("", inputs)
-        mpl = metadata.version("matplotlib")
-    except (Unstorable, TypeError, ValueError, metadata.PackageNotFoundError):
-        return make()
-    digest = hashlib.sha1(blob + f"|{name}|{mpl}".encode()).hexdigest()[:24]
-    store = DiskStore(cache.cache_dir() / f"text-{digest}.arrow", name, None)
-    got = store.get("text")
-    if isinstance(got, str):
-        return got
-    text = make()
-    with contextlib.suppress(OSError):
-        store.entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        store.put("text", text)
-    return text
 
 
 # -- the file format: data only ----------------------------------------------------------

@@ -262,7 +262,7 @@ def _notes(notes: Sequence[str]) -> str:
 
 def _chart(draw: Any, *args: Any, **kw: Any) -> str:
     """A matplotlib chart, or one line saying what it needs when matplotlib is missing."""
-    from traceforge.formats.derived import memo_text
+    from traceforge.formats.cache import memo_text
 
     try:
         # Kept in the cache by its data: a warm report draws (and imports matplotlib)
