@@ -15,7 +15,8 @@ write; the reader decodes a large file in chunks on every core), the same in one
 verb (``python -c "import pandas, pyarrow"``), warm (cached) ``top-kernels``, ``idle``,
 ``overlap``, ``ops``, ``launch`` and ``report`` (all but the first twice in a row: first
 computing and storing its derived tables, then reading them back; the cache is emptied
-at the start of every round), the HTML report with its tables stored, and HTA 0.5.0
+at the start of every round), the HTML report with its tables stored (then with its
+charts stored too), and HTA 0.5.0
 parse + kernel breakdown when it is installed. Ratios are printed against the decode
 floor (wall and CPU: user + system time of the command and every process it waited for)
 and HTA, and warm cases' wall time above the import floor, all measured in the same
@@ -251,6 +252,9 @@ def main() -> None:
         ("warm report (md)", verb("report", "report", "@P", "-o", "@OUT"), "warm"),
         ("warm report, tables stored", verb("report", "report", "@P", "-o", "@OUT"), "warm"),
         ("warm report html, tables stored",
+         verb("report", "report", "@P", "-o", "@OUT.html"), "warm"),
+        # The same again: its charts' SVGs are read back too (kept by their data).
+        ("warm report html, charts stored",
          verb("report", "report", "@P", "-o", "@OUT.html"), "warm"),
     ]
     if not a.no_hta and importlib.util.find_spec("hta") is not None:
