@@ -230,8 +230,9 @@ def _where_sizes_are(formats: set[str]) -> list[str]:
     out = []
     if any(f.startswith("nsys") for f in formats):
         out.append("nsys: the kind comes from the kernel name or NCCL's NVTX range "
-                   "(NCCL:ncclAllReduce ...) around its launch; sizes would come from that "
-                   "range's payload, which this export does not carry")
+                   "(NCCL:ncclAllReduce ...) around its launch, sizes from that range's payload "
+                   "(NCCL 2.20+), which this export does not carry: export the report with "
+                   "`nsys export --type sqlite --include-blobs=true`")
     if any(f.startswith(("rocprof", "rocpd")) for f in formats):
         out.append("rocprof: the kind comes from the kernel name or RCCL's API call around "
                    "its launch (rocprofv3 --rccl-trace; RCCL's ncclDevKernel_Generic names "
