@@ -1,6 +1,7 @@
-"""``comm`` on Nsight Systems exports: sizes from NCCL's NVTX payloads, against the raw
-SQLite, nsys's own payload decoding, what was called and the Kineto trace of the same sizes
-(fixtures/nccl_nsys_h100x2, made by examples/collectives_nsys.py on 2 NVLink H100s)."""
+"""``comm`` where kernels carry no sizes: nsys exports (NCCL's NVTX payloads, against the raw
+SQLite, nsys's own payload decoding, what was called and the Kineto trace of the same sizes;
+fixtures/nccl_nsys_h100x2, made by examples/collectives_nsys.py on 2 NVLink H100s) and
+rocpd databases (RCCL's API arguments, on the documented schema)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests.conftest import cli_main
 from traceforge.analyzers.communication.instances import comm_reduce, comm_summary
 from traceforge.analyzers.runs.rank_summaries import TIMELINE_KINDS
 from traceforge.formats import nvtx_payloads
+from traceforge.formats.multirank import load_run
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_nsys_h100x2"
 FILES = [FIX / "nccl_rank0.sqlite", FIX / "nccl_rank1.sqlite"]
@@ -164,3 +166,64 @@ def test_hostile_payloads_are_left_out() -> None:
         assert nvtx_payloads.decode_blob(b, schema) is None, b
     for text in ("[1, 2]", "{", "x" * 10, "{" + " " * nvtx_payloads.MAX_JSON + "}"):
         assert nvtx_payloads.json_object(text) is None
+
+
+# -- rocpd: RCCL's API arguments (rocpd_arg), on the documented schema ----------------------
+def _rocpd_with_rccl_args(path: Path) -> Path:
+    """tests/rocpd_schema's two processes, each ncclDevKernel_Generic launch wrapped in an
+    RCCL API region with its arguments as rocprofv3 stores them (rocpd_arg: name, value
+    text; ``datatype`` the ncclDataType_t number): an all-reduce of 2**20 float32 and an
+    all-gather of 1000 bfloat16 per rank."""
+    from tests import rocpd_schema as rs
+
+    u = rs.UUID
+    with closing(sqlite3.connect(path)) as c:
+        rs.create(c)
+        for r in range(2):
+            rs.add_process(c, f"guid-{r}", 4242 + 101 * r, r, 1_700_000_000_000 + 777 * r)
+        launches = c.execute(
+            "SELECT R.guid, R.nid, R.pid, R.tid, R.start, R.end FROM rocpd_region R "
+            "JOIN rocpd_event E ON E.id = R.event_id AND E.guid = R.guid "
+            "JOIN rocpd_kernel_dispatch K ON K.guid = R.guid JOIN rocpd_event KE ON "
+            "KE.id = K.event_id AND KE.guid = K.guid AND KE.correlation_id = E.correlation_id "
+            "JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid "
+            "WHERE S.kernel_name LIKE 'ncclDevKernel_Generic%' ORDER BY R.guid, R.start"
+        ).fetchall()
+        assert len(launches) == 4
+        calls = [("ncclAllReduce", [("count", "size_t", "1048576"), ("datatype",
+                  "ncclDataType_t", "7"), ("op", "ncclRedOp_t", "0")]),
+                 ("ncclAllGather", [("sendcount", "size_t", "1000"),
+                                    ("datatype", "ncclDataType_t", "9")])]
+        for i, (guid, nid, pid, tid, start, end) in enumerate(launches):
+            name, args = calls[i % 2]
+            cat = c.execute(f'SELECT id FROM "rocpd_string{u}" WHERE string = ? AND guid = ?',
+                            ("RCCL_API", guid)).fetchone()
+            cat_id = cat[0] if cat else c.execute(
+                f'INSERT INTO "rocpd_string{u}" (guid, string) VALUES (?, ?)',
+                (guid, "RCCL_API")).lastrowid
+            name_id = c.execute(f'INSERT INTO "rocpd_string{u}" (guid, string) VALUES (?, ?)',
+                                (guid, name)).lastrowid
+            ev = c.execute(f'INSERT INTO "rocpd_event{u}" (guid, category_id, correlation_id) '
+                           "VALUES (?, ?, 0)", (guid, cat_id)).lastrowid
+            c.execute(f'INSERT INTO "rocpd_region{u}" (guid, nid, pid, tid, start, "end", '
+                      "name_id, event_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                      (guid, nid, pid, tid, start - 100, end + 100, name_id, ev))
+            for pos, (a, typ, v) in enumerate(args):
+                c.execute(f'INSERT INTO "rocpd_arg{u}" (guid, event_id, position, type, name, '
+                          "value) VALUES (?, ?, ?, ?, ?, ?)", (guid, ev, pos, typ, a, v))
+        c.commit()
+    return path
+
+
+def test_rocpd_rccl_call_args_size_the_generic_kernels(tmp_path: Path) -> None:
+    db = _rocpd_with_rccl_args(tmp_path / "rccl_results.db")
+    ranks = load_run([db])  # one database of two processes: split per rank
+    assert len(ranks) == 2
+    r = comm_reduce([comm_summary(t) for t in ranks])
+    inst = r.instances.sort_values("start_ns").reset_index(drop=True)
+    assert list(inst["kind"]) == ["all_reduce", "all_gather"]
+    assert list(inst["dtype"]) == ["float32", "bfloat16"]
+    # nccl-tests' S: the all-reduce buffer; the all-gather's total, n = 2 ranks x 1000.
+    assert list(inst["bytes"]) == [4 * 2**20, 2 * 1000 * 2]
+    assert (inst["n_ranks"] == 2).all() and (inst["group_size"] == 2).all()
+    assert not any("carry no message size" in n for n in r.notes)

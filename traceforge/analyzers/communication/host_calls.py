@@ -60,9 +60,20 @@ def _get(a: dict[str, Any], *keys: str) -> Any:
 
 
 def _flat(a: dict[str, Any]) -> dict[str, Any]:
-    """A call's args with its NVTX payload's fields (nsys's ``payload`` arg) lifted up."""
-    p = a.get("payload")
-    return {**p, **a} if isinstance(p, dict) else a
+    """A call's args with its NVTX payload's fields (nsys's ``payload`` arg) and its API
+    arguments (rocpd's ``call_args``) lifted up."""
+    out = a
+    for key in ("payload", "call_args"):
+        p = a.get(key)
+        if isinstance(p, dict):
+            out = {**p, **out}
+    return out
+
+
+#: ``ncclDataType_t`` values (nccl.h; RCCL's are the same), as rocpd records them.
+NCCL_DTYPES = {0: "int8", 1: "uint8", 2: "int32", 3: "uint32", 4: "int64", 5: "uint64",
+               6: "float16", 7: "float32", 8: "float64", 9: "bfloat16",
+               10: "float8_e4m3fn", 11: "float8_e5m2"}
 
 
 #: NCCL's NVTX payload name of the communicator (a hash shared by its ranks).
@@ -93,7 +104,8 @@ def sizes_of_calls(trace: Trace, rows: np.ndarray) -> list[dict[str, Any]]:
     NCCL's NVTX payload gives bytes (``Message size [bytes]``), one rank's part for the
     all-gather and the reduce-scatter and one peer's for the all-to-all; their total
     (nccl-tests' S) is n parts, with n from the call's args or its communicator's
-    ``ncclCommInitRank`` range."""
+    ``ncclCommInitRank`` range, else the run's world size. RCCL's API arguments (rocpd)
+    give ``count``/``sendcount``/``recvcount`` and ``datatype`` (an ``ncclDataType_t``)."""
     have = rows >= 0
     labels = rows[have]
     names = trace.events["name"].astype(str).loc[labels].tolist() if have.any() else []
@@ -118,6 +130,10 @@ def sizes_of_calls(trace: Trace, rows: np.ndarray) -> list[dict[str, Any]]:
             n = sizes.get(a[COMM_ID])
         if n is not None:
             d["Group size"] = n
+        if n is None and (trace.meta.world_size or 0) > 1:
+            n = trace.meta.world_size  # no group size recorded: the run's ranks
+        if isinstance(dtype, int) and not isinstance(dtype, bool):
+            dtype = NCCL_DTYPES.get(dtype, f"ncclDataType_t {dtype}")
         if count is not None and dtype is not None:
             d["In msg nelems"], d["dtype"] = count, str(dtype)
         elif nbytes is not None:

@@ -236,8 +236,8 @@ def _where_sizes_are(formats: set[str]) -> list[str]:
     if any(f.startswith(("rocprof", "rocpd")) for f in formats):
         out.append("rocprof: the kind comes from the kernel name or RCCL's API call around "
                    "its launch (rocprofv3 --rccl-trace; RCCL's ncclDevKernel_Generic names "
-                   "none); sizes would come from that call's arguments, which this output "
-                   "does not carry")
+                   "none); sizes come from that call's arguments, which rocpd databases keep "
+                   "(rocpd_arg) and rocprofv3's CSV and JSON do not")
     return out
 
 
