@@ -14,7 +14,9 @@ pids) and falling back to the base tables when a database lacks them:
   stream, correlation id, grid and workgroup sizes, LDS/scratch, registers.
 * ``regions`` (``rocpd_region``): host API ranges by category: ``HIP_RUNTIME_API*`` become
   ``runtime`` (linked to kernels by correlation id), ``MARKER_*`` (roctx) ``user_annotation``
-  (zero-length marks ``other``), everything else (HSA, HIP compiler, RCCL API) ``other``.
+  (zero-length marks ``other``), everything else (HSA, HIP compiler, RCCL API) ``other``;
+  an RCCL API call keeps its ``rocpd_arg`` arguments, where there are any, in args
+  ``call_args`` (what sizes its collective in ``comm``).
 * ``memory_copies`` (``rocpd_memory_copy``): ``memcpy`` rows with bytes and direction in args.
 * ``rocpd_info_agent`` (GPU agents -> devices), ``processes`` / ``threads`` (names),
   ``rocpd_metadata`` (schema version).
@@ -303,7 +305,9 @@ def _rccl_args(conn: sqlite3.Connection, t: dict[str, str | None], df: pd.DataFr
                rccl: np.ndarray) -> np.ndarray:
     """Per region row: its RCCL API call's arguments (``rocpd_arg``: ``count``,
     ``sendcount``/``recvcount``, ``datatype``, ...) as a JSON object string, or None.
-    Only RCCL calls are read: they are few, and what sizes a collective."""
+    Only RCCL calls are read: they are few, and what sizes a collective. (rocprofv3 up to
+    rocprofiler-sdk 1.0 writes none for RCCL: its buffered RCCL API record carries no
+    arguments; the schema has room for them, and a writer that fills it is read.)"""
     out = np.full(len(df), None, dtype=object)
     a = t["rocpd_arg"]
     if a is None or not rccl.any():

@@ -236,8 +236,9 @@ def _where_sizes_are(formats: set[str]) -> list[str]:
     if any(f.startswith(("rocprof", "rocpd")) for f in formats):
         out.append("rocprof: the kind comes from the kernel name or RCCL's API call around "
                    "its launch (rocprofv3 --rccl-trace; RCCL's ncclDevKernel_Generic names "
-                   "none); sizes come from that call's arguments, which rocpd databases keep "
-                   "(rocpd_arg) and rocprofv3's CSV and JSON do not")
+                   "none); sizes would come from that call's arguments, which rocprofv3 does not "
+                   "record for RCCL (its RCCL API record has none); rocpd's rocpd_arg is read "
+                   "where it holds them")
     return out
 
 
