@@ -104,19 +104,19 @@ def test_sizes_and_busbw_match_the_raw_sqlite_and_the_calls() -> None:
 
 def test_nsys_agrees_with_kineto_of_the_same_sizes() -> None:
     """The all-reduce sweep's median synchronized busbw per size on the nsys exports and on
-    the Kineto traces taken right after on the same machine: within 5% from 16 MiB up
-    (as the issue asks of CUDA-event timing), 3% on the median over those sizes."""
+    the Kineto traces taken right after on the same machine: within 3% at every size from
+    2 KiB to 1 GiB (measured: 2.5% at most; the 1 KiB calls open each trace)."""
     _, ns = _instances()
     kin = sorted((FIX / "kineto").glob("allreduce_sweep_rank*.json.gz"))
     k = comm_reduce([comm_summary(tf.load(f)) for f in kin]).instances
     ratios = []
-    for size in (2**p for p in range(24, 31)):
+    for size in (2**p for p in range(11, 31)):
         a = statistics.median(ns.loc[(ns["kind"] == "all_reduce") & (ns["bytes"] == size),
                                      "busbw_sync_gbps"])
         b = statistics.median(k.loc[k["bytes"] == size, "busbw_sync_gbps"])
-        assert abs(a / b - 1) <= 0.05, (size, a, b)
+        assert abs(a / b - 1) <= 0.03, (size, a, b)
         ratios.append(a / b)
-    assert abs(statistics.median(ratios) - 1) <= 0.03
+    assert abs(statistics.median(ratios) - 1) <= 0.01
 
 
 def test_cli_reads_sizes_through_the_engine_and_the_cache(tmp_path: Path) -> None:
