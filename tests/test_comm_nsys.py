@@ -227,3 +227,30 @@ def test_rocpd_rccl_call_args_size_the_generic_kernels(tmp_path: Path) -> None:
     assert list(inst["bytes"]) == [4 * 2**20, 2 * 1000 * 2]
     assert (inst["n_ranks"] == 2).all() and (inst["group_size"] == 2).all()
     assert not any("carry no message size" in n for n in r.notes)
+
+
+def test_nsys_rep_is_exported_with_blobs_and_retried_without(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A .nsys-rep is exported with --include-blobs (sizes); an nsys that refuses the option
+    (before 2024) is asked again without it."""
+    from traceforge.formats.nsys import REP_MAGIC
+
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "nsys"
+    fake.write_text(f"""#!/bin/sh
+echo "$@" >> "{log}"
+case "$*" in *--include-blobs*) [ -n "$REFUSE" ] && exit 1 ;; esac
+while [ "$1" != "--output" ]; do shift; done
+cp "{FILES[0]}" "$2"
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("TRACEFORGE_NSYS", str(fake))
+    rep = tmp_path / "r.nsys-rep"
+    rep.write_bytes(REP_MAGIC + b"\0" * 64)
+    s = comm_summary(tf.load(rep, cache=False)).kernels
+    assert s["in_nelems"].notna().all() and "--include-blobs true" in log.read_text()
+    monkeypatch.setenv("REFUSE", "1")
+    log.write_text("")
+    assert len(tf.load(rep, cache=False).kernels()) > 0
+    calls = log.read_text().splitlines()
+    assert len(calls) == 2 and "--include-blobs" not in calls[1]

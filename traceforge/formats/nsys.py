@@ -105,12 +105,18 @@ def _read_rep(p: Path) -> Trace:
     # Export into a private temp dir: nothing is ever written beside the input.
     with tempfile.TemporaryDirectory(prefix="traceforge-nsys-") as tmp:
         out = Path(tmp) / (p.stem + ".sqlite")
-        cmd = [exe, "export", "--type", "sqlite", "--force-overwrite", "true",
-               "--output", str(out), str(p)]
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise TraceFormatError(p, f"nsys export failed ({e})") from None
+        # --include-blobs keeps NVTX payloads (NCCL's message sizes); nsys before 2024
+        # lacks the option, so a refusal is retried without it.
+        for blobs in (["--include-blobs", "true"], []):
+            cmd = [exe, "export", "--type", "sqlite", "--force-overwrite", "true", *blobs,
+                   "--output", str(out), str(p)]
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                                     check=False)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                raise TraceFormatError(p, f"nsys export failed ({e})") from None
+            if res.returncode == 0 and out.exists():
+                break
         if res.returncode != 0 or not out.exists():
             last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
             raise TraceFormatError(p, f"nsys export failed: {last[0]}")
