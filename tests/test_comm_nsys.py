@@ -93,6 +93,8 @@ def test_sizes_and_busbw_match_the_raw_sqlite_and_the_calls() -> None:
     called = json.loads((FIX / "calls.json").read_text())["calls"]
     assert len(inst) == len(raws[0]) == len(raws[1]) == len(called) == 158
     assert r.matched and not any("no message size" in n for n in r.notes)
+    # The 16 MiB broadcasts' root finishes before the receiver starts (NCCL buffers them).
+    assert any(n.startswith("6 collectives had a rank's kernel end before") for n in r.notes)
     for i, (a, b, c) in enumerate(zip(*raws, called, strict=True)):
         assert inst.loc[i, "kind"] == a["kind"] == CALLED[c["kind"]], i
         assert inst.loc[i, "bytes"] == a["bytes"] == b["bytes"] == c["S"], i

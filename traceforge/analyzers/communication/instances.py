@@ -194,6 +194,7 @@ def comm_reduce(parts: Sequence[CommRank], *, link_gbps: float | None = None,
         "kernel_ns": g["dur"].mean().to_numpy(),
         "last_start": g["start_ns"].max().to_numpy(),
         "last_end": g["end_ns"].max().to_numpy(),
+        "first_end": g["end_ns"].min().to_numpy(),
         "last_rank": allk.loc[g["start_ns"].idxmax().to_numpy(), "rank"].to_numpy(),
         "name": first["name"].to_numpy(),
         "collective": first["collective"].to_numpy(),
@@ -284,6 +285,12 @@ def _sized(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     sync = np.where(multi, df["last_end"] - df["last_start"], math.nan).astype(float)
     df["sync_ns"] = sync
     df["wait_ns"] = np.where(multi, np.maximum(kernel - sync, 0), math.nan)
+    early = multi & (df["first_end"].to_numpy() < df["last_start"].to_numpy())
+    if early.any():
+        notes.append(f"{int(early.sum())} collectives had a rank's kernel end before the last "
+                     "rank's began (the library buffered the message, as a broadcast's root "
+                     "may): their synchronized time understates the transfer; kernel time "
+                     "is the bound on the other side")
     zero = (kernel <= 0) | (multi & (sync <= 0))
     if zero.any():
         notes.append(f"{int(zero.sum())} collectives of zero duration: no bandwidth")
