@@ -386,9 +386,11 @@ def memo_text(name: str, inputs: Any, make: Callable[[], str]) -> str:
     its data), kept in the cache directory under a hash of the inputs, ``name``, the code
     and matplotlib's version: a later report with the same data skips drawing (and
     importing matplotlib). Inputs the file format does not hold are drawn every time."""
-    from importlib import metadata
+    from importlib import metadata, util
 
-    if not enabled():
+    # Drawn (or refused with its one line) where matplotlib cannot be imported: a stored
+    # chart is shown only where one could be drawn.
+    if not enabled() or util.find_spec("matplotlib") is None:
         return make()
     try:
         blob = derived.encode("", inputs)
