@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -17,9 +17,9 @@ from traceforge.analyzers.critical_path.edges import EDGE_TYPES
 from traceforge.analyzers.critical_path.labels import run_labels
 from traceforge.analyzers.critical_path.rank import RankGraph, rank_graph
 from traceforge.analyzers.critical_path.run_graph import RunGraph, join_ranks
-from traceforge.analyzers.critical_path.segments import SEGMENT_COLUMNS, pieces_frame
 from traceforge.analyzers.critical_path.step import S_NODE, StepGraph, t_node
 from traceforge.analyzers.critical_path.step_paths import LazyGraphs, StepTables, step_paths
+from traceforge.analyzers.critical_path.totals import PathPieces
 from traceforge.analyzers.critical_path.what_if import check_keys, parse_what_if
 from traceforge.errors import AnalysisError
 from traceforge.model import Tables, Trace
@@ -59,7 +59,7 @@ class CriticalPath(Tables):
     """
 
     steps: pd.DataFrame
-    segments: pd.DataFrame
+    pieces: PathPieces = field(repr=False)
     by_category: pd.DataFrame
     top: pd.DataFrame
     what_if: pd.DataFrame
@@ -68,6 +68,12 @@ class CriticalPath(Tables):
     edges: Mapping[int, pd.DataFrame] = field(default_factory=dict, repr=False)
     notes: tuple[str, ...] = ()
     step_source: str = ""
+
+    @cached_property
+    def segments(self) -> pd.DataFrame:
+        """Each path in order, one row a piece (made when first read: ~1M rows for a
+        large trace, which the text output does not show)."""
+        return self.pieces.frame()
 
 
 def _windows(run: RunGraph) -> tuple[list[int], list[list[pd.DataFrame]], list[str]]:
@@ -128,18 +134,16 @@ def critical_path_of(ranks: Sequence[RankGraph], *,
     done = step_paths(run, lab, numbers, wins, scenarios)
     rows = [x for d in done for x in d.rows]
     wi_rows = [x for d in done for x in d.what_if]
-    segs = [pieces_frame(p, lab) for d in done for p in d.pieces]
+    pieces = PathPieces([p for d in done for p in d.pieces], lab)
     notes += [x for d in done for x in d.notes]
     rank_ids = np.array([r.rank for r in run.ranks], dtype=np.int64)
     lazy = LazyGraphs(run, numbers, wins)
-    segments = (pd.concat(segs, ignore_index=True) if segs
-                else pd.DataFrame(columns=list(SEGMENT_COLUMNS)))
     sources = sorted({r.step_source for r in run.ranks})
     return CriticalPath(
         steps=pd.DataFrame(rows, columns=list(STEP_COLUMNS)),
-        segments=segments,
-        by_category=_by_category(segments),
-        top=_top(segments, top_n),
+        pieces=pieces,
+        by_category=pieces.by_category(),
+        top=pieces.top(top_n),
         what_if=pd.DataFrame(wi_rows, columns=list(WHAT_IF_COLUMNS)),
         graphs=StepTables(lazy, _digraph),
         nodes=StepTables(lazy, partial(_node_table, run)),
@@ -183,34 +187,6 @@ def _node_table(run: RunGraph, sp: StepGraph) -> pd.DataFrame:
                          "rank": [-1, *ranks.tolist()], "ts": [sp.lo, *sp.w1.tolist()],
                          "row": -1, "what": ["window start", *(["window end"] * k)]})
     return cast("pd.DataFrame", pd.concat([ends, tab], ignore_index=True))
-
-
-def _by_category(seg: pd.DataFrame) -> pd.DataFrame:
-    cols = ["step", "for_rank", "category", "ns", "pct"]
-    if seg.empty:
-        return cast("pd.DataFrame", pd.DataFrame(columns=cols))
-    g = seg.groupby(["step", "for_rank", "category"], sort=False)["dur"].sum().reset_index(
-        name="ns")
-    tot = g.groupby(["step", "for_rank"])["ns"].transform("sum")
-    g["pct"] = np.where(tot > 0, 100.0 * g["ns"] / tot, 0.0)
-    g = g.sort_values(["step", "for_rank", "ns"], ascending=[True, True, False], kind="stable")
-    return cast("pd.DataFrame", g[cols].reset_index(drop=True))
-
-
-def _top(seg: pd.DataFrame, n: int) -> pd.DataFrame:
-    cols = ["step", "for_rank", "kind", "name", "category", "ns", "pct", "count"]
-    work = seg[seg["kind"].isin(("cpu_op", "kernel", "memcpy", "memset"))]
-    if work.empty:
-        return cast("pd.DataFrame", pd.DataFrame(columns=cols))
-    keys = ["step", "for_rank"]
-    tot = seg.groupby(keys)["dur"].sum()
-    # count: the events (an op interrupted by its children is one event, several pieces)
-    g = work.groupby([*keys, "kind", "name", "category"], sort=False).agg(
-        ns=("dur", "sum"), count=("row", "nunique")).reset_index()
-    g["pct"] = 100.0 * g["ns"] / tot.reindex(pd.MultiIndex.from_frame(g[keys])).to_numpy()
-    g = g.sort_values([*keys, "ns"], ascending=[True, True, False], kind="stable")
-    g = g.groupby(keys, sort=False).head(n)
-    return cast("pd.DataFrame", g[cols].reset_index(drop=True))
 
 
 def critical_only(result: CriticalPath, frame: pd.DataFrame) -> pd.DataFrame:
