@@ -53,6 +53,7 @@ class StepGraph:
     notes: list[str]
     dag: _Dag | None = None
     keys: tuple[int, np.ndarray, np.ndarray] | None = None
+    ids: np.ndarray | None = None
 
     @property
     def shift(self) -> int:
@@ -61,9 +62,18 @@ class StepGraph:
 
     @property
     def node_ids(self) -> np.ndarray:
-        """Every node of the graph: S, the rank ends and the ends of every edge, sorted."""
-        ends = np.array([S_NODE, *(t_node(ri) for ri in range(len(self.w0)))], np.int64)
-        return np.unique(np.concatenate([ends, self.u, self.v]))
+        """Every node of the graph: S, the rank ends and the ends of every edge, sorted
+        (computed once; node ids are dense integers, so a mark per id, not a sort)."""
+        if self.ids is None:
+            lo = t_node(len(self.w0) - 1) if len(self.w0) else S_NODE
+            hi = int(max(self.u.max(initial=S_NODE), self.v.max(initial=S_NODE)))
+            seen = np.zeros(hi - lo + 1, dtype=bool)
+            seen[S_NODE - lo] = True
+            seen[[t_node(ri) - lo for ri in range(len(self.w0))]] = True
+            seen[self.u - lo] = True
+            seen[self.v - lo] = True
+            self.ids = np.flatnonzero(seen).astype(np.int64) + lo
+        return self.ids
 
     @property
     def graph(self) -> nx.DiGraph:
