@@ -156,9 +156,9 @@ def _digraph(sp: StepGraph) -> nx.DiGraph:
 
 
 def _edge_table(rank_ids: np.ndarray, sp: StepGraph) -> pd.DataFrame:
-    return pd.DataFrame({"u": sp.u, "v": sp.v, "weight": sp.w,
-                         "type": np.array(EDGE_TYPES, dtype=object)[sp.t],
-                         "rank": rank_ids[sp.erank], "ref": sp.ref})
+    return cast("pd.DataFrame", pd.DataFrame({
+        "u": sp.u, "v": sp.v, "weight": sp.w, "type": np.array(EDGE_TYPES, dtype=object)[sp.t],
+        "rank": rank_ids[sp.erank], "ref": sp.ref}))
 
 
 def _node_table(run: RunGraph, sp: StepGraph) -> pd.DataFrame:

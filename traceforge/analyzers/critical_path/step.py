@@ -239,7 +239,7 @@ def longest_into(sp: StepGraph, ri: int, weights: np.ndarray | None = None) -> l
         path_pos.append(x)
         cur = x
         x = prev[x]
-    path = dag.ids[np.array(path_pos[::-1], dtype=np.int64)].tolist()
+    path: list[int] = dag.ids[np.array(path_pos[::-1], dtype=np.int64)].tolist()
     t = t_node(ri)
     if not path or path[-1] != t:
         path.append(t)

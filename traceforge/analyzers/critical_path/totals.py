@@ -64,7 +64,7 @@ class PathPieces:
     def frame(self) -> pd.DataFrame:
         """The segments table (SEGMENT_COLUMNS)."""
         if not self.paths:
-            return pd.DataFrame(columns=list(SEGMENT_COLUMNS))
+            return cast("pd.DataFrame", pd.DataFrame(columns=list(SEGMENT_COLUMNS)))
         return pd.concat([pieces_frame(p, self.labels) for p in self.paths],
                          ignore_index=True)
 
@@ -73,7 +73,7 @@ class PathPieces:
         for c in ("kind", "name", "category"):
             if c in data:
                 data[c] = self.labels.values[data[c]]
-        return pd.DataFrame(data)
+        return cast("pd.DataFrame", pd.DataFrame(data))
 
     def by_category(self) -> pd.DataFrame:
         """step, for_rank, category, ns, pct: each path's time by category."""
@@ -92,11 +92,11 @@ class PathPieces:
                           "for_rank": np.full(len(ns), p.for_rank, dtype=np.int64),
                           "category": cat[first], "ns": ns, "pct": pct})
         if not parts:
-            return pd.DataFrame(columns=list(BY_CATEGORY_COLUMNS))
-        g = self._frame(BY_CATEGORY_COLUMNS, parts)
-        g = g.sort_values(["step", "for_rank", "ns"], ascending=[True, True, False],
+            return cast("pd.DataFrame", pd.DataFrame(columns=list(BY_CATEGORY_COLUMNS)))
+        t = self._frame(BY_CATEGORY_COLUMNS, parts)
+        t = t.sort_values(["step", "for_rank", "ns"], ascending=[True, True, False],
                           kind="stable")
-        return cast("pd.DataFrame", g.reset_index(drop=True))
+        return cast("pd.DataFrame", t.reset_index(drop=True))
 
     def top(self, n: int) -> pd.DataFrame:
         """The ``n`` ops and kernels with the most time on each path: step, for_rank,
@@ -129,8 +129,8 @@ class PathPieces:
                           "category": cat[first][keep], "ns": ns[keep], "pct": pct[keep],
                           "count": count[keep].astype(np.int64)})
         if not parts:
-            return pd.DataFrame(columns=list(TOP_COLUMNS))
-        g = self._frame(TOP_COLUMNS, parts)
-        g = g.sort_values(["step", "for_rank", "ns"], ascending=[True, True, False],
+            return cast("pd.DataFrame", pd.DataFrame(columns=list(TOP_COLUMNS)))
+        t = self._frame(TOP_COLUMNS, parts)
+        t = t.sort_values(["step", "for_rank", "ns"], ascending=[True, True, False],
                           kind="stable")
-        return cast("pd.DataFrame", g.reset_index(drop=True))
+        return cast("pd.DataFrame", t.reset_index(drop=True))
