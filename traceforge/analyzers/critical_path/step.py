@@ -97,15 +97,14 @@ class StepGraph:
 @dataclass(eq=False)
 class _Dag:
     """Node ids; each edge's end points as node positions; the edges into each node in edge
-    order (``into[indptr[i]:indptr[i + 1]]``); a topological order of node positions."""
+    order (``into_a[indptr[i]:indptr[i + 1]]``); a topological order of node positions."""
 
     ids: np.ndarray
     ui: np.ndarray
     vi: np.ndarray
     indptr: list[int]
-    into: list[int]
     topo: list[int]
-    into_a: np.ndarray  # ``into`` as an array
+    into_a: np.ndarray
 
     @classmethod
     def of(cls, ids: np.ndarray, u: np.ndarray, v: np.ndarray) -> _Dag:
@@ -131,9 +130,10 @@ class _Dag:
                 indeg[y] -= 1
                 if indeg[y] == 0:
                     topo.append(y)
+        del out_v, optr, indeg
         if len(topo) != n:
             raise ValueError("the step graph has a cycle")
-        return cls(ids, ui, vi, indptr.tolist(), by_v.tolist(), topo, by_v)
+        return cls(ids, ui, vi, indptr.tolist(), topo, by_v)
 
 
 def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
