@@ -38,7 +38,7 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     each step's critical path (a track, and flow arrows between tracks) on it, for the
     Perfetto UI."""
     from traceforge.analyzers.timeline.steps import parse_spec
-    from traceforge.render.annotate import annotated_document
+    from traceforge.render.annotate import annotated_source
     from traceforge.render.critical_path import merged_pieces
     from traceforge.render.document import output_kind, write_document
     from traceforge.report.annotations import annotation_data
@@ -71,7 +71,7 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
                       notes=(*ann.notes, *(n for n in m.notes if not n.startswith(
                           ("device peaks", "durations under ncu")))))
     with phase(f"writing {output}"):
-        doc = annotated_document(t, ann)
+        doc = annotated_source(t, ann)
         destination.stream(out, lambda f: write_document(doc, out, f))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
     pieces = sum(len(p.segments) for p in ann.path)
