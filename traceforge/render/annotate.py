@@ -127,8 +127,8 @@ def _rate_args(rates: pd.DataFrame) -> Callable[[int], dict[str, Any]]:
     cols = {k: rates[k].to_numpy() for k in (*RATE_ARGS, "bound", "dtype")}
 
     def args(i: int) -> dict[str, Any]:
-        out = {key: round(v, digits) for col, (key, digits) in RATE_ARGS.items()
-               if not math.isnan(v := float(cols[col][i]))}
+        out: dict[str, Any] = {key: round(v, digits) for col, (key, digits)
+                               in RATE_ARGS.items() if not math.isnan(v := float(cols[col][i]))}
         if cols["bound"][i]:
             out["bound"] = str(cols["bound"][i])
             out["roofline_dtype"] = str(cols["dtype"][i])

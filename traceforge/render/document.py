@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, cast
 
 from traceforge.errors import UsageError
 
@@ -92,9 +92,9 @@ def write_document(doc: Doc, out: str | Path, f: BinaryIO) -> None:
     """``doc`` encoded as the file ``out`` names it, written into the open file ``f`` a
     batch at a time (never the whole encoded document in memory)."""
     if output_kind(out) == "perfetto":
-        from traceforge.render.perfetto import write_pftrace
+        from traceforge.render.perfetto import Rows, write_pftrace
 
-        write_pftrace(doc, f.write)
+        write_pftrace(doc if isinstance(doc, Mapping) else cast(Rows, doc), f.write)
         return
     if Path(out).name.lower().endswith(".gz"):
         with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as z:
@@ -106,9 +106,9 @@ def write_document(doc: Doc, out: str | Path, f: BinaryIO) -> None:
 def document_bytes(doc: Doc, out: str | Path) -> bytes:
     """``doc`` encoded as the file ``out`` names it."""
     if output_kind(out) == "perfetto":
-        from traceforge.render.perfetto import chrome_to_pftrace
+        from traceforge.render.perfetto import Rows, chrome_to_pftrace
 
-        return chrome_to_pftrace(doc)
+        return chrome_to_pftrace(doc if isinstance(doc, Mapping) else cast(Rows, doc))
     data = dumps_chrome(doc)
     if Path(out).name.lower().endswith(".gz"):
         data = gzip.compress(data, compresslevel=6)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import struct
-from array import array
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -358,18 +357,21 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     # Each thread's slices by (start, longest first); the k-th of them all is seq k.
     order = np.lexsort((np.arange(n), -dur, start, th))
     s0, s1 = start[order], end[order]
-    track = np.empty(n, dtype=np.int64)
+    lane_track: list[int] = []
     uuids: dict[tuple[int, int], int] = {}
     lanes: list[list[int]] = []
     prev = -1
-    for k, (h, a, b) in enumerate(zip(th[order].tolist(), s0.tolist(), s1.tolist())):
+    for h, a, b in zip(th[order].tolist(), s0.tolist(), s1.tolist(), strict=True):
         if h != prev:
             lanes, prev = [], h
         lane = _lane(lanes, a, b)
         u = uuids.get((h, lane))
         if u is None:
-            u = uuids[(h, lane)] = tracks.thread(*thread_of[h], lane)
-        track[k] = u
+            pid, tid = thread_of[h]
+            u = uuids[(h, lane)] = tracks.thread(pid, tid, lane)
+        lane_track.append(u)
+    track = np.asarray(lane_track, dtype=np.int64)
+    del lane_track
     # Sort keys (time, rank at that time, seq) of every packet, and what to emit: code 0/1
     # begin/end of the k-th slice ``ref``; 2: ``rest[ref]``. At one timestamp, ends go
     # first (innermost first) so back-to-back slices stay nested; a zero-length slice ends
