@@ -104,18 +104,21 @@ class PacketEncoder:
             td += _bytes(8, b"")
         self._packet(_SEQ_FIELD, 0, _bytes(60, td))
 
-    def event(self, ts: int, track: int, typ: int, name: str | None = None,
+    def event(self, ts: int | bytes, track: int, typ: int, name: str | None = None,
               cat: str = "", args: Mapping[str, Any] | None = None,
               flows: Iterable[int] = (), ends: Iterable[int] = (),
               value: float | None = None) -> None:
-        """A TrackEvent packet (its name interned, with the interning in the same packet)."""
+        """A TrackEvent packet (its name interned, with the interning in the same packet);
+        ``ts`` in ns, or already its varint (:func:`_varints`)."""
         te = bytearray()
         if args:
             keys, seen = self.keys, self.seen
             for k, v in args.items():
                 t = type(v)
-                # Repeated args (a stream, a device, a kind) are encoded once.
-                pair = (k, v) if t is str or t is int else None
+                # Repeated args (a stream, a device, a kind, op shapes) are encoded once;
+                # a list by its repr (equal reprs of decoded JSON: equal values and types).
+                pair = (k, v) if t is str or t is int else (k, _LIST, repr(v)) \
+                    if t is list else None
                 if pair is not None:
                     enc = seen.get(pair)
                     if enc is not None:
@@ -150,20 +153,38 @@ class PacketEncoder:
             te += _FLOW + _FIXED(f & _U64)
         for f in ends:
             te += _END + _FIXED(f & _U64)
-        body = (b"\x40" + _varint(ts & _U64) + _SEQ_FIELD + _TRACK_EVENT + _varint(len(te))
-                + te + interned)
+        tsb = ts if type(ts) is bytes else _varint(int(ts) & _U64)
+        body = (b"\x40" + tsb + _SEQ_FIELD + _TRACK_EVENT + _varint(len(te)) + te + interned)
         self._packet(body, _NEEDS)
 
-    def end(self, ts: int, track: int) -> None:
-        """A SLICE_END packet (what :meth:`event` writes for one, faster)."""
+    def end(self, ts: bytes, track: int) -> None:
+        """A SLICE_END packet at ``ts`` (its varint) (what :meth:`event` writes, faster)."""
         te = self.ends.get(track)
         if te is None:
             te = self.ends[track] = _TYPE[_SLICE_END] + b"\x58" + _varint(track)
-        self._packet(b"\x40" + _varint(ts & _U64) + _SEQ_FIELD + _TRACK_EVENT
-                     + _varint(len(te)) + te, _NEEDS)
+        self._packet(b"\x40" + ts + _SEQ_FIELD + _TRACK_EVENT + _varint(len(te)) + te, _NEEDS)
 
 
 _U64 = 2**64 - 1
+_LIST = object()  # marks a list arg's (key, _LIST, repr) among the encoded args
+
+
+def _varints(ns: np.ndarray) -> list[bytes]:
+    """The varints of int64 values taken mod 2**64 (``_varint(v & _U64)`` of each)."""
+    rest = ns.astype(np.uint64)
+    m = np.empty((len(rest), 10), dtype=np.uint8)
+    length = np.ones(len(rest), dtype=np.int64)
+    for j in range(10):
+        m[:, j] = (rest & np.uint64(0x7F)).astype(np.uint8)
+        rest = rest >> np.uint64(7)
+        more = rest != 0
+        m[more, j] |= 0x80
+        length += more
+    buf = m.tobytes()
+    return [buf[i:i + n] for i, n in zip(range(0, 10 * len(length), 10), length.tolist(),
+                                         strict=True)]
+
+
 _FLUSH = 8 << 20  # bytes of packets per write to the sink
 _SEEN = 1 << 18  # encoded (key, value) args kept for reuse
 _CLEARED, _NEEDS = 1, 2  # TracePacket.SequenceFlags
@@ -398,14 +419,15 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
         begins = idx[(cs == 0) & (idx < nr)]
         built = iter(rows.events(begins) if rows is not None and len(begins) else ())
         trk = np.where(cs < 2, track[np.where(cs < 2, rs, 0)], 0)
-        for c, r, i, t, u in zip(cs.tolist(), rs.tolist(), idx.tolist(),
-                                 ts_all[a:a + _CHUNK].tolist(), trk.tolist(), strict=True):
+        tsv = _varints(ts_all[a:a + _CHUNK].astype(np.uint64) + np.uint64(base & _U64))
+        for c, r, i, t, u in zip(cs.tolist(), rs.tolist(), idx.tolist(), tsv, trk.tolist(),
+                                 strict=True):
             if c == 1:
-                w.end(t + base, u)
+                w.end(t, u)
             elif c == 0:
                 e = next(built) if i < nr else xs[i - nr]
                 fl, ends = flows_at.get(i, ((), ()))
-                w.event(t + base, u, _SLICE_BEGIN, str(e.get("name", "")),
+                w.event(t, u, _SLICE_BEGIN, str(e.get("name", "")),
                         str(e.get("cat", "")), e.get("args"), fl, ends)
             else:
                 w.event(*rest[r])
