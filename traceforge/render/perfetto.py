@@ -61,7 +61,7 @@ class PacketEncoder:
         self.names: dict[str, int] = {}
         self.keys: dict[Any, bytes] = {}
         self.cats: dict[str, bytes] = {}
-        self.seen: dict[tuple[Any, Any], bytes] = {}
+        self.seen: dict[tuple[Any, ...], bytes] = {}
         self.ends: dict[int, bytes] = {}
         self.first = True
 
