@@ -29,7 +29,7 @@ def output_kind(out: str | Path) -> str:
 
 
 #: Events serialized per orjson call by :func:`dumps_chrome`.
-BATCH = 50_000
+BATCH = 16_384
 
 
 class Source(Protocol):

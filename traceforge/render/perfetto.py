@@ -303,7 +303,7 @@ def chrome_to_pftrace(doc: Mapping[str, Any] | list[Any] | Rows) -> bytes:
 
 
 #: Packets written per batch of row events built.
-_CHUNK = 1 << 16
+_CHUNK = 1 << 14
 
 
 def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
