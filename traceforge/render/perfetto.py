@@ -36,6 +36,10 @@ def _varint(n: int) -> bytes:
         return _SMALL[n]
     if n < 0x4000:
         return bytes((n & 0x7F | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
+    if n < 0x10000000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14 & 0x7F | 0x80, n >> 21))
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -48,6 +52,12 @@ def _varint(n: int) -> bytes:
 
 
 _SMALL = [bytes((i,)) for i in range(0x80)]
+_VS = [_varint(i) for i in range(0x4000)]
+
+
+def _v(n: int) -> bytes:
+    """:func:`_varint` of a non-negative ``n``, from a table below 16384."""
+    return _VS[n] if n < 0x4000 else _varint(n)
 
 
 class PacketEncoder:
@@ -70,7 +80,8 @@ class PacketEncoder:
             flags |= _CLEARED
             self.first = False
         pkt = body + (b"\x68" + _varint(flags) if flags else b"") + tail
-        self.buf += b"\x0a" + _varint(len(pkt)) + pkt
+        n = len(pkt)
+        self.buf += b"\x0a" + (_VS[n] if n < 0x4000 else _varint(n)) + pkt
         if self.sink is not None and len(self.buf) >= _FLUSH:
             self.flush()
 
@@ -128,7 +139,7 @@ class PacketEncoder:
                 if kb is None:
                     kb = keys[k] = _bytes(10, str(k).encode())
                 a = _annotation(v) + kb
-                enc = _ANN + _varint(len(a)) + a
+                enc = _ANN + _v(len(a)) + a
                 te += enc
                 if pair is not None and len(seen) < _SEEN:
                     seen[pair] = enc
@@ -138,10 +149,10 @@ class PacketEncoder:
             iid = self.names.get(name)
             if iid is None:
                 iid = self.names[name] = len(self.names) + 1
-                interned = _bytes(12, _bytes(2, _key(1, 0) + _varint(iid)
+                interned = _bytes(12, _bytes(2, _key(1, 0) + _v(iid)
                                              + _bytes(2, name.encode())))
-            te += b"\x50" + _varint(iid)
-        te += b"\x58" + _varint(track)
+            te += b"\x50" + (_VS[iid] if iid < 0x4000 else _varint(iid))
+        te += b"\x58" + (_VS[track] if track < 0x4000 else _varint(track))
         if cat:
             cb = self.cats.get(cat)
             if cb is None:
@@ -154,15 +165,17 @@ class PacketEncoder:
         for f in ends:
             te += _END + _FIXED(f & _U64)
         tsb = ts if type(ts) is bytes else _varint(int(ts) & _U64)
-        body = (b"\x40" + tsb + _SEQ_FIELD + _TRACK_EVENT + _varint(len(te)) + te + interned)
+        n = len(te)
+        body = (b"\x40" + tsb + _SEQ_FIELD + _TRACK_EVENT + (_VS[n] if n < 0x4000 else _varint(n))
+                + te + interned)
         self._packet(body, _NEEDS)
 
     def end(self, ts: bytes, track: int) -> None:
         """A SLICE_END packet at ``ts`` (its varint) (what :meth:`event` writes, faster)."""
         te = self.ends.get(track)
         if te is None:
-            te = self.ends[track] = _TYPE[_SLICE_END] + b"\x58" + _varint(track)
-        self._packet(b"\x40" + ts + _SEQ_FIELD + _TRACK_EVENT + _varint(len(te)) + te, _NEEDS)
+            te = self.ends[track] = _TYPE[_SLICE_END] + b"\x58" + _v(track)
+        self._packet(b"\x40" + ts + _SEQ_FIELD + _TRACK_EVENT + _v(len(te)) + te, _NEEDS)
 
 
 _U64 = 2**64 - 1
