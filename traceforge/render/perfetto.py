@@ -425,7 +425,7 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     emit = np.lexsort((np.concatenate(k2), np.concatenate(k1), ts_all))
     ts_all = ts_all[emit]
     code_all, ref_all = np.concatenate(code)[emit], np.concatenate(ref)[emit]
-    del k0, k1, k2, code, ref
+    del k0, k1, k2, code, ref, start, dur, end, s0, s1, seq, pos, th  # only what is written
     for a in range(0, len(emit), _CHUNK):
         cs, rs = code_all[a:a + _CHUNK], ref_all[a:a + _CHUNK]
         idx = np.where(cs < 2, order[np.where(cs < 2, rs, 0)], -1)
