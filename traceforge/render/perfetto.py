@@ -170,6 +170,11 @@ class PacketEncoder:
                 + te + interned)
         self._packet(body, _NEEDS)
 
+    def end_tail(self, track: int) -> bytes:
+        """What follows the timestamp in a SLICE_END packet on ``track`` (not the first)."""
+        te = _TYPE[_SLICE_END] + b"\x58" + _v(track)
+        return _SEQ_FIELD + _TRACK_EVENT + _v(len(te)) + te + b"\x68" + _v(_NEEDS)
+
     def end(self, ts: bytes, track: int) -> None:
         """A SLICE_END packet at ``ts`` (its varint) (what :meth:`event` writes, faster)."""
         te = self.ends.get(track)
@@ -426,6 +431,7 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     ts_all = ts_all[emit]
     code_all, ref_all = np.concatenate(code)[emit], np.concatenate(ref)[emit]
     del k0, k1, k2, code, ref, start, dur, end, s0, s1, seq, pos, th  # only what is written
+    buf, end_of = w.buf, dict[int, bytes]()
     for a in range(0, len(emit), _CHUNK):
         cs, rs = code_all[a:a + _CHUNK], ref_all[a:a + _CHUNK]
         idx = np.where(cs < 2, order[np.where(cs < 2, rs, 0)], -1)
@@ -436,7 +442,15 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
         for c, r, i, t, u in zip(cs.tolist(), rs.tolist(), idx.tolist(), tsv, trk.tolist(),
                                  strict=True):
             if c == 1:
-                w.end(t, u)
+                mid = end_of.get(u)
+                if mid is None or w.first:
+                    w.end(t, u)
+                    mid = end_of[u] = w.end_tail(u)
+                    continue
+                # What w.end writes, inline: most packets are slice ends.
+                buf += b"\x0a" + _VS[1 + len(t) + len(mid)] + b"\x40" + t + mid
+                if len(buf) >= _FLUSH:
+                    w.flush()
             elif c == 0:
                 e = next(built) if i < nr else xs[i - nr]
                 fl, ends = flows_at.get(i, ((), ()))
