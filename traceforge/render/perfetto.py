@@ -128,8 +128,9 @@ class PacketEncoder:
                 t = type(v)
                 # Repeated args (a stream, a device, a kind, op shapes) are encoded once;
                 # a list by its repr (equal reprs of decoded JSON: equal values and types).
-                pair = (k, v) if t is str or t is int else (k, _LIST, repr(v)) \
-                    if t is list else None
+                # Large ints (ids, unique per event) are not kept.
+                pair = (k, v) if t is str or (t is int and -256 <= v < 65536) else \
+                    (k, _LIST, repr(v)) if t is list else None
                 if pair is not None:
                     enc = seen.get(pair)
                     if enc is not None:
