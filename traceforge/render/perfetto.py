@@ -23,12 +23,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from traceforge.render.pftrace_layout import bind_flows, lane
+from traceforge.render.pftrace_layout import ns as _ns
+
 _SEQ = 1  # trusted_packet_sequence_id of every packet we write
 _INT32 = 2**31
-
-
-def _ns(us: Any) -> int:
-    return int(round(float(us) * 1000.0))
 
 
 def _varint(n: int) -> bytes:
@@ -72,7 +71,6 @@ class PacketEncoder:
         self.keys: dict[Any, bytes] = {}
         self.cats: dict[str, bytes] = {}
         self.seen: dict[tuple[Any, ...], bytes] = {}
-        self.ends: dict[int, bytes] = {}
         self.first = True
 
     def _packet(self, body: bytes, flags: int = 0, tail: bytes = b"") -> None:
@@ -172,16 +170,13 @@ class PacketEncoder:
         self._packet(body, _NEEDS)
 
     def end_tail(self, track: int) -> bytes:
-        """What follows the timestamp in a SLICE_END packet on ``track`` (not the first)."""
+        """What follows the timestamp in a SLICE_END packet on ``track``, flags aside."""
         te = _TYPE[_SLICE_END] + b"\x58" + _v(track)
-        return _SEQ_FIELD + _TRACK_EVENT + _v(len(te)) + te + b"\x68" + _v(_NEEDS)
+        return _SEQ_FIELD + _TRACK_EVENT + _v(len(te)) + te
 
     def end(self, ts: bytes, track: int) -> None:
         """A SLICE_END packet at ``ts`` (its varint) (what :meth:`event` writes, faster)."""
-        te = self.ends.get(track)
-        if te is None:
-            te = self.ends[track] = _TYPE[_SLICE_END] + b"\x58" + _v(track)
-        self._packet(b"\x40" + ts + _SEQ_FIELD + _TRACK_EVENT + _v(len(te)) + te, _NEEDS)
+        self._packet(b"\x40" + ts + self.end_tail(track), _NEEDS)
 
 
 _U64 = 2**64 - 1
@@ -391,7 +386,7 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     end = start + np.maximum(dur, 0)
     n = len(start)
     thread_of = list(keys)
-    flows_at = _bind_flows(th, start, start + dur, keys,
+    flows_at = bind_flows(th, start, start + dur, keys,
                            [e for e in other if e["ph"] in ("s", "t", "f")])
 
     # Each thread's slices by (start, longest first); the k-th of them all is seq k.
@@ -404,11 +399,11 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     for h, a, b in zip(th[order].tolist(), s0.tolist(), s1.tolist(), strict=True):
         if h != prev:
             lanes, prev = [], h
-        lane = _lane(lanes, a, b)
-        u = uuids.get((h, lane))
+        at = lane(lanes, a, b)
+        u = uuids.get((h, at))
         if u is None:
             pid, tid = thread_of[h]
-            u = uuids[(h, lane)] = tracks.thread(pid, tid, lane)
+            u = uuids[(h, at)] = tracks.thread(pid, tid, at)
         lane_track.append(u)
     track = np.asarray(lane_track, dtype=np.int64)
     del lane_track
@@ -446,7 +441,7 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
                 mid = end_of.get(u)
                 if mid is None or w.first:
                     w.end(t, u)
-                    mid = end_of[u] = w.end_tail(u)
+                    mid = end_of[u] = w.end_tail(u) + b"\x68" + _v(_NEEDS)
                     continue
                 # What w.end writes, inline: most packets are slice ends.
                 buf += b"\x0a" + _VS[1 + len(t) + len(mid)] + b"\x40" + t + mid
@@ -500,49 +495,3 @@ def _other(other: list[Mapping[str, Any]], tracks: _Tracks, base: int, n: int
                     rest.append((ts + base, tracks.counter(pid, name), _COUNTER, None, "",
                                  None, (), (), float(v)))
     return rest, k0, k1, k2
-
-
-def _lane(lanes: list[list[int]], t0: int, t1: int) -> int:
-    """First lane on which [t0, t1] nests (stacks hold the end times of open slices)."""
-    for k, stack in enumerate(lanes):
-        while stack and stack[-1] <= t0:
-            stack.pop()
-        if not stack or t1 <= stack[-1]:
-            stack.append(t1)
-            return k
-    lanes.append([t1])
-    return len(lanes) - 1
-
-
-def _bind_flows(th: np.ndarray, start: np.ndarray, stop: np.ndarray,
-                keys: dict[tuple[Any, Any], int], flows: list[Mapping[str, Any]]
-                ) -> dict[int, tuple[list[int], list[int]]]:
-    """Attach each flow point to the slice it binds to (same thread, enclosing ``ts``):
-    slice number -> (flow ids it starts, flow ids it ends)."""
-    if not flows:
-        return {}
-    by = np.lexsort((np.arange(len(th)), start, th))
-    th_s, t_s, e_s = th[by], start[by], stop[by]
-    lo = np.searchsorted(th_s, np.arange(len(keys)), side="left")
-    hi = np.searchsorted(th_s, np.arange(len(keys)), side="right")
-    fth = np.asarray([keys.get((f.get("pid"), f.get("tid")), -1) for f in flows], np.int64)
-    fts = np.asarray([_ns(f["ts"]) for f in flows], dtype=np.int64)
-    at = np.full(len(flows), -1, dtype=np.int64)
-    for h in np.unique(fth[fth >= 0]).tolist():
-        m = fth == h
-        at[m] = lo[h] + np.searchsorted(t_s[lo[h]:hi[h]], fts[m], side="right") - 1
-    ids: dict[tuple[str, Any], int] = {}
-    out: dict[int, tuple[list[int], list[int]]] = {}
-    for f, h, k, ts in zip(flows, fth.tolist(), at.tolist(), fts.tolist(), strict=True):
-        if h < 0:
-            continue
-        first = int(lo[h])
-        # Walk back to the innermost slice that still contains ts (bp "e": enclosing).
-        while k >= first and e_s[k] < ts:
-            k -= 1
-        if k < first:
-            continue
-        fid = ids.setdefault((str(f.get("cat", "")), f.get("id")), len(ids) + 1)
-        slot = out.setdefault(int(by[k]), ([], []))
-        (slot[1] if f["ph"] == "f" else slot[0]).append(fid)
-    return out
