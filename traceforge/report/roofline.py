@@ -147,7 +147,7 @@ def gather(traces: Sequence[Trace], *, flops_from: Trace | None = None) -> Roofl
     return RooflineTables(
         by_op=_ranked(ops, OP_COLUMNS), by_class=_ranked(classes, CLASS_COLUMNS),
         below=_ranked(below, ["rank", "op", "time_us", "pct_of_bound", "bound", "dtype",
-                              "tflops_per_s", "tb_per_s", "saved_us"]),
+                              "tflops_per_s", "tb_per_s", "saved_us", "work"]),
         totals=_ranked(totals, total_cols), mfu=_ranked(steps, MFU_COLUMNS),
         chart=chart, chart_rank=chart_rank, device=device, device_source=source,
         notes=tuple(notes))

@@ -75,7 +75,8 @@ def match_replays(trace: Trace, k: pd.DataFrame) -> tuple[pd.DataFrame, list[str
                 family=("family", "first"), n=("flops", "size"))
 
     def close(lo: pd.Series, hi: pd.Series) -> pd.Series:
-        return (hi - lo) <= SAME_WORK * hi.abs().where(hi.abs() > 0, 1.0)
+        same: pd.Series = (hi - lo) <= SAME_WORK * hi.abs().where(hi.abs() > 0, 1.0)
+        return same
 
     ok = agg[close(agg["fmin"], agg["fmax"]) & close(agg["bmin"], agg["bmax"])
              & (agg["dtypes"] <= 1)]
@@ -111,7 +112,8 @@ def step_flops(k: pd.DataFrame) -> pd.DataFrame:
         f = g[g["flops"] > 0]
         rows.append({"step": int(step), "flops": float(f["flops"].sum()),
                      "dtype": str(f.groupby("dtype")["flops"].sum().idxmax()) if len(f) else ""})
-    return pd.DataFrame(rows, columns=["step", "flops", "dtype"])
+    out: pd.DataFrame = pd.DataFrame(rows, columns=["step", "flops", "dtype"])
+    return out
 
 
 def flops_from(k: pd.DataFrame, eager: pd.DataFrame, label: str,
@@ -165,4 +167,5 @@ def flops_from(k: pd.DataFrame, eager: pd.DataFrame, label: str,
     return out, notes
 
 
-__all__ = ["COMPILED", "FLOPS_FROM", "REPLAY", "SAME_WORK", "flops_from", "match_replays", "step_flops"]
+__all__ = ["COMPILED", "FLOPS_FROM", "REPLAY", "SAME_WORK", "flops_from", "match_replays",
+           "step_flops"]

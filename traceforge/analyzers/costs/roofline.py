@@ -360,13 +360,14 @@ def below_bound(report: RooflineReport, n: int = 5) -> pd.DataFrame:
     """The ops with the most time at stake: furthest below their bound, weighted by time.
 
     Columns: op, time_us, pct_of_bound, bound, dtype, tflops_per_s, tb_per_s, saved_us
-    (at the report's target_pct), sorted by saved_us. Input for the report's findings.
+    (at the report's target_pct), work (why part of it is unknown), sorted by saved_us.
+    Input for the report's findings.
     """
     k = report.kernels
     t = _table(k, "op", report.device)
     t = t[t["saved_us"].notna() & (t["saved_us"] > 0)]
     cols = ["op", "time_us", "pct_of_bound", "bound", "dtype", "tflops_per_s", "tb_per_s",
-            "saved_us"]
+            "saved_us", "work"]
     res: pd.DataFrame = t.sort_values("saved_us", ascending=False)[cols].head(n)
     return res.reset_index(drop=True)  # type: ignore[no-any-return]
 
