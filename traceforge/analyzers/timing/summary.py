@@ -54,20 +54,25 @@ class Summary(Tables):
         facts = self.facts_frame().to_html(index=False, border=0)
         return f"{base[:at]}<h4>facts</h4>{facts}{base[at:]}"
 
-    def facts_frame(self) -> pd.DataFrame:
-        """``facts`` and notes as a two-column (field, value) table for people."""
+    def facts_frame(self, notes: bool = True) -> pd.DataFrame:
+        """``facts`` (and, unless ``notes`` is False, the notes) as a two-column (field,
+        value) table for people: times in ms, counts with thousands separators."""
         rows: list[tuple[str, str]] = []
         for k, v in self.facts.items():
+            label = FACT_LABELS.get(k, k)
             if k == "versions":
                 rows += [(f"version {a}", str(b)) for a, b in sorted(v.items())]
             elif k in ("steps", "outlier_steps"):
-                rows.append((k, ", ".join(str(s) for s in v) if v else "none"))
+                rows.append((label, ", ".join(str(s) for s in v) if v else "none"))
             elif v is not None and k.endswith("_ns"):
-                rows.append((FACT_LABELS.get(k, k), f"{v / 1e6:,.3f}"))
+                rows.append((label, f"{v / 1e6:,.3f}"))
+            elif isinstance(v, float):
+                rows.append((label, f"{v:,.3f}"))
+            elif isinstance(v, int) and not isinstance(v, bool) and k not in ("rank",):
+                rows.append((label, f"{v:,}"))
             elif v is not None:
-                rows.append((FACT_LABELS.get(k, k), f"{v:,.3f}" if isinstance(v, float)
-                             else str(v)))
-        rows += [("note", n) for n in self.notes]
+                rows.append((label, str(v)))
+        rows += [("note", n) for n in self.notes] if notes else []
         return cast("pd.DataFrame", pd.DataFrame(rows, columns=["field", "value"]))
 
 
