@@ -115,6 +115,8 @@ def test_flops_from_an_eager_run_fills_the_step_less_its_own_ops() -> None:
     row = r.table.set_index("op").loc[REGION]
     assert row["gflops"] == pytest.approx((mean - own_step2 + own_step2) / 1e9)
     assert row["work"] == FLOPS_FROM
+    # bytes unknown: no intensity, bound or % of bound for the row
+    assert pd.isna(row["intensity"]) and row["bound"] == "" and pd.isna(row["pct_of_bound"])
     assert r.totals["flops_from_eager"] == pytest.approx(mean - own_step2)
     # only the per-op table counts them: a kernel's share of a step's FLOPs is made up
     by_kernel = roofline(graphs(), by="kernel", flops_from=eager).table

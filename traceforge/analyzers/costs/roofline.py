@@ -149,8 +149,10 @@ def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None,
     mod_w = pd.Series(np.where(m, dur, 0.0), index=k.index)
     dtype = _dominant(k, key, "dtype", mod_w)
     ceiling = _dominant(k, key, "ceiling", mod_w)
-    has = (g["nmod"] > 0) & (g["noideal"] == 0)
-    mhas = (g["nmod"] > 0) & (g["nomideal"] == 0)
+    # A row with kernels given a step's eager FLOPs (bytes unknown) has no bound: its
+    # modelled part alone (memsets, copies) would speak for the whole row.
+    has = (g["nmod"] > 0) & (g["noideal"] == 0) & (g["nfo"] == 0)
+    mhas = (g["nmod"] > 0) & (g["nomideal"] == 0) & (g["nfo"] == 0)
     mod = g["mod"]
     ck = ceiling.reindex(g.index).fillna("")
     if fo.any():
@@ -176,7 +178,8 @@ def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None,
                 g["time"] > 0, 1), np.where(g["nmod"] > 0, 100.0, 0.0)),
             "gflops": np.where(((g["nmod"] + g["nfo"]) > 0) & ~nofl, fl_all / 1e9, np.nan),
             "gbytes": np.where(g["nmod"] > 0, g["by"] / 1e9, np.nan),
-            "intensity": np.where((g["by"] > 0) & ~nofl, g["fl"] / g["by"], np.nan),
+            "intensity": np.where((g["by"] > 0) & ~nofl & (g["nfo"] == 0), g["fl"] / g["by"],
+                                  np.nan),
             "tflops_per_s": np.where((flt > 0) & ~nofl, fl_all / flt.where(flt > 0, 1) / 1e3,
                                      np.nan),
             "tb_per_s": np.where(mod > 0, g["by"] / mod / 1e3, np.nan),
