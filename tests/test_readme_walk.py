@@ -32,3 +32,20 @@ def test_readme_names_the_options_the_verbs_have() -> None:
     assert not re.search(r"--step [N0-9]", text)
     code, out, err = cli_main("roofline", "--help")
     assert code == 0 and "--steps" in out and "--flops-from" in out
+
+
+def test_compare_leaves_out_columns_with_no_value() -> None:
+    # Under pandas 3 text columns are "str", not object: "latency from" and "peak memory
+    # from" (both runs without a capture summary) were printed as blank columns.
+    import pandas as pd
+
+    from traceforge.render.tables import drop_empty
+
+    df = pd.DataFrame({"a": ["", ""], "b": [None, None], "c": ["x", ""], "d": [1.0, None],
+                       "e": [float("nan")] * 2})
+    assert drop_empty(df).columns.tolist() == ["c", "d"]
+    assert drop_empty(df.astype({"a": "string", "c": "string"})).columns.tolist() == ["c", "d"]
+    code, out, err = cli_main("compare", "sample:h100-eager", "sample:h100-compiled",
+                              "--table", "runs", "--width", "200")
+    assert code == 0, err
+    assert "latency from" not in out and "peak memory from" not in out
