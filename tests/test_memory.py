@@ -170,6 +170,31 @@ def test_steps_ops_live_and_oom_on_a_synthetic_trace(tmp_path: Path) -> None:
     assert rep.oom_live.set_index("op")["live_bytes"].to_dict() == {"aten::cat": 30}
 
 
+def test_ops_kept_with_the_memory_table_so_warm_runs_read_no_op_rows(
+        cdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow as pa
+
+    from traceforge.commands import memory as memory_cmd
+
+    path = _synthetic(tmp_path)
+    cold = memory(tf.load(path))
+    (side,) = cdir.glob("*.memory.arrow")
+    t = pa.ipc.open_file(pa.memory_map(str(side))).read_all()
+    assert {"op", "op_row"} <= set(t.column_names)
+    # Row numbers of the whole trace: each op row names its op there.
+    whole = tf.load(path)
+    rows = [r for r in t.column("op_row").to_pylist() if r >= 0]
+    assert rows and all(str(whole.events.loc[r, "name"]).startswith("aten::") for r in rows)
+    # The verb's warm load keeps no op rows, yet the ops are the same.
+    assert "cpu_op" not in memory_cmd.KINDS
+    warm_trace = tf.load(path, kinds=memory_cmd.KINDS)
+    assert warm_trace.of_kind("cpu_op").empty
+    warm = memory(warm_trace)
+    assert warm.ops.equals(cold.ops) and warm.live.equals(cold.live)
+    assert warm.steps.equals(cold.steps) and warm.oom_live.equals(cold.oom_live)
+    assert _cli(["memory", str(path), "--table", "ops"], capsys).exit_code == 0
+
+
 def test_no_memory_events_is_one_line(tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     p = _kineto(tmp_path / "t.json", [_op("aten::mm", 0, 5)])
@@ -281,12 +306,14 @@ def test_nsys_cuda_memory_usage_events(tmp_path: Path) -> None:
         c.executemany(
             "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS (start, globalPid, deviceId, contextId, "
             "address, pc, bytes, memKind, memoryOperationType) VALUES (?,?,?,?,?,?,?,?,?)",
-            [(raw0 + 100, gpid, 0, 1, 4096, 0, 1000, 0, 0),
-             (raw0 + 200, gpid, 0, 1, 8192, 0, 500, 0, 0),
-             (raw0 + 300, gpid, 0, 1, 4096, 0, 1000, 0, 1)])
+            [(raw0 + 100, gpid, 0, 1, 4096, 0, 1000, 2, 0),
+             (raw0 + 200, gpid, 0, 1, 8192, 0, 500, 2, 0),
+             (raw0 + 250, gpid, 0, 1, 9999, 0, 700, 1, 0),  # pinned host: not device memory
+             (raw0 + 300, gpid, 0, 1, 4096, 0, 1000, 2, 1)])
     m = tf.load(p, cache=False).memory()
     assert m[["ts", "delta_bytes", "pid"]].values.tolist() == [[100, 1000, 7], [200, 500, 7],
                                                                [300, -1000, 7]]
+    assert "1 allocation(s) of pinned host memory (700 bytes)" in " ".join(m.attrs["notes"])
     rep = memory(tf.load(p, cache=False))
     assert rep.devices.iloc[0][["peak_allocated_bytes", "totals"]].tolist() == [1500, "growth"]
 

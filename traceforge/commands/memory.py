@@ -15,9 +15,11 @@ from traceforge.memory_snapshots import memory_snapshot
 if TYPE_CHECKING:
     pass
 
-#: What the memory analysis reads besides the memory table: step ranges and the ops
-#: allocations are attributed to, and Python frames for their stacks.
-KINDS = ("user_annotation", "cpu_op", "python")
+#: What the memory analysis reads besides the memory table: step ranges and Python frames
+#: for stacks. Each event's op comes with the memory table (kept beside the cache entry),
+#: so the op rows are read only where steps may be ops (old Kineto traces file
+#: ``ProfilerStep#N`` as one; a --steps-from regex may name one).
+KINDS = ("user_annotation", "python")
 
 
 def _is_snapshot(path: str) -> bool:
@@ -61,9 +63,15 @@ def command(trace: str, limit: int, steps_from: str | None, steps_text: str | No
         _snapshot(trace, top, table, out_dir, fmt)
         return
     from traceforge.analyzers.memory import memory
+    from traceforge.analyzers.timeline.steps import NO_STEPS, host_steps
 
     rule, _ = resolve_steps(steps_from, steps_text, step_list)
-    t = load_trace(trace, rule, kinds=KINDS)
+    if rule in (None, NO_STEPS):
+        t = load_trace(trace, rule, kinds=KINDS)
+        if rule is None and host_steps(t).empty:
+            t = load_trace(trace, rule, kinds=(*KINDS, "cpu_op"))
+    else:
+        t = load_trace(trace, rule, kinds=(*KINDS, "cpu_op"))
     rep = memory(t, top=top)
     if rep.empty:
         raise TraceFormatError(trace, rep.notes[0])

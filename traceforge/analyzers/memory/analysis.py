@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -84,7 +84,8 @@ class Prepared:
 
 def prepare(trace: Trace, ops: bool = True) -> Prepared:
     """Allocated/reserved series per device and (``ops``) each event's op (module doc)."""
-    m = trace.memory().reset_index(drop=True)
+    m = _with_ops(trace) if ops else trace.memory()
+    m = m.reset_index(drop=True)
     notes = list(m.attrs.get("notes", []))
     m = m.assign(label=_labels(m))
     alloc = m["allocated_bytes"].to_numpy().astype(np.float64)
@@ -101,31 +102,48 @@ def prepare(trace: Trace, ops: bool = True) -> Prepared:
             resv[idx] = np.nan  # not recorded; host memory has no reserve
     m["allocated"] = alloc.astype(np.int64)
     m["reserved"] = resv
-    # Kept with the trace's derived tables: a warm run reads the ops instead of a lookup
-    # among every op range (the memory table's rows are the source's, in a fixed order).
-    op, op_row = (trace.derived("memory_ops", lambda: _ops(trace, m)) if ops else
-                  (np.full(len(m), "", dtype=object), np.full(len(m), -1, dtype=np.int64)))
-    m["op"], m["op_row"] = op, op_row
+    if ops:
+        op = m["op"]
+        names = (np.asarray(op.cat.categories, dtype=object)[op.cat.codes.to_numpy()]
+                 if isinstance(op.dtype, pd.CategoricalDtype) else op.to_numpy(dtype=object))
+        m["op"] = names
+    else:
+        m["op"], m["op_row"] = np.full(len(m), "", dtype=object), np.full(len(m), -1, np.int64)
     return Prepared(m, totals, tuple(notes))
 
 
-def _ops(trace: Trace, m: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _with_ops(trace: Trace) -> pd.DataFrame:
+    """The memory table with each event's op (``op``, ``op_row`` in the whole trace's row
+    numbering). Computed once on the whole trace and kept with the memory table beside
+    the cache entry (:meth:`~traceforge.formats.memory.MemorySource.extend`), so a warm
+    run reads them instead of every op range; a trace without that source gets them
+    from its own rows."""
+    m = trace.memory()
+    if "op" in m.columns and "op_row" in m.columns:
+        return m
+    # The reader's provider (formats.memory.MemorySource) keeps them; others have none.
+    extend = getattr(trace.memory_provider, "extend", None)
+    m = cast(pd.DataFrame, extend(_ops) if callable(extend) else m.assign(**_ops(trace, m)))
+    trace.memo["memory"] = m
+    return m
+
+
+def _ops(trace: Trace, m: pd.DataFrame) -> dict[str, Any]:
     """The innermost cpu_op on each event's thread at its time ("" / -1: none)."""
     ops = trace.of_kind("cpu_op")
     names = np.full(len(m), "", dtype=object)
     rows = np.full(len(m), -1, dtype=np.int64)
-    if ops.empty or m.empty:
-        return names, rows
-    tc, qc = pair_codes(ops["pid"].to_numpy(), ops["tid"].to_numpy(),
-                        m["pid"].to_numpy(), m["tid"].to_numpy())
-    start = ops["ts"].to_numpy()
-    hit = innermost(tc, start, start + ops["dur"].to_numpy(), qc, m["ts"].to_numpy())
-    ok = hit >= 0
-    codes = ops["name"].cat.codes.to_numpy()[hit[ok]]
-    cats = np.asarray(ops["name"].cat.categories.astype(str), dtype=object)
-    names[ok] = cats[codes]
-    rows[ok] = ops.index.to_numpy()[hit[ok]]
-    return names, rows
+    if not ops.empty and not m.empty:
+        tc, qc = pair_codes(ops["pid"].to_numpy(), ops["tid"].to_numpy(),
+                            m["pid"].to_numpy(), m["tid"].to_numpy())
+        start = ops["ts"].to_numpy()
+        hit = innermost(tc, start, start + ops["dur"].to_numpy(), qc, m["ts"].to_numpy())
+        ok = hit >= 0
+        cats = np.asarray(ops["name"].cat.categories.astype(str), dtype=object)
+        names[ok] = cats[ops["name"].cat.codes.to_numpy()[hit[ok]]]
+        rows[ok] = ops.index.to_numpy()[hit[ok]]
+    op = pd.Categorical(names)  # a small dictionary in the file
+    return {"op": op, "op_row": rows}
 
 
 def free_positions(label: np.ndarray, addr: np.ndarray, event: np.ndarray) -> np.ndarray:
