@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
+from traceforge.analyzers.memory import memory
+from traceforge.analyzers.timeline.steps import NO_STEPS, host_steps
 from traceforge.commands import values
 from traceforge.commands.options import format_option, load_trace, resolve_steps, step_options
 from traceforge.commands.tables import Table, emit_tables, table_options
 from traceforge.errors import TraceFormatError
+from traceforge.formats import resolve
+from traceforge.formats.snapshot import sniff
+from traceforge.formats.source import read_head
 from traceforge.memory_snapshots import memory_snapshot
-
-if TYPE_CHECKING:
-    pass
 
 #: What the memory analysis reads besides the memory table: step ranges and Python frames
 #: for stacks. Each event's op comes with the memory table (kept beside the cache entry),
@@ -23,10 +23,6 @@ KINDS = ("user_annotation", "python")
 
 
 def _is_snapshot(path: str) -> bool:
-    from traceforge.formats import resolve
-    from traceforge.formats.snapshot import sniff
-    from traceforge.formats.source import read_head
-
     p = resolve(path)
     if not p.is_file():
         return False
@@ -62,9 +58,6 @@ def command(trace: str, limit: int, steps_from: str | None, steps_text: str | No
     if _is_snapshot(trace):
         _snapshot(trace, top, table, out_dir, fmt)
         return
-    from traceforge.analyzers.memory import memory
-    from traceforge.analyzers.timeline.steps import NO_STEPS, host_steps
-
     rule, _ = resolve_steps(steps_from, steps_text, step_list)
     if rule in (None, NO_STEPS):
         t = load_trace(trace, rule, kinds=KINDS)
