@@ -29,7 +29,7 @@ import pandas as pd
 
 from traceforge.analyzers.timeline.stacks import innermost
 from traceforge.analyzers.timeline.steps import host_steps
-from traceforge.model import Tables, Trace, coded, pair_codes
+from traceforge.model import Tables, Trace, coded, pair_codes, strings
 
 RECORDED = "recorded"
 GROWTH = "growth"  # since the window began: see the module docstring
@@ -59,17 +59,20 @@ class MemoryReport(Tables):
         return self.devices.empty
 
 
-def _labels(m: pd.DataFrame) -> np.ndarray:
-    """``cuda:0``, ``hip:1``, ``cpu``: one string per distinct (type, device), not per row."""
+def _labels(m: pd.DataFrame) -> pd.Categorical:
+    """``cuda:0``, ``hip:1``, ``cpu``: one string per distinct (type, device), not per row
+    (categories in sorted order, as the per-device tables list them)."""
     if m.empty:
-        return np.zeros(0, dtype=object)
+        return pd.Categorical([])
     kinds, labels = coded(m["device_type"])
     dev = m["device"].to_numpy()
     codes, _ = pair_codes(kinds, dev)
     first = np.unique(codes, return_index=True)[1]
     names = np.array([str(labels[kinds[i]]).lower() + ("" if dev[i] < 0 else f":{dev[i]}")
                       for i in first.tolist()], dtype=object)
-    out: np.ndarray = names[codes]
+    uniq, inverse = np.unique(names, return_inverse=True)
+    out: pd.Categorical = pd.Categorical.from_codes(
+        np.asarray(inverse, dtype=np.int64)[codes], categories=pd.Index(uniq.astype(str)))
     return out
 
 
@@ -93,7 +96,7 @@ def prepare(trace: Trace, ops: bool = True) -> Prepared:
     delta = m["delta_bytes"].to_numpy()
     oom = (m["event"] == "oom").to_numpy()
     totals: dict[str, str] = {}
-    for lab, idx in m.groupby("label", sort=True).indices.items():
+    for lab, idx in m.groupby("label", sort=True, observed=True).indices.items():
         rec = bool((alloc[idx] >= 0).all())
         totals[str(lab)] = RECORDED if rec else GROWTH
         if not rec:
@@ -102,13 +105,11 @@ def prepare(trace: Trace, ops: bool = True) -> Prepared:
             resv[idx] = np.nan  # not recorded; host memory has no reserve
     m["allocated"] = alloc.astype(np.int64)
     m["reserved"] = resv
-    if ops:
-        op = m["op"]
-        names = (np.asarray(op.cat.categories, dtype=object)[op.cat.codes.to_numpy()]
-                 if isinstance(op.dtype, pd.CategoricalDtype) else op.to_numpy(dtype=object))
-        m["op"] = names
-    else:
-        m["op"], m["op_row"] = np.full(len(m), "", dtype=object), np.full(len(m), -1, np.int64)
+    # Object columns, not pandas' inferred Arrow strings (slow to convert per row).
+    op = strings(m["op"]) if ops else np.full(len(m), "", dtype=object)
+    m["op"] = pd.Series(op, index=m.index, dtype=object)
+    if not ops:
+        m["op_row"] = np.full(len(m), -1, np.int64)
     return Prepared(m, totals, tuple(notes))
 
 
@@ -155,10 +156,10 @@ def free_positions(label: np.ndarray, addr: np.ndarray, event: np.ndarray) -> np
     if n < 2:
         return out
     lab_codes = pd.factorize(label)[0]
-    order = np.lexsort((np.arange(n), addr, lab_codes))
+    order = np.lexsort((addr, lab_codes))  # stable: time order within an address
     a, b = order[:-1], order[1:]
     same = (lab_codes[a] == lab_codes[b]) & (addr[a] == addr[b]) & (addr[a] >= 0)
-    pair = same & (event[a] == "alloc") & (event[b] == "free")
+    pair = same & (event == "alloc")[a] & (event == "free")[b]
     out[a[pair]] = b[pair]
     return out
 
@@ -172,15 +173,15 @@ def memory(trace: Trace, *, top: int = 20) -> MemoryReport:
     if m.empty:
         e = pd.DataFrame()
         return MemoryReport(e, e, e, e, e, e, "", st.source, (NO_MEMORY, *p.notes))
-    label = m["label"].to_numpy()
-    event = m["event"].astype(str).to_numpy()
+    label = m["label"].cat.codes.to_numpy()
+    event = strings(m["event"])
     free_at = free_positions(label, m["addr"].to_numpy(), event)
     notes = list(p.notes)
     dev_rows, step_rows, op_frames, live_frames = [], [], [], []
-    for lab, where in m.groupby("label", sort=True).indices.items():
+    for lab, where in m.groupby("label", sort=True, observed=True).indices.items():
         idx = np.asarray(where, dtype=np.int64)
-        d = m.iloc[idx]
-        dev_rows.append(_device_row(str(lab), d, p.totals[str(lab)]))
+        d = m if len(idx) == len(m) else m.iloc[idx]  # one device: no copy
+        dev_rows.append(_device_row(str(lab), d, event[idx], p.totals[str(lab)]))
         step_rows += _step_rows(str(lab), d, st.ranges)
         peak_pos = int(idx[int(np.argmax(d["allocated"].to_numpy()))])
         live = _live_at(m, idx, peak_pos, free_at, event)
@@ -193,7 +194,7 @@ def memory(trace: Trace, *, top: int = 20) -> MemoryReport:
         if how == GROWTH:
             notes.append(f"{lab}: the trace records allocation sizes but no totals: "
                          "'allocated' (totals: growth) is the growth since the window began")
-    oom, oom_live = _oom(m, free_at, event)
+    oom, oom_live = _oom(m, label, free_at, event)
     return MemoryReport(
         devices=pd.DataFrame(dev_rows), steps=steps,
         ops=pd.concat(op_frames, ignore_index=True) if op_frames else pd.DataFrame(),
@@ -202,7 +203,7 @@ def memory(trace: Trace, *, top: int = 20) -> MemoryReport:
         steps_from=st.source, notes=tuple(notes))
 
 
-def _device_row(lab: str, d: pd.DataFrame, totals: str) -> dict[str, object]:
+def _device_row(lab: str, d: pd.DataFrame, ev: np.ndarray, totals: str) -> dict[str, object]:
     alloc = d["allocated"].to_numpy()
     resv = d["reserved"].to_numpy()
     ts = d["ts"].to_numpy()
@@ -210,7 +211,6 @@ def _device_row(lab: str, d: pd.DataFrame, totals: str) -> dict[str, object]:
     has_resv = not np.isnan(resv).all()
     j = int(np.nanargmax(resv)) if has_resv else -1
     delta = d["delta_bytes"].to_numpy()
-    ev = d["event"].astype(str).to_numpy()
     at_peak = int(resv[i]) if has_resv and not np.isnan(resv[i]) else None
     return {
         "device": lab, "totals": totals,
@@ -299,7 +299,8 @@ def _frames(names: list[str], n: int = 3) -> list[str]:
 
 def _op_table(trace: Trace, lab: str, d: pd.DataFrame, live: pd.DataFrame, top: int
               ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    allocs = d[d["event"] == "alloc"]
+    allocs = d.loc[(d["event"] == "alloc").to_numpy(),
+                   ["op", "delta_bytes", "ts", "pid", "tid", "op_row"]]
     g = allocs.groupby("op", sort=False)["delta_bytes"].agg(["count", "sum", "max"])
     lv = live.groupby("op", sort=False)["delta_bytes"].agg(["count", "sum"])
     ops = pd.DataFrame({"device": lab, "op": g.index.astype(str), "allocs": g["count"].to_numpy(),
@@ -324,14 +325,13 @@ def _op_table(trace: Trace, lab: str, d: pd.DataFrame, live: pd.DataFrame, top: 
     return ops, live_tab
 
 
-def _oom(m: pd.DataFrame, free_at: np.ndarray, event: np.ndarray
+def _oom(m: pd.DataFrame, label: np.ndarray, free_at: np.ndarray, event: np.ndarray
          ) -> tuple[pd.DataFrame, pd.DataFrame]:
     pos = np.flatnonzero(event == "oom")
     rows, live_rows = [], []
-    label = m["label"].to_numpy()
     for k, p in enumerate(pos.tolist()):
         r = m.iloc[p]
-        rows.append({"oom": k, "device": r["label"], "at_ns": int(r["ts"]),
+        rows.append({"oom": k, "device": str(r["label"]), "at_ns": int(r["ts"]),
                      "request_bytes": int(r["delta_bytes"]),
                      "allocated_bytes": int(r["allocated_bytes"]),
                      "reserved_bytes": int(r["reserved_bytes"]), "op": r["op"] or "(no op)"})
@@ -354,7 +354,7 @@ def series(trace: Trace, max_points: int = 4000) -> pd.DataFrame:
     p = prepare(trace, ops=False)
     m = p.m
     parts = []
-    for lab, idx in m.groupby("label", sort=True).indices.items():
+    for lab, idx in m.groupby("label", sort=True, observed=True).indices.items():
         d = m.iloc[idx]
         keep = np.arange(len(d))
         if len(d) > max_points:
@@ -397,7 +397,7 @@ def run_peak_memory(traces: Sequence[Trace], summary_peak_bytes: float | None = 
     for t in traces:
         p = prepare(t, ops=False)
         gpu = p.m[p.m["device"] >= 0]
-        for lab, g in gpu.groupby("label", sort=True):
+        for lab, g in gpu.groupby("label", sort=True, observed=True):
             v = float(g["allocated"].max())
             if best is None or v > best:
                 best, growth = v, p.totals[str(lab)] == GROWTH
