@@ -439,3 +439,27 @@ def test_capture_table_takes_the_trace_peak_else_the_summary() -> None:
     assert df["peak_memory_from"].tolist() == ["trace", "capture summary"]
     assert df["peak_memory_bytes"].tolist() == [746_520_576] * 2
     assert "peak_gib" not in df.columns
+
+
+def test_memory_of_a_run_reads_every_rank_through_the_engine(
+        cdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = FIXTURES / "capture_h100.memory_train.both.pt.trace.json.gz"
+    run = tmp_path / "run"
+    run.mkdir()
+    for r in (0, 1):
+        shutil.copyfile(src, run / f"train.rank{r}.pt.trace.json.gz")
+    one = memory(tf.load(src))
+    for args in ([str(run)], [str(p) for p in sorted(run.iterdir())]):
+        out = tmp_path / f"o{len(args)}"
+        r = _cli(["memory", *args, "--format", "csv", "-o", str(out)], capsys)
+        assert r.exit_code == 0, r.output
+        import pandas as pd
+
+        dev = pd.read_csv(out / "devices.csv")
+        assert dev["rank"].tolist() == [0, 0, 1, 1]
+        for rank in (0, 1):
+            got = dev[dev["rank"] == rank].drop(columns="rank").reset_index(drop=True)
+            assert got["peak_allocated_bytes"].tolist() == one.devices[
+                "peak_allocated_bytes"].tolist()
+        steps = pd.read_csv(out / "steps.csv")
+        assert len(steps) == 2 * len(one.steps)
