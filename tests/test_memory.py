@@ -463,3 +463,19 @@ def test_memory_of_a_run_reads_every_rank_through_the_engine(
                 "peak_allocated_bytes"].tolist()
         steps = pd.read_csv(out / "steps.csv")
         assert len(steps) == 2 * len(one.steps)
+
+
+def test_legacy_call_stack_read_from_the_whole_trace(
+        cdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Older Kineto (with_stack) puts the stack in the op's "Call stack" arg; the verb
+    # loads no op rows, so the op's row is the whole trace's, read from there.
+    op = _op("aten::mm", 10, 20)
+    op["args"] = {"Call stack": "train.py(9): step;model.py(42): forward"}
+    path = _kineto(tmp_path / "legacy.json", [_step(0, 0, 90), _op("aten::add", 1, 2), op,
+                                               _mem(15, 100, 100, 1000, addr=7)])
+    for _ in range(2):  # cold, then warm from the memory table's file
+        r = _cli(["memory", str(path), "--table", "ops", "--format", "json"], capsys)
+        assert r.exit_code == 0, r.output
+        rows = json.loads(r.output)
+        assert rows[0]["op"] == "aten::mm"
+        assert rows[0]["stack"] == "model.py(42): forward > train.py(9): step"

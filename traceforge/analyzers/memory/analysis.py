@@ -80,9 +80,10 @@ def _labels(m: pd.DataFrame) -> pd.Categorical:
 class Prepared:
     """The memory table in time order with what every analysis needs per row."""
 
-    m: pd.DataFrame  # the table, plus: label, allocated, reserved, op, op_row
+    m: pd.DataFrame  # the table, plus: label, allocated, reserved, op, op_row, op_code
     totals: dict[str, str]  # device label -> RECORDED or GROWTH
     notes: tuple[str, ...]
+    op_names: np.ndarray  # op_code -> op name ("": none)
 
 
 def prepare(trace: Trace, ops: bool = True) -> Prepared:
@@ -105,12 +106,15 @@ def prepare(trace: Trace, ops: bool = True) -> Prepared:
             resv[idx] = np.nan  # not recorded; host memory has no reserve
     m["allocated"] = alloc.astype(np.int64)
     m["reserved"] = resv
-    # Object columns, not pandas' inferred Arrow strings (slow to convert per row).
-    op = strings(m["op"]) if ops else np.full(len(m), "", dtype=object)
-    m["op"] = pd.Series(op, index=m.index, dtype=object)
+    # Each event's op as a code into a few names (groupbys on ints), and as an object
+    # column (not pandas' inferred Arrow strings, slow to convert per row).
+    code, names = coded(m["op"]) if ops else (np.full(len(m), -1, np.int64),
+                                               np.array([""], dtype=object))
+    m["op_code"] = np.where(code < 0, len(names) - 1, code)  # coded: -1 is the last, ""
+    m["op"] = pd.Series(names[m["op_code"].to_numpy()], index=m.index, dtype=object)
     if not ops:
         m["op_row"] = np.full(len(m), -1, np.int64)
-    return Prepared(m, totals, tuple(notes))
+    return Prepared(m, totals, tuple(notes), names)
 
 
 def _with_ops(trace: Trace) -> pd.DataFrame:
@@ -185,7 +189,7 @@ def memory(trace: Trace, *, top: int = 20) -> MemoryReport:
         step_rows += _step_rows(str(lab), d, st.ranges)
         peak_pos = int(idx[int(np.argmax(d["allocated"].to_numpy()))])
         live = _live_at(m, idx, peak_pos, free_at, event)
-        ops, lv = _op_table(trace, str(lab), d, live, top)
+        ops, lv = _op_table(trace, str(lab), d, live, top, p.op_names)
         op_frames.append(ops)
         live_frames.append(lv.head(top))
     steps = pd.DataFrame(step_rows)
@@ -281,11 +285,18 @@ def _stacks(trace: Trace, d: pd.DataFrame) -> list[str]:
             sel = np.flatnonzero((pp == pid) & (pt == tid) & (ps <= ts) & (pe > ts))
             sel = sel[np.argsort(ps[sel], kind="stable")]
             text = " > ".join(_frames([str(x) for x in py["name"].to_numpy()[sel]]))
-        if not text and legacy and op_row >= 0:
-            cs = trace.args([int(op_row)])[0].get("Call stack", "")
+        if not text and legacy and op_row >= 0:  # op_row: the whole trace's numbering
+            cs = _whole(trace).args([int(op_row)])[0].get("Call stack", "")
             text = " > ".join(_frames(str(cs).split(";")[::-1])) if cs else ""
         out.append(text)
     return out
+
+
+def _whole(trace: Trace) -> Trace:
+    """The trace with every row (``op_row`` numbers rows there): the memory source's,
+    which reads it again when this one kept only some kinds; else the trace itself."""
+    whole = getattr(trace.memory_provider, "whole", None)
+    return cast(Trace, whole()) if callable(whole) else trace
 
 
 def _frames(names: list[str], n: int = 3) -> list[str]:
@@ -297,29 +308,48 @@ def _frames(names: list[str], n: int = 3) -> list[str]:
     return [x.rsplit("/", 1)[-1] if x.find("(") > x.rfind("/") >= 0 else x for x in keep[-n:]]
 
 
-def _op_table(trace: Trace, lab: str, d: pd.DataFrame, live: pd.DataFrame, top: int
-              ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _per_code(code: np.ndarray, values: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct code (ascending): the code, count, sum and largest of ``values``, and
+    the position of its largest (the earliest of equals)."""
+    n = len(code)
+    order = np.lexsort((np.arange(n), -values, code))
+    sc = code[order]
+    starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]]) if n else np.zeros(0, np.int64)
+    sv = values[order]
+    total = np.add.reduceat(sv, starts) if n else np.zeros(0, np.int64)
+    return sc[starts], np.diff(np.r_[starts, n]), total, sv[starts], order[starts]
+
+
+def _op_table(trace: Trace, lab: str, d: pd.DataFrame, live: pd.DataFrame, top: int,
+              names: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
     allocs = d.loc[(d["event"] == "alloc").to_numpy(),
-                   ["op", "delta_bytes", "ts", "pid", "tid", "op_row"]]
-    g = allocs.groupby("op", sort=False)["delta_bytes"].agg(["count", "sum", "max"])
-    lv = live.groupby("op", sort=False)["delta_bytes"].agg(["count", "sum"])
-    ops = pd.DataFrame({"device": lab, "op": g.index.astype(str), "allocs": g["count"].to_numpy(),
-                        "alloc_bytes": g["sum"].to_numpy(), "largest_bytes": g["max"].to_numpy()})
-    ops["live_at_peak_allocs"] = ops["op"].map(lv["count"]).fillna(0).astype(np.int64)
-    ops["live_at_peak_bytes"] = ops["op"].map(lv["sum"]).fillna(0).astype(np.int64)
+                   ["op_code", "delta_bytes", "ts", "pid", "tid", "op_row"]]
+    used, count, total, largest, first = _per_code(allocs["op_code"].to_numpy(),
+                                                   allocs["delta_bytes"].to_numpy())
+    lv_code, lv_count, lv_total, _, _ = _per_code(live["op_code"].to_numpy(),
+                                                  live["delta_bytes"].to_numpy())
+    live_n = np.zeros(len(names), np.int64)
+    live_b = np.zeros(len(names), np.int64)
+    live_n[lv_code], live_b[lv_code] = lv_count, lv_total
+    ops = pd.DataFrame({"device": lab, "op": names[used].astype(str), "allocs": count,
+                        "alloc_bytes": total, "largest_bytes": largest,
+                        "live_at_peak_allocs": live_n[used],
+                        "live_at_peak_bytes": live_b[used], "code": used, "first": first})
     ops = ops.sort_values(["alloc_bytes", "op"], ascending=[False, True],
                           kind="stable").head(top).reset_index(drop=True)
     # The stack of each top op's largest allocation.
-    first = allocs.sort_values("delta_bytes", ascending=False, kind="stable")
-    first = first.drop_duplicates("op").set_index("op")
-    want = [o for o in ops["op"].head(STACK_OPS) if o in first.index]
-    stack = dict(zip(want, _stacks(trace, first.loc[want].reset_index()), strict=True))
+    head = ops.head(STACK_OPS)
+    sel = allocs.iloc[head["first"].to_numpy()].reset_index(drop=True)
+    stack = dict(zip(head["op"], _stacks(trace, sel), strict=True))
     ops["stack"] = ops["op"].map(stack).fillna("")
+    ops = ops.drop(columns=["code", "first"])
     ops.loc[ops["op"] == "", "op"] = "(no op)"
+    shown = np.where(names == "", "(no op)", names).astype(object)
     live_tab = pd.DataFrame({
         "device": lab, "size_bytes": live["delta_bytes"].to_numpy(),
         "alloc_at_ns": live["ts"].to_numpy(),
-        "op": [o or "(no op)" for o in live["op"]], "addr": live["addr"].to_numpy()})
+        "op": shown[live["op_code"].to_numpy()], "addr": live["addr"].to_numpy()})
     live_tab = live_tab.sort_values(["size_bytes", "alloc_at_ns"], ascending=[False, True],
                                     kind="stable").reset_index(drop=True)
     return ops, live_tab
