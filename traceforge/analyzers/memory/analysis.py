@@ -233,18 +233,33 @@ def _step_rows(lab: str, d: pd.DataFrame, ranges: pd.DataFrame) -> list[dict[str
     ts = d["ts"].to_numpy()
     alloc = d["allocated"].to_numpy()
     first = int(alloc[0] - (0 if d["event"].iloc[0] == "oom" else d["delta_bytes"].iloc[0]))
-    out = []
-    for s, a, b in ranges[["step", "ts", "end"]].itertuples(index=False):
-        lo, hi = np.searchsorted(ts, [a, b], side="left")
-        start = int(alloc[lo - 1]) if lo > 0 else first
-        inside = alloc[lo:hi]
-        peak = max(start, int(inside.max())) if len(inside) else start
-        at = int(ts[lo + int(np.argmax(inside))]) if len(inside) and peak > start else int(a)
-        end = int(alloc[hi - 1]) if hi > 0 else first
-        out.append({"device": lab, "step": int(s), "start_bytes": start, "peak_bytes": peak,
-                    "peak_at_ns": at, "end_bytes": end, "growth_bytes": end - start,
-                    "events": int(hi - lo)})
-    return out
+    a, b = ranges["ts"].to_numpy(np.int64), ranges["end"].to_numpy(np.int64)
+    lo, hi = np.searchsorted(ts, a, side="left"), np.searchsorted(ts, b, side="left")
+    n = np.maximum(hi - lo, 0)
+    start = np.where(lo > 0, alloc[np.maximum(lo - 1, 0)], first)
+    end = np.where(hi > 0, alloc[np.maximum(hi - 1, 0)], first)
+    # Each step's largest value inside it and its first position, all steps at once.
+    top = np.full(len(a), np.iinfo(np.int64).min, dtype=np.int64)
+    at_pos = np.full(len(a), -1, dtype=np.int64)
+    if n.sum():
+        steps = np.repeat(np.arange(len(a)), n)
+        offsets = np.cumsum(n) - n
+        pos = np.arange(int(n.sum())) - np.repeat(offsets, n) + np.repeat(lo, n)
+        vals = alloc[pos]
+        has = np.flatnonzero(n)
+        top[has] = np.maximum.reduceat(vals, offsets[has])
+        hit = vals == top[steps]
+        got, where = np.unique(steps[hit], return_index=True)
+        at_pos[got] = pos[hit][where]
+    grows = (n > 0) & (top > start)
+    peak = np.where(grows, top, start)
+    at = np.where(grows, ts[np.maximum(at_pos, 0)], a)
+    return [{"device": lab, "step": int(st), "start_bytes": int(s0), "peak_bytes": int(pk),
+             "peak_at_ns": int(t), "end_bytes": int(e), "growth_bytes": int(e - s0),
+             "events": int(k)}
+            for st, s0, pk, t, e, k in zip(ranges["step"].tolist(), start.tolist(),
+                                            peak.tolist(), at.tolist(), end.tolist(),
+                                            n.tolist(), strict=True)]
 
 
 def _leak_notes(steps: pd.DataFrame) -> list[str]:
