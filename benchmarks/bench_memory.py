@@ -21,7 +21,7 @@ otherwise traceforge's modules are compiled in every run while pandas' come from
 ``__pycache__``, which is not how an installed package runs.
 
     python benchmarks/bench_memory.py [--trace T | --source SRC --mb 288] [--out DIR]
-        [--comm DIR] [--counters FILE] [--repeat 3] [--settle 1]
+        [--comm DIR] [--counters FILE] [--repeat 3] [--settle 1] [--cache DIR]
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ def main() -> None:
     ap.add_argument("--counters", type=Path, default=COUNTERS)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--settle", type=float, default=1.0, metavar="GIB")
+    ap.add_argument("--cache", type=Path, help="cache directory to use (and keep) instead "
+                    "of a fresh temporary one: a warm one skips the cold parses")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     big = a.trace or memory_trace(a.source, a.mb, a.out)
@@ -127,8 +129,8 @@ def main() -> None:
         "warm roofline --measured": verb("roofline", "roofline", "@P", "--measured", c),
     }
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    with tempfile.TemporaryDirectory() as cache:
-        env.update(TRACEFORGE_CACHE=cache, PYTHONPATH=str(REPO))
+    with tempfile.TemporaryDirectory() as tmp:
+        env.update(TRACEFORGE_CACHE=str(a.cache or tmp), PYTHONPATH=str(REPO))
         for code in cases.values():  # cold: parse, cache, memory table, derived tables
             run_case(code, big, env, a.out)
         got: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
