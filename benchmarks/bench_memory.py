@@ -112,6 +112,8 @@ def main() -> None:
     ap.add_argument("--counters", type=Path, default=COUNTERS)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--settle", type=float, default=1.0, metavar="GIB")
+    ap.add_argument("--cases", help="comma-separated words: only the cases whose names "
+                    "contain one (the floor, top-kernels and memory always run)")
     ap.add_argument("--cache", type=Path, help="cache directory to use (and keep) instead "
                     "of a fresh temporary one: a warm one skips the cold parses")
     a = ap.parse_args()
@@ -128,6 +130,10 @@ def main() -> None:
         "warm roofline": verb("roofline", "roofline", "@P"),
         "warm roofline --measured": verb("roofline", "roofline", "@P", "--measured", c),
     }
+    if a.cases:
+        words = a.cases.split(",")
+        cases = {k: v for i, (k, v) in enumerate(cases.items())
+                 if i < 3 or any(w in k for w in words)}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory() as tmp:
         env.update(TRACEFORGE_CACHE=str(a.cache or tmp), PYTHONPATH=str(REPO))
