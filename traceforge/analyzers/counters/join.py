@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceforge.model import Trace
+from traceforge.model import Trace, coded
 
 _NS = re.compile(r"\b[A-Za-z_]\w*::")
 _CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|char|short|bool|long long)\)")
@@ -69,10 +69,11 @@ class Join:
 
 def _each(names: pd.Series, key: Callable[[str], str]) -> np.ndarray:
     """``key`` of every name, computed once per distinct name (a trace repeats a few
-    hundred kernel names over tens of thousands of launches)."""
-    codes, uniq = pd.factorize(names.astype(str).to_numpy(dtype=object))
-    keys = np.array([key(str(u)) for u in uniq], dtype=object)
-    out: np.ndarray = keys[codes] if len(codes) else np.zeros(0, dtype=object)
+    hundred kernel names over tens of thousands of launches), taken through the
+    column's codes (no string per row)."""
+    codes, labels = coded(names)
+    keys = np.array([key(str(u)) for u in labels], dtype=object)
+    out: np.ndarray = keys[codes]
     return out
 
 
