@@ -33,8 +33,8 @@ README = REPO / "README.md"
 #: Verbs whose examples are not run here, and why (their options are still checked).
 NOT_RUN = {
     "capture": "runs a script under a profiler (torch and, for the examples, a GPU); "
-               "tests/test_capture*.py run it on stand-in scripts",
-    "open": "serves the trace to a browser and waits for it to fetch (tests/test_open.py)",
+               "tests/unit/capture/test_capture*.py run it on stand-in scripts",
+    "open": "serves the trace to a browser and waits for it to fetch (tests/unit/ui/test_open.py)",
     "calibrate": "measures the GPU's matmul and copy rates (needs CUDA or ROCm)",
 }
 
@@ -241,7 +241,7 @@ def materialize(word: str, cwd: Path, verb: str = "") -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(MEMORY, target)
     elif name == "peaks.json":
-        from tests.test_roofline_cli import fake_measure
+        from tests.cli.test_roofline_cli import fake_measure
 
         target.write_text(json.dumps(fake_measure()))
     elif name == "sweep":

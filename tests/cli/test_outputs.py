@@ -25,7 +25,7 @@ def _leftovers(folder: Path) -> list[str]:
 
 
 def _tiny_trace(tmp_path: Path) -> Path:
-    from tests.test_hostile_names import write_trace
+    from tests.hostile.test_hostile_names import write_trace
 
     return write_trace(tmp_path / "in.json", ["gemm_kernel"])
 

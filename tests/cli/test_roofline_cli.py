@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import FIXTURES
-from tests.test_roofline import synthetic
+from tests.unit.analyzers.costs.test_roofline import synthetic
 from traceforge.analyzers.costs.devices import load_peaks
 from traceforge.analyzers.costs.roofline import chart_data, roofline
 from traceforge.capture import calibrate as cal

@@ -56,7 +56,7 @@ def test_every_file_written_is_named_on_stderr(verb: str, tmp_path: Path) -> Non
 
 
 def test_calibrate_names_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_roofline_cli import fake_measure
+    from tests.cli.test_roofline_cli import fake_measure
     from traceforge.capture import calibrate as cal
 
     monkeypatch.setattr(cal, "measure", fake_measure)

@@ -39,10 +39,10 @@ from typing import Any
 import pytest
 
 import traceforge as tf
-from tests import rocpd_schema
 from tests.conftest import EXTERNAL, SHARED
-from tests.fuzz_hostile import hostile_mutant
-from tests.test_chrome_reader import kineto_doc
+from tests.support import rocpd_schema
+from tests.support.fuzz_hostile import hostile_mutant
+from tests.unit.formats.test_chrome_reader import kineto_doc
 from traceforge.errors import TraceFormatError
 
 PER_FORMAT = int(os.environ.get("TRACEFORGE_FUZZ_PER_FORMAT", "0") or 0)

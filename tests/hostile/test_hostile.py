@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import traceforge as tf
-from tests import hostile_files, rocpd_schema
-from tests.test_inputs import one_line_error, run_cli
+from tests.cli.test_inputs import one_line_error, run_cli
+from tests.support import hostile_files, rocpd_schema
 from traceforge import samples
 
 

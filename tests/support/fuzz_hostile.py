@@ -1,4 +1,4 @@
-"""Hostile mutations for tests/test_fuzz.py (issue 31): wild timestamps, gzip bombs, views
+"""Hostile mutations for tests/hostile/test_fuzz.py (issue 31): wild timestamps, gzip bombs, views
 that loop or multiply rows, WAL databases, invalid intervals in every format."""
 
 from __future__ import annotations

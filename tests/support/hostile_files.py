@@ -124,7 +124,7 @@ def rocprof_db(path: Path, bad: tuple[int, int] | None) -> Path:
 
 def rocpd_bad(path: Path, sql: str) -> Path:
     """The rocpd test database with ``sql`` run on its kernel dispatch table ``{t}``."""
-    from tests import rocpd_schema
+    from tests.support import rocpd_schema
 
     rocpd_schema.build(path)
     conn = sqlite3.connect(path)

@@ -1,6 +1,6 @@
 """The Chrome -> ``.pftrace`` encoder as it was before hand encoding (protobuf message
 classes of the ``perfetto`` wheel), kept verbatim as the oracle the streaming writer's
-output is compared with (tests/test_pftrace_stream.py).
+output is compared with (tests/unit/render/test_pftrace_stream.py).
 
 Chrome-trace document -> Perfetto TrackEvent protobuf (``.pftrace``).
 

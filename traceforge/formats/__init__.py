@@ -41,7 +41,7 @@ def _reader(name: str) -> ModuleType:
 
 #: What a reader raises on damage it did not foresee. :func:`load` turns these into one
 #: line naming the file (exit 2, not an internal error); ``damaged or unexpected`` in that
-#: line is what tests/test_fuzz.py looks for, since each one is a reader bug to fix.
+#: line is what tests/hostile/test_fuzz.py looks for, since each one is a reader bug to fix.
 _DAMAGE: tuple[type[BaseException], ...] = (
     ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError,
     UnicodeError, RecursionError, EOFError, zlib.error, sqlite3.Error, OSError,

@@ -423,7 +423,7 @@ def test_rocprof_prefers_v3_and_falls_back_to_legacy(tmp_path: Path,
 
 
 def test_torchrun_with_an_outer_profiler_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    # nsys records a torchrun process tree (tests/test_capture_sweep.py); rocprof does not.
+    # nsys records a torchrun process tree (test_capture_sweep.py); rocprof does not.
     assert cli("capture", "--backend", "rocprof", "--", "torchrun", "--nproc-per-node", "2",
                "train.py") == 2
     assert "not supported" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """rocpd reader on a synthetic database built to rocprofv3's documented schema.
 
-No real rocpd file is available; tests/rocpd_schema.py builds one (schema source cited
+No real rocpd file is available; tests/support/rocpd_schema.py builds one (schema source cited
 there). Every expected number is a raw SQL query on the base tables of that database.
 """
 
@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 import traceforge as tf
-from tests import rocpd_schema
 from tests.conftest import sql_rows as _sql
+from tests.support import rocpd_schema
 from traceforge.cli import cli
 
 DISPATCH = f"rocpd_kernel_dispatch{rocpd_schema.UUID}"

@@ -107,7 +107,7 @@ def test_critical_path_track_and_arrow_by_hand(tmp_path: Path) -> None:
 
 
 def test_roofline_rates_on_kernels_by_hand(tmp_path: Path) -> None:
-    from tests.test_roofline import synthetic
+    from tests.unit.analyzers.costs.test_roofline import synthetic
 
     t = synthetic()
     out = tmp_path / "rates.json"

@@ -1,6 +1,6 @@
 """``annotate``/``convert`` at trace size: the hand-encoded ``.pftrace`` is byte for byte
 what the ``perfetto`` wheel's message classes serialize (the old encoder, kept verbatim in
-:mod:`tests.pftrace_reference`, is the oracle), Chrome JSON encoded in batches is what one
+:mod:`tests.support.pftrace_reference`, is the oracle), Chrome JSON encoded in batches is what one
 ``orjson.dumps`` writes, the critical-path track merges only touching pieces of one thread
 and kind, and ``annotate --steps/--window`` cut the trace as ``open`` does."""
 
@@ -40,7 +40,7 @@ def annotated() -> dict[str, object]:
 
 
 def test_pftrace_bytes_equal_the_message_classes(annotated: dict[str, object]) -> None:
-    from tests.pftrace_reference import chrome_to_pftrace as reference
+    from tests.support.pftrace_reference import chrome_to_pftrace as reference
 
     new = chrome_to_pftrace(annotated)
     assert new == reference(annotated)

@@ -1,7 +1,7 @@
 """Tables fit the terminal (issue 25, item 3): at 100 columns no line is wider and no row
 wraps; long names are shortened in the middle; numbers keep every digit.
 
-``python -m tests.test_terminal_width`` rewrites docs/terminal-100.txt, the transcript
+``python -m tests.unit.render.test_terminal_width`` rewrites docs/terminal-100.txt, the transcript
 of the verbs on the bundled samples at 100 columns.
 """
 

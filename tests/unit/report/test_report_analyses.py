@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 import traceforge as tf
-from tests import raw_kineto as rk
 from tests.conftest import FIXTURES, cli_main
-from tests.test_compare import MODELS, oracle_class, pair
+from tests.support import raw_kineto as rk
+from tests.unit.analyzers.runs.test_compare import MODELS, oracle_class, pair
 from traceforge.analyzers.runs.diff import diff
 from traceforge.analyzers.runs.inputs import TraceRun
 from traceforge.analyzers.runs.scaling import scaling

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import traceforge as tf
-from tests.conftest import ev, shared
-from tests.raw_kineto import ns, read
+from tests.conftest import FIXTURES, ev, shared
+from tests.support.raw_kineto import ns, read
 from traceforge.analyzers.communication.instances import comm_reduce, comm_summary
 from traceforge.analyzers.communication.sizes import bus_factor, kind_of
 from traceforge.model import Device, TraceMeta
@@ -391,7 +391,7 @@ def test_rocprofv3_csv_rccl_api_names_the_generic_kernels(tmp_path: Path) -> Non
     assert any(n.startswith("rocprof: the kind comes from") for n in r.notes)
 
 
-SWEEP = Path(__file__).resolve().parents[1] / "fixtures" / "allreduce_h100x2"
+SWEEP = FIXTURES / "allreduce_h100x2"
 
 
 def test_h100x2_all_reduce_sweep_against_raw_json_and_cuda_events() -> None:

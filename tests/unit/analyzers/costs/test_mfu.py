@@ -7,7 +7,7 @@ import functools
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.test_roofline import synthetic
+from tests.unit.analyzers.costs.test_roofline import synthetic
 from traceforge.analyzers.costs.devices import peaks_from_dict
 from traceforge.analyzers.costs.mfu import mfu
 from traceforge.errors import UsageError

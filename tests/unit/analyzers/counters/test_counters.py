@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import traceforge as tf
+from tests.conftest import FIXTURES, cli_main
 from traceforge.analyzers.costs.roofline import roofline
 from traceforge.analyzers.counters.join import kernel_key
 from traceforge.analyzers.counters.measured import measured_kernels
@@ -29,9 +30,7 @@ from traceforge.formats import ncu
 from traceforge.formats.counter_files import read_counters
 from traceforge.formats.nvtx_ops import mark_ops
 
-from .conftest import cli_main
-
-F = Path(__file__).resolve().parent.parent / "fixtures" / "counters"
+F = FIXTURES / "counters"
 RAW, DETAILS = F / "probe.ncu-raw.csv", F / "probe.ncu-details.csv"
 N = 4096
 

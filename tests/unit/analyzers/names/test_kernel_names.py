@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, SHARED, shared
-from tests.test_all_fixtures import _files, _is_trace
+from tests.corpus.test_all_fixtures import _files, _is_trace
 from traceforge import load
 from traceforge.analyzers.names.kernel_names import classify, display_names, fused_ops, short_name
 from traceforge.analyzers.timing.kernels import top_kernels

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import traceforge as tf
-from tests import raw_kineto as rk
 from tests.conftest import EXTERNAL, ev, make_trace
+from tests.support import raw_kineto as rk
 from traceforge.analyzers.runs.compare import compare
 from traceforge.analyzers.runs.inputs import TraceRun
 from traceforge.analyzers.runs.vendor import HEADLINE_CLASSES, neutral, vendor_of

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import traceforge as tf
-from tests import raw_kineto as rk
 from tests.conftest import EXTERNAL, FIXTURES, ev, make_trace
+from tests.support import raw_kineto as rk
 from traceforge.analyzers.runs.inputs import TraceRun
 from traceforge.analyzers.runs.scaling import TERMS, scaling
 from traceforge.errors import AnalysisError

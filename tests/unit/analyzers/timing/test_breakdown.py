@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import traceforge as tf
 from tests.conftest import ev
-from tests.test_idle import make_trace
+from tests.unit.analyzers.timing.test_idle import make_trace
 
 
 def test_graph_replay_holes_are_idle() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 import traceforge as tf
 from tests.conftest import FIXTURES, SHARED, ev
-from tests.test_idle import make_trace
+from tests.unit.analyzers.timing.test_idle import make_trace
 
 
 def test_delay_and_short_kernels_by_hand() -> None:

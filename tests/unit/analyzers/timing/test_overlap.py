@@ -9,7 +9,7 @@ import pytest
 
 import traceforge as tf
 from tests.conftest import ev, shared
-from tests.test_idle import make_trace
+from tests.unit.analyzers.timing.test_idle import make_trace
 from traceforge.model import TraceMeta
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
