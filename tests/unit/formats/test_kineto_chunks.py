@@ -40,11 +40,11 @@ def forced(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     seen = {"chunks": 0, "one piece": 0}
     real = chrome._read_chunks
 
-    def spy(p: Path, kinds: Any) -> Trace | None:
+    def spy(p: Path, raw: Any, kinds: Any) -> Trace | None:
         if chunks.workers() < 2:
-            return real(p, kinds)  # one_piece() below: not counted
+            return real(p, raw, kinds)  # one_piece() below: not counted
         try:
-            t = real(p, kinds)
+            t = real(p, raw, kinds)
         except chrome._OnePiece:
             seen["one piece"] += 1
             raise
