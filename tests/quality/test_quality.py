@@ -156,13 +156,15 @@ def test_imports_point_downward(path: Path) -> None:
 def test_lowest_constraints_pin_every_base_dependency_at_its_floor() -> None:
     """CI's second run installs .ci/lowest.txt: it must pin each dependency to its floor,
     the base ones and those of the extras traceforge's own code imports (charts, dask,
-    sql), which the test extra installs too."""
+    sql), which the test extra installs too, and pytest-xdist, which the test command
+    uses."""
     tomllib = pytest.importorskip("tomllib")
     import re
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    deps = [*project["dependencies"], *extras["charts"], *extras["dask"], *extras["sql"]]
+    deps = [*project["dependencies"], *extras["charts"], *extras["dask"], *extras["sql"],
+            *[d for d in extras["test"] if d.startswith("pytest-xdist")]]
     floors = {}
     for d in deps:
         d = d.split(";")[0]  # an environment marker does not change the floor
@@ -183,6 +185,15 @@ def test_lowest_constraints_pin_every_base_dependency_at_its_floor() -> None:
         stated = tuple(int(x) for x in floor.split("."))
         # The pin is the floor itself (zero-padded: pandas>=2.1 is pandas==2.1.0).
         assert pinned[: len(stated)] == stated and not any(pinned[len(stated):]), name
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """.ci/run runs the README's test command, as written."""
+    readme = (REPO / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if "python -m pytest" in line)
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    marker = next(i for i, line in enumerate(ci) if "README test command" in line)
+    assert ci[marker + 1] == command
 
 
 #: Inside analyzers/: which sub-package (or top-level module) may import which, bottom up.
