@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.conftest import ev, make_trace
+from tests.conftest import cli_main, ev, make_trace
 from traceforge.analyzers.runs.regression import MAD_TO_SIGMA, decide, gate, noise_ns
 
 
@@ -86,17 +84,14 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     slow = write("b.json", [1200, 1210, 1190, 1200])
     same = write("c.json", [1010, 990, 1000, 1005])
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "traceforge", "diff", *args],
-                              capture_output=True, text=True, timeout=120)
-
-    r = run(str(a), str(slow), "--fail-if-slower", "5", "--format", "json")
-    assert r.returncode == 1, r.stderr
-    assert "SLOWER" in r.stderr and "Kernels that grew most" in r.stderr
-    assert r.stdout.lstrip().startswith("{")  # stdout stays the diff
-    r = run(str(a), str(same), "--fail-if-slower", "5")
-    assert r.returncode == 0 and "traceforge gate: ok" in r.stderr
-    r = run(str(a), str(slow), "--fail-if-slower", "50")
-    assert r.returncode == 0
-    r = run(str(a), str(slow), "--fail-if-slower", "-1")
-    assert r.returncode == 2
+    # In process through cli.main (its exit codes and error mapping); the subprocess
+    # exit status of the CLI is tested once in tests/cli/test_cli_core.py.
+    code, out, err = cli_main("diff", str(a), str(slow), "--fail-if-slower", "5",
+                              "--format", "json")
+    assert code == 1, err
+    assert "SLOWER" in err and "Kernels that grew most" in err
+    assert out.lstrip().startswith("{")  # stdout stays the diff
+    code, _, err = cli_main("diff", str(a), str(same), "--fail-if-slower", "5")
+    assert code == 0 and "traceforge gate: ok" in err
+    assert cli_main("diff", str(a), str(slow), "--fail-if-slower", "50")[0] == 0
+    assert cli_main("diff", str(a), str(slow), "--fail-if-slower", "-1")[0] == 2
