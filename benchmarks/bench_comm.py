@@ -22,19 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-
-
-def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+sys.path.insert(0, str(HERE))
+from bench_multirank import build_inputs, rss_mib, run_case  # noqa: E402  (the rank files)
 
 
 def _case(spec: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +41,7 @@ def _case(spec: dict[str, Any]) -> dict[str, Any]:
     from traceforge.analyzers.runs.rank_summaries import TIMELINE_KINDS
 
     files = [Path(f) for f in spec["files"]]
-    base = _rss_mib()
+    base = rss_mib()
     t0 = time.perf_counter()
     if spec["kind"] == "engine":
         ranked = tf.map_ranks(files, comm_summary, kinds=TIMELINE_KINDS,
@@ -55,19 +50,8 @@ def _case(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         r = tf.comm(tf.load_run(files, workers=spec["workers"]))
     seconds = time.perf_counter() - t0
-    return {**spec, "files": len(files), "seconds": seconds, "driver_peak_mib": _rss_mib(),
+    return {**spec, "files": len(files), "seconds": seconds, "driver_peak_mib": rss_mib(),
             "driver_base_mib": base, "collectives": int(r.table["count"].sum())}
-
-
-def run_case(spec: dict[str, Any], cache: Path) -> dict[str, Any]:
-    env = {**os.environ, "TRACEFORGE_CACHE": str(cache)}
-    env.pop("TRACEFORGE_NO_CACHE", None)
-    r = subprocess.run([sys.executable, __file__, "--case", json.dumps(spec)], env=env,
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"case {spec['kind']} failed:\n{r.stderr[-3000:]}")
-    res: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
-    return res
 
 
 def main() -> None:
@@ -84,21 +68,18 @@ def main() -> None:
         return
     if a.out is None:
         ap.error("give an output folder")
-    sys.path.insert(0, str(HERE))
-    from bench_multirank import build_inputs
-
     files = build_inputs(a.out, a.ranks, a.mb)
     cache = a.out / "cache"
     counts = sorted(int(x) for x in a.rank_counts.split(","))
     # Warm the cache once (every case then maps cached tables, as a second run does).
     run_case({"kind": "engine", "files": [str(f) for f in files], "workers": a.workers},
-             cache)
+             cache, __file__)
     rows = []
     for n in counts:
         rows.append(run_case({"kind": "engine", "files": [str(f) for f in files[:n]],
-                              "workers": a.workers}, cache))
+                              "workers": a.workers}, cache, __file__))
     rows.append(run_case({"kind": "load_run", "files": [str(f) for f in files[:counts[0]]],
-                          "workers": a.workers}, cache))
+                          "workers": a.workers}, cache, __file__))
     ref = rows[0]["driver_peak_mib"]
     print(f"{'case':10} {'ranks':>5} {'collectives':>11} {'seconds':>8} {'peak MiB':>9} "
           f"{'x smallest':>10}")

@@ -84,7 +84,7 @@ def build_inputs(out: Path, ranks: int, mb: float) -> list[Path]:
 
 
 # -- one case, in its own process ----------------------------------------------------------
-def _rss_mib() -> float:
+def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
@@ -113,7 +113,7 @@ def _case(spec: dict[str, Any]) -> dict[str, Any]:
         warnings.simplefilter("ignore")
     if kind == "engine" and spec["engine"] == "dask":
         import distributed  # noqa: F401
-    base = _rss_mib()
+    base = rss_mib()
     t0 = time.perf_counter()
     if kind == "engine":
         ranked = tf.map_ranks(files, summarize, kinds=rs.STEP_KINDS,
@@ -129,7 +129,7 @@ def _case(spec: dict[str, Any]) -> dict[str, Any]:
         ta.get_comm_comp_overlap(visualize=False)
         ta.get_temporal_breakdown(visualize=False)
     seconds = time.perf_counter() - t0
-    return {**spec, "files": len(files), "seconds": seconds, "driver_peak_mib": _rss_mib(),
+    return {**spec, "files": len(files), "seconds": seconds, "driver_peak_mib": rss_mib(),
             "driver_base_mib": base}
 
 
@@ -164,10 +164,12 @@ def _sizes(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_case(spec: dict[str, Any], cache: Path) -> dict[str, Any]:
+def run_case(spec: dict[str, Any], cache: Path, script: str = __file__) -> dict[str, Any]:
+    """``script --case SPEC`` in a fresh process (its peak RSS its own) on the cache
+    ``cache``: the JSON it prints last. bench_comm.py runs its cases through this too."""
     env = {**os.environ, "TRACEFORGE_CACHE": str(cache)}
     env.pop("TRACEFORGE_NO_CACHE", None)
-    r = subprocess.run([sys.executable, __file__, "--case", json.dumps(spec)], env=env,
+    r = subprocess.run([sys.executable, script, "--case", json.dumps(spec)], env=env,
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"case {spec['kind']} failed:\n{r.stderr[-3000:]}")

@@ -92,6 +92,9 @@ _TABLES = {
                          "src_agent_id INTEGER, src_address INTEGER, size INTEGER NOT NULL, "
                          "queue_id INTEGER, stream_id INTEGER, region_name_id INTEGER, "
                          "event_id INTEGER, extdata JSONB DEFAULT '{}' NOT NULL",
+    "rocpd_arg": "id INTEGER PRIMARY KEY AUTOINCREMENT, guid TEXT NOT NULL, "
+                 "event_id INTEGER NOT NULL, position INTEGER NOT NULL, type TEXT NOT NULL, "
+                 "name TEXT NOT NULL, value TEXT, extdata JSONB DEFAULT '{}' NOT NULL",
 }
 
 #: data_views.sql: the views the reader reads, restated (same joins, same column names).

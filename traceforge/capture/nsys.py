@@ -61,9 +61,14 @@ def _export(nsys: str, rep: Path, stem: str, opts: CaptureOptions, extra: dict[s
         extra["report"] = None
         return
     sqlite = opts.out / f"{stem}.sqlite"
-    exp = [nsys, "export", "--type", "sqlite", "--force-overwrite=true", "-o", str(sqlite),
-           str(rep)]
+    # --include-blobs keeps NVTX payloads (NCCL's message sizes for `comm`); nsys before
+    # 2024 lacks it, so a refusal is retried without.
+    exp = [nsys, "export", "--type", "sqlite", "--include-blobs=true", "--force-overwrite=true",
+           "-o", str(sqlite), str(rep)]
     erc = run_outer(exp)
+    if erc != 0:
+        exp = [x for x in exp if x != "--include-blobs=true"]
+        erc = run_outer(exp)
     extra.update(report=rep.name, export_command=exp,
                  sqlite=sqlite.name if erc == 0 and sqlite.exists() else None)
 

@@ -92,7 +92,10 @@ def check_intervals(path: Path, start: np.ndarray, end: np.ndarray, names: pd.Se
 def as_int(v: object, default: int | None = None) -> int | None:
     """One SQL cell as a Python int in the 64-bit range, or ``default`` when it holds none
     (NULL, text, a blob, a fraction, a number too large)."""
-    if isinstance(v, (int, float, str, bytes)) and not isinstance(v, bool):
+    if isinstance(v, int) and not isinstance(v, bool):
+        # Exact: nsys's utcEpochNs (~1.8e18) is past float's 2**53 and failed f == i.
+        return v if -_I64 <= v < _I64 else default
+    if isinstance(v, (float, str, bytes)):
         try:
             f = float(v)
             i = int(v) if not isinstance(v, float) else int(f)

@@ -34,7 +34,7 @@ import pandas as pd
 
 from traceforge.errors import TraceFormatError
 from traceforge.executables import find_nsys
-from traceforge.formats import columns, nvtx_ops, sqlite_db
+from traceforge.formats import columns, nvtx_ops, nvtx_payloads, sqlite_db
 from traceforge.formats.sqlite_db import ColumnArgs, pick
 from traceforge.formats.symbols import demangle_names
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
@@ -105,12 +105,18 @@ def _read_rep(p: Path) -> Trace:
     # Export into a private temp dir: nothing is ever written beside the input.
     with tempfile.TemporaryDirectory(prefix="traceforge-nsys-") as tmp:
         out = Path(tmp) / (p.stem + ".sqlite")
-        cmd = [exe, "export", "--type", "sqlite", "--force-overwrite", "true",
-               "--output", str(out), str(p)]
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise TraceFormatError(p, f"nsys export failed ({e})") from None
+        # --include-blobs keeps NVTX payloads (NCCL's message sizes); nsys before 2024
+        # lacks the option, so a refusal is retried without it.
+        for blobs in (["--include-blobs", "true"], []):
+            cmd = [exe, "export", "--type", "sqlite", "--force-overwrite", "true", *blobs,
+                   "--output", str(out), str(p)]
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                                     check=False)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                raise TraceFormatError(p, f"nsys export failed ({e})") from None
+            if res.returncode == 0 and out.exists():
+                break
         if res.returncode != 0 or not out.exists():
             last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
             raise TraceFormatError(p, f"nsys export failed: {last[0]}")
@@ -210,7 +216,7 @@ def _nvtx(conn: sqlite3.Connection) -> tuple[pd.DataFrame, int]:
     dom = pick(c, "domainId", prefix="n.")
     df = sqlite_db.frame(conn, f"""
         SELECT n.start AS ts, n."end" AS te, n.eventType AS etype, n.globalTid AS gtid,
-               {text} AS text, {dom}
+               {text} AS text, {dom}{nvtx_payloads.select_columns(c)}
         FROM {_NVTX} n WHERE n.eventType IN
             ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_DOMAIN})""")
     domains = {columns.as_int(d): str(t) for d, t in
@@ -234,7 +240,10 @@ def _nvtx(conn: sqlite3.Connection) -> tuple[pd.DataFrame, int]:
     df["cat"] = "nvtx"
     # PyTorch's emit_nvtx op ranges (nsys --pytorch=autograd-shapes-nvtx) are op calls.
     nvtx_ops.mark_ops(df)
-    return df.drop(columns=["te", "etype", "text", "domainId"]), unfinished
+    # Typed payloads (NCCL's message sizes), where the export carries them.
+    df["payload"] = nvtx_payloads.payloads(conn, df)
+    raw = nvtx_payloads.raw_columns(df)
+    return df.drop(columns=["te", "etype", "text", "domainId", *raw]), unfinished
 
 
 def _osrt(conn: sqlite3.Connection) -> pd.DataFrame:
@@ -400,7 +409,7 @@ def _meta(p: Path, conn: sqlite3.Connection, have: frozenset[str], df: pd.DataFr
 
 _ARG_COLUMNS = ("short_name", "bytes", "direction", "copyKind", "srcKind", "dstKind",
                 "srcDeviceId", "dstDeviceId", "value", "memKind", "returnValue", "syncType",
-                "style", "domain", "host_pid") + _GPU_ARGS + nvtx_ops.ARG_COLUMNS
+                "style", "domain", "host_pid", "payload") + _GPU_ARGS + nvtx_ops.ARG_COLUMNS
 
 
 def split_processes(trace: Trace) -> list[Trace]:

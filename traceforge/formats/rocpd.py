@@ -14,7 +14,9 @@ pids) and falling back to the base tables when a database lacks them:
   stream, correlation id, grid and workgroup sizes, LDS/scratch, registers.
 * ``regions`` (``rocpd_region``): host API ranges by category: ``HIP_RUNTIME_API*`` become
   ``runtime`` (linked to kernels by correlation id), ``MARKER_*`` (roctx) ``user_annotation``
-  (zero-length marks ``other``), everything else (HSA, HIP compiler, RCCL API) ``other``.
+  (zero-length marks ``other``), everything else (HSA, HIP compiler, RCCL API) ``other``;
+  an RCCL API call keeps its ``rocpd_arg`` arguments, where there are any, in args
+  ``call_args`` (what sizes its collective in ``comm``).
 * ``memory_copies`` (``rocpd_memory_copy``): ``memcpy`` rows with bytes and direction in args.
 * ``rocpd_info_agent`` (GPU agents -> devices), ``processes`` / ``threads`` (names),
   ``rocpd_metadata`` (schema version).
@@ -28,6 +30,7 @@ reader does; correlation ids are per process.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -52,7 +55,7 @@ _DIRECTION = {"HOST_TO_DEVICE": "HtoD", "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEV
 _KERNEL_ARGS = ("dispatch_id", "queue_id", "stream_id", "grid_x", "grid_y", "grid_z",
                 "workgroup_x", "workgroup_y", "workgroup_z", "lds_size", "scratch_size",
                 "vgpr_count", "sgpr_count", "region")
-_ARG_COLUMNS = (*_KERNEL_ARGS, "bytes", "direction", "host_pid")
+_ARG_COLUMNS = (*_KERNEL_ARGS, "bytes", "direction", "host_pid", "call_args")
 
 
 def _resolve(have: frozenset[str], name: str) -> str | None:
@@ -79,7 +82,8 @@ def read(path: str | Path) -> Trace:
     t = {n: _resolve(have, n) for n in (
         "rocpd_string", "rocpd_info_agent", "rocpd_info_process", "rocpd_info_thread",
         "rocpd_info_queue", "rocpd_info_stream", "rocpd_info_kernel_symbol", "rocpd_event",
-        "rocpd_kernel_dispatch", "rocpd_memory_copy", "rocpd_region", "rocpd_metadata")}
+        "rocpd_kernel_dispatch", "rocpd_memory_copy", "rocpd_region", "rocpd_metadata",
+        "rocpd_arg")}
     with sqlite_db.connect(p) as conn:
         notes: list[str] = []
         parts = [_kernels(conn, have, t, notes), _copies(conn, have, t),
@@ -166,7 +170,7 @@ def _region_source(have: frozenset[str], t: dict[str, str | None]) -> str | None
         return None
     return f"""(SELECT {_string(t, 'R.name_id', 'R.guid')} AS name, R.start, R."end",
             P.pid, T.tid, {_string(t, 'E.category_id', 'E.guid')} AS category,
-            E.correlation_id AS corr_id
+            E.correlation_id AS corr_id, R.event_id, R.guid
         FROM "{r}" R
         {_left(t, 'rocpd_event', 'E', 'E.id = R.event_id AND E.guid = R.guid')}
         {_left(t, 'rocpd_info_process', 'P', 'P.id = R.pid AND P.guid = R.guid')}
@@ -273,9 +277,11 @@ def _regions(conn: sqlite3.Connection, have: frozenset[str],
         return None
     c = _columns(conn, src)
     sel = ", ".join([pick(c, "name"), pick(c, "start"), pick(c, "end"), pick(c, "pid"),
-                     pick(c, "tid"), pick(c, "category"), pick(c, "corr_id", "correlation_id")])
+                     pick(c, "tid"), pick(c, "category"), pick(c, "corr_id", "correlation_id"),
+                     pick(c, "event_id"), pick(c, "guid")])
     df = sqlite_db.frame(conn, f"SELECT {sel} FROM {src}")
     cat = df["category"].fillna("").astype(str)
+    call_args = _rccl_args(conn, t, df, cat.str.startswith("RCCL").to_numpy())
     mark = df["start"] == df["end"]
     kind = np.where(cat.str.startswith("HIP_RUNTIME"), "runtime",
                     np.where(cat.str.startswith("MARKER") & ~cat.str.contains("CONTROL|NAME"),
@@ -287,7 +293,51 @@ def _regions(conn: sqlite3.Connection, have: frozenset[str],
         "tid": columns.ids(df["tid"], -1), "device": -1, "stream": -1,
         # Correlation ids start at 1; markers and HSA calls carry 0 (no GPU work).
         "corr": np.where(columns.ids(df["corr_id"], 0) > 0, columns.ids(df["corr_id"], 0), -1),
-        "host_pid": pid})
+        "host_pid": pid, "call_args": call_args})
+    return out
+
+
+#: Longest argument value kept (rocpd_arg.value is free text).
+_MAX_ARG = 200
+
+
+def _rccl_args(conn: sqlite3.Connection, t: dict[str, str | None], df: pd.DataFrame,
+               rccl: np.ndarray) -> np.ndarray:
+    """Per region row: its RCCL API call's arguments (``rocpd_arg``: ``count``,
+    ``sendcount``/``recvcount``, ``datatype``, ...) as a JSON object string, or None.
+    Only RCCL calls are read: they are few, and what sizes a collective. (rocprofv3 up to
+    rocprofiler-sdk 1.0 writes none for RCCL: its buffered RCCL API record carries no
+    arguments; the schema has room for them, and a writer that fills it is read.)"""
+    out = np.full(len(df), None, dtype=object)
+    a = t["rocpd_arg"]
+    if a is None or not rccl.any():
+        return out
+    ids = columns.ids(df["event_id"], -1)
+    want = {(int(e), str(g)) for e, g in zip(ids[rccl].tolist(),
+                                            df.loc[rccl, "guid"].tolist(), strict=True)
+            if e >= 0}
+    if not want:
+        return out
+    got: dict[tuple[int, str], dict[str, object]] = {}
+    events = sorted({e for e, _ in want})
+    rows: list[tuple[object, ...]] = []
+    for i in range(0, len(events), 500):
+        part = events[i:i + 500]
+        rows += conn.execute(f'SELECT event_id, guid, name, value FROM "{a}" WHERE event_id '
+                             f"IN ({','.join('?' * len(part))}) ORDER BY event_id, position",
+                             part).fetchall()
+    for e, g, name, value in rows:
+        key = (columns.as_int(e, -1) or -1, str(g))
+        if key not in want or not isinstance(name, str) or len(name) > _MAX_ARG:
+            continue
+        v: object = value if not isinstance(value, str) or len(value) <= _MAX_ARG else None
+        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+            v = columns.as_int(v.strip(), None)
+        got.setdefault(key, {})[name] = v
+    for i in np.flatnonzero(rccl).tolist():
+        d = got.get((int(ids[i]), str(df["guid"].iloc[i])))
+        if d:
+            out[i] = json.dumps(d, separators=(",", ":"))
     return out
 
 

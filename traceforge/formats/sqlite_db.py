@@ -252,8 +252,9 @@ def args_from_cache(path: Path, columns: dict[str, np.ndarray]) -> ColumnArgs:
     return provider
 
 
-#: Args columns a reader keeps as JSON text (nested lists), decoded when args are read.
-JSON_COLUMNS = frozenset({"Input Dims"})
+#: Args columns a reader keeps as JSON text (nested lists, NVTX payloads, RCCL call args),
+#: decoded when args are read.
+JSON_COLUMNS = frozenset({"Input Dims", "payload", "call_args"})
 
 
 class ColumnArgs:

@@ -59,32 +59,86 @@ def _get(a: dict[str, Any], *keys: str) -> Any:
     return None
 
 
+def _flat(a: dict[str, Any]) -> dict[str, Any]:
+    """A call's args with its NVTX payload's fields (nsys's ``payload`` arg) and its API
+    arguments (rocpd's ``call_args``) lifted up."""
+    out = a
+    for key in ("payload", "call_args"):
+        p = a.get(key)
+        if isinstance(p, dict):
+            out = {**p, **out}
+    return out
+
+
+#: ``ncclDataType_t`` values (nccl.h; RCCL's are the same), as rocpd records them.
+NCCL_DTYPES = {0: "int8", 1: "uint8", 2: "int32", 3: "uint32", 4: "int64", 5: "uint64",
+               6: "float16", 7: "float32", 8: "float64", 9: "bfloat16",
+               10: "float8_e4m3fn", 11: "float8_e5m2"}
+
+
+#: NCCL's NVTX payload name of the communicator (a hash shared by its ranks).
+COMM_ID = "NCCL communicator ID"
+#: Ranges whose payload gives a communicator's size (``No. of ranks``).
+_INIT = r"^(?:[NR]CCL:)?(?:nccl|rccl)Comm(?:InitRank|InitAll|Split|Shrink)"
+
+
+def comm_sizes(trace: Trace) -> dict[Any, Any]:
+    """Communicator id -> ``No. of ranks`` from NCCL's ``ncclCommInitRank*``/
+    ``ncclCommSplit`` NVTX payloads in the trace (empty when there are none)."""
+    ev = trace.events
+    sel = ev.index[ev["kind"].astype(str).isin(_HOST_KINDS).to_numpy()
+                   & ev["name"].astype(str).str.match(_INIT).to_numpy()]
+    out: dict[Any, Any] = {}
+    for a in (trace.args(sel.to_numpy()) if len(sel) else []):
+        f = _flat(a)
+        if f.get(COMM_ID) is not None and f.get("No. of ranks") is not None:
+            out[f[COMM_ID]] = f["No. of ranks"]
+    return out
+
+
 def sizes_of_calls(trace: Trace, rows: np.ndarray) -> list[dict[str, Any]]:
     """Kineto-style args (``Collective name``, ``In msg nelems``, ``dtype``...) of the
-    host calls at ``rows`` (-1: none), for the kernels that lack their own."""
-    names = trace.events["name"].astype(str).to_numpy()
+    host calls at event rows (labels) ``rows`` (-1: none), for the kernels that lack
+    their own.
+
+    NCCL's NVTX payload gives bytes (``Message size [bytes]``), one rank's part for the
+    all-gather and the reduce-scatter and one peer's for the all-to-all; their total
+    (nccl-tests' S) is n parts, with n from the call's args or its communicator's
+    ``ncclCommInitRank`` range, else the run's world size. RCCL's API arguments (rocpd)
+    give ``count``/``sendcount``/``recvcount`` and ``datatype`` (an ``ncclDataType_t``)."""
     have = rows >= 0
-    args = trace.args(rows[have]) if have.any() else []
-    it = iter(args)
+    labels = rows[have]
+    names = trace.events["name"].astype(str).loc[labels].tolist() if have.any() else []
+    args = trace.args(labels) if have.any() else []
+    sizes: dict[Any, Any] | None = None
+    it = iter(zip(names, args, strict=True))
     out: list[dict[str, Any]] = []
-    for r, h in zip(rows.tolist(), have.tolist(), strict=True):
+    for h in have.tolist():
         if not h:
             out.append({})
             continue
-        a = next(it)
-        op = names[r].rsplit(":", 1)[-1][4:]
+        name, raw = next(it)
+        a = _flat(raw)
+        op = name.rsplit(":", 1)[-1][4:]
         d: dict[str, Any] = {"Collective name": op}
         count = _get(a, "count", "Count", "sendcount", "recvcount")
         dtype = _get(a, "datatype", "Data type", "dtype")
         nbytes = _get(a, "Message size [bytes]", "Message size", "bytes")
-        n = _get(a, "nranks", "Group size", "comm_size")
+        n = _get(a, "nranks", "Group size", "comm_size", "No. of ranks")
+        if n is None and a.get(COMM_ID) is not None:
+            sizes = comm_sizes(trace) if sizes is None else sizes
+            n = sizes.get(a[COMM_ID])
         if n is not None:
             d["Group size"] = n
+        if n is None and (trace.meta.world_size or 0) > 1:
+            n = trace.meta.world_size  # no group size recorded: the run's ranks
+        if isinstance(dtype, int) and not isinstance(dtype, bool):
+            dtype = NCCL_DTYPES.get(dtype, f"ncclDataType_t {dtype}")
         if count is not None and dtype is not None:
             d["In msg nelems"], d["dtype"] = count, str(dtype)
         elif nbytes is not None:
             d["In msg nelems"], d["dtype"] = nbytes, "byte"
-        if "In msg nelems" in d and op.lower() in ("allgather", "reducescatter"):
+        if "In msg nelems" in d and op.lower() in ("allgather", "reducescatter", "alltoall"):
             # NCCL's count is one rank's part: the total is n parts.
             try:
                 total = float(d["In msg nelems"]) * float(n)

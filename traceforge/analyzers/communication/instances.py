@@ -194,6 +194,7 @@ def comm_reduce(parts: Sequence[CommRank], *, link_gbps: float | None = None,
         "kernel_ns": g["dur"].mean().to_numpy(),
         "last_start": g["start_ns"].max().to_numpy(),
         "last_end": g["end_ns"].max().to_numpy(),
+        "first_end": g["end_ns"].min().to_numpy(),
         "last_rank": allk.loc[g["start_ns"].idxmax().to_numpy(), "rank"].to_numpy(),
         "name": first["name"].to_numpy(),
         "collective": first["collective"].to_numpy(),
@@ -230,13 +231,15 @@ def _where_sizes_are(formats: set[str]) -> list[str]:
     out = []
     if any(f.startswith("nsys") for f in formats):
         out.append("nsys: the kind comes from the kernel name or NCCL's NVTX range "
-                   "(NCCL:ncclAllReduce ...) around its launch; sizes would come from that "
-                   "range's payload, which this export does not carry")
+                   "(NCCL:ncclAllReduce ...) around its launch, sizes from that range's payload "
+                   "(NCCL 2.20+), which this export does not carry: export the report with "
+                   "`nsys export --type sqlite --include-blobs=true`")
     if any(f.startswith(("rocprof", "rocpd")) for f in formats):
         out.append("rocprof: the kind comes from the kernel name or RCCL's API call around "
                    "its launch (rocprofv3 --rccl-trace; RCCL's ncclDevKernel_Generic names "
-                   "none); sizes would come from that call's arguments, which this output "
-                   "does not carry")
+                   "none); sizes would come from that call's arguments, which rocprofv3 does not "
+                   "record for RCCL (its RCCL API record has none); rocpd's rocpd_arg is read "
+                   "where it holds them")
     return out
 
 
@@ -282,6 +285,12 @@ def _sized(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     sync = np.where(multi, df["last_end"] - df["last_start"], math.nan).astype(float)
     df["sync_ns"] = sync
     df["wait_ns"] = np.where(multi, np.maximum(kernel - sync, 0), math.nan)
+    early = multi & (df["first_end"].to_numpy() < df["last_start"].to_numpy())
+    if early.any():
+        notes.append(f"{int(early.sum())} collectives had a rank's kernel end before the last "
+                     "rank's began (the library buffered the message, as a broadcast's root "
+                     "may): their synchronized time understates the transfer; kernel time "
+                     "is the bound on the other side")
     zero = (kernel <= 0) | (multi & (sync <= 0))
     if zero.any():
         notes.append(f"{int(zero.sum())} collectives of zero duration: no bandwidth")
