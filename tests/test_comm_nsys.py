@@ -176,7 +176,7 @@ def _rocpd_with_rccl_args(path: Path) -> Path:
     RCCL API region with its arguments as rocprofv3 stores them (rocpd_arg: name, value
     text; ``datatype`` the ncclDataType_t number): an all-reduce of 2**20 float32 and an
     all-gather of 1000 bfloat16 per rank."""
-    from tests import rocpd_schema as rs
+    from tests.support import rocpd_schema as rs
 
     u = rs.UUID
     with closing(sqlite3.connect(path)) as c:
