@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 import traceforge as tf
-from tests.conftest import cli_main
+from tests.conftest import FIXTURES, cli_main
 from traceforge.analyzers.communication.instances import comm_reduce, comm_summary
 from traceforge.analyzers.runs.rank_summaries import TIMELINE_KINDS
 from traceforge.formats import nvtx_payloads
 from traceforge.formats.multirank import load_run
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl_nsys_h100x2"
+FIX = FIXTURES / "nccl_nsys_h100x2"
 FILES = [FIX / "nccl_rank0.sqlite", FIX / "nccl_rank1.sqlite"]
 # nccl-tests' S and F, written out again: NCCL's payload counts one rank's part of the
 # all-gather and reduce-scatter and one peer's of the all-to-all.
