@@ -1,23 +1,32 @@
-"""``annotate`` and ``convert`` on a large Kineto trace: this checkout vs a baseline ref,
-side by side.
+"""``annotate`` and ``convert`` on a large Kineto trace, next to a cold ``report`` and a cold
+``top-kernels`` on the same trace, in one run (issue 30's targets are ratios to those).
 
-Each case runs in a fresh process (``python -m traceforge --no-cache ...``, so both sides
-parse the trace) and is measured from outside: wall time, and the peak RSS of that one
-process from ``os.wait4``'s rusage. Cases: ``annotate -o x.pftrace``, ``annotate -o
-x.json``, ``convert x.pftrace``; old and new alternate within each repeat, so load on a
-shared machine hits both alike. The baseline is a detached ``git worktree`` of ``--baseline``
-(default ``main``) in a temporary folder, removed afterwards. Prints per case the median
-wall and peak of each side and new/old ratios, plus output sizes.
+Each case runs in a fresh process with an empty cache of its own (``TRACEFORGE_CACHE`` a
+new folder: a user's first command on the trace, parse and cache write included) and is
+measured from outside: wall time, and the peak RSS of that one process from ``os.wait4``'s
+rusage. Cases: ``annotate -o x.pftrace``, ``annotate -o x.json``, ``convert x.pftrace``,
+and the references ``report -o x.html`` and ``top-kernels``; within each repeat they run one
+after another, so load on a shared machine hits all alike. Prints per case the median wall
+and peak, the ratio to its reference (annotate: the report; convert: top-kernels) and the
+target (issue 30: annotate <= 2x the report and <= 1.5 GiB; convert <= 3x top-kernels and
+<= 1 GiB), plus output sizes.
 
+With ``--baseline REF`` the annotate/convert cases also run on a detached ``git worktree``
+of REF (in a temporary folder, removed afterwards), alternating with this checkout, and
+new/old ratios are printed too.
+
+    flock /tmp/tf-heavy.lock python benchmarks/bench_annotate.py --trace /tmp/tf-bench/big.json
     python benchmarks/bench_annotate.py [--mb 70] [--repeat 1] [--baseline main]
 
-Builds benchmarks/out/big-<MB>mb.json from fixtures/eager.pt.trace.json.gz once.
+Without ``--trace``, builds benchmarks/out/big-<MB>mb.json from
+fixtures/eager.pt.trace.json.gz once.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -28,10 +37,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
-CASES = {
-    "annotate -o .pftrace": ["annotate", "{trace}", "-o", "{out}/a.pftrace"],
-    "annotate -o .json": ["annotate", "{trace}", "-o", "{out}/a.json"],
-    "convert .pftrace": ["convert", "{trace}", "{out}/c.pftrace"],
+#: case -> (argv, reference case or None, target ratio to it, target peak MiB)
+CASES: dict[str, tuple[list[str], str | None, float, float]] = {
+    "report -o .html (cold)": (["report", "{trace}", "-o", "{out}/r.html"], None, 0, 0),
+    "top-kernels (cold)": (["top-kernels", "{trace}"], None, 0, 0),
+    "annotate -o .pftrace": (["annotate", "{trace}", "-o", "{out}/a.pftrace"],
+                             "report -o .html (cold)", 2.0, 1536),
+    "annotate -o .json": (["annotate", "{trace}", "-o", "{out}/a.json"],
+                          "report -o .html (cold)", 2.0, 1536),
+    "convert .pftrace": (["convert", "{trace}", "{out}/c.pftrace"],
+                         "top-kernels (cold)", 3.0, 1024),
 }
 
 
@@ -46,12 +61,16 @@ def trace_of(mb: float) -> Path:
 
 
 def run(tree: Path, argv: list[str], out: Path) -> tuple[float, float, int]:
-    """(wall s, peak RSS MiB, output bytes) of one ``python -m traceforge`` process."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    """(wall s, peak RSS MiB, output bytes) of one ``python -m traceforge`` process, with
+    an empty cache of its own."""
+    cache = out.parent / "cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(tree), "TRACEFORGE_CACHE": str(cache)}
     for f in out.iterdir():
         f.unlink()
     t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "traceforge", "--no-cache", *argv], cwd=tree,
+    p = subprocess.Popen([sys.executable, "-m", "traceforge", *argv], cwd=tree,
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
@@ -60,6 +79,7 @@ def run(tree: Path, argv: list[str], out: Path) -> tuple[float, float, int]:
         err = p.stderr.read().decode() if p.stderr else ""
         raise SystemExit(f"{tree}: {' '.join(argv)} failed: {err.strip()[-500:]}")
     size = sum(f.stat().st_size for f in out.iterdir())
+    shutil.rmtree(cache, ignore_errors=True)
     return wall, usage.ru_maxrss / 1024, size
 
 
@@ -68,38 +88,59 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=70.0)
     ap.add_argument("--trace", type=Path)
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--baseline", default="main")
+    ap.add_argument("--baseline", help="also run annotate/convert on this git ref")
     ap.add_argument("--cases", nargs="*", default=list(CASES))
     a = ap.parse_args()
     trace = (a.trace or trace_of(a.mb)).resolve()
-    print(f"trace: {trace} ({trace.stat().st_size / 1e6:.0f} MB); baseline {a.baseline}")
+    cases = [c for c in CASES if c in a.cases]
+    for c in list(cases):  # a case's reference always runs beside it
+        ref = CASES[c][1]
+        if ref is not None and ref not in cases:
+            cases.insert(0, ref)
+    print(f"trace: {trace} ({trace.stat().st_size / 1e6:.0f} MB); "
+          f"baseline: {a.baseline or 'none'}")
     with tempfile.TemporaryDirectory() as tmp:
-        old = Path(tmp) / "baseline"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(old),
-                        a.baseline], check=True)
+        trees = {"new": REPO}
+        if a.baseline:
+            trees["old"] = Path(tmp) / "baseline"
+            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach",
+                            str(trees["old"]), a.baseline], check=True)
         out = Path(tmp) / "out"
         out.mkdir()
+        res: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
         try:
-            rows = []
-            for case in a.cases:
-                res: dict[str, list[tuple[float, float, int]]] = {"old": [], "new": []}
-                for _ in range(a.repeat):
-                    for side, tree in (("old", old), ("new", REPO)):
-                        argv = [x.format(trace=trace, out=out) for x in CASES[case]]
-                        res[side].append(run(tree, argv, out))
-                med = {s: [statistics.median(v[i] for v in r) for i in range(3)]
-                       for s, r in res.items()}
-                rows.append((case, med["old"], med["new"]))
-                print(f"  {case}: old {med['old'][0]:.1f} s {med['old'][1]:.0f} MiB, "
-                      f"new {med['new'][0]:.1f} s {med['new'][1]:.0f} MiB", flush=True)
+            for _ in range(a.repeat):
+                for case in cases:
+                    sides = ["new"] if CASES[case][1] is None else list(trees)
+                    for side in sides:
+                        argv = [x.format(trace=trace, out=out) for x in CASES[case][0]]
+                        got = run(trees[side], argv, out)
+                        res.setdefault((case, side), []).append(got)
+                        print(f"  {case} [{side}]: {got[0]:.1f} s {got[1]:.0f} MiB",
+                              flush=True)
         finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)],
-                           check=False)
-    print(f"\n{'case':<22}{'old s':>8}{'new s':>8}{'ratio':>7}{'old MiB':>9}{'new MiB':>9}"
-          f"{'ratio':>7}{'old MB out':>12}{'new MB out':>12}")
-    for case, o, n in rows:
-        print(f"{case:<22}{o[0]:>8.1f}{n[0]:>8.1f}{n[0] / o[0]:>7.2f}{o[1]:>9.0f}{n[1]:>9.0f}"
-              f"{n[1] / o[1]:>7.2f}{o[2] / 1e6:>12.1f}{n[2] / 1e6:>12.1f}")
+            if a.baseline:
+                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
+                                str(trees["old"])], check=False)
+    med = {k: [statistics.median(v[i] for v in r) for i in range(3)] for k, r in res.items()}
+    print(f"\n{'case':<24}{'s':>7}{'MiB':>7}{'x ref':>7}{'target':>8}{'MiB tgt':>9}"
+          f"{'ok':>5}{'MB out':>8}" + ("   old s  old MiB  new/old s  new/old MiB"
+                                       if a.baseline else ""))
+    for case in cases:
+        s, mib, size = med[(case, "new")]
+        ref, target, mib_target = CASES[case][1:]
+        line = f"{case:<24}{s:>7.1f}{mib:>7.0f}"
+        if ref is None:
+            line += f"{'':>7}{'':>8}{'':>9}{'':>5}{size / 1e6:>8.1f}"
+        else:
+            ratio = s / med[(ref, "new")][0]
+            ok = "yes" if ratio <= target and mib <= mib_target else "no"
+            line += (f"{ratio:>7.2f}{f'<={target:g}x':>8}{f'<={mib_target:g}':>9}{ok:>5}"
+                     f"{size / 1e6:>8.1f}")
+            if (case, "old") in med:
+                o = med[(case, "old")]
+                line += f"{o[0]:>8.1f}{o[1]:>9.0f}{s / o[0]:>11.2f}{mib / o[1]:>13.2f}"
+        print(line)
 
 
 if __name__ == "__main__":

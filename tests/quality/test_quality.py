@@ -28,7 +28,8 @@ ALLOWED = {
     "version": set(),
     # The run's step time, profiler overhead and outlier rule (reads capture summaries).
     "step_time": set(),
-    # Work done in forked children (the reader's chunks, the report's critical path).
+    # Work done in forked children (the reader's chunks, the report's critical path, the
+    # critical path's steps on the available cores).
     "forks": set(),
     # Output files replaced whole or not at all (a leaf: every layer that writes uses it).
     "outputs": set(),
@@ -47,7 +48,7 @@ ALLOWED = {
     # A PyTorch memory snapshot file read (formats) and analysed (analyzers.memory): the
     # notebook API's memory_snapshot and the memory verb's.
     "memory_snapshots": {"model", "errors", "analyzers", "formats"},
-    "analyzers": {"model", "errors", "step_marks", "step_time"},
+    "analyzers": {"model", "errors", "step_marks", "step_time", "forks"},
     "report": {"model", "errors", "analyzers", "forks", "step_time"},
     "render": {"model", "errors", "analyzers", "report", "formats", "outputs", "output_file",
                "step_time"},

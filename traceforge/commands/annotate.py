@@ -37,9 +37,11 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     the top-N kernels, each kernel's roofline rates (achieved TFLOP/s, % of bound) and
     each step's critical path (a track, and flow arrows between tracks) on it, for the
     Perfetto UI."""
+    from dataclasses import replace
+
     from traceforge.analyzers.timeline.steps import parse_spec
-    from traceforge.render.annotate import annotated_document
-    from traceforge.render.critical_path import merged_pieces
+    from traceforge.render.annotate import annotated_source
+    from traceforge.render.critical_path import CAT as PATH_CAT
     from traceforge.render.document import output_kind, write_document
     from traceforge.report.annotations import annotation_data
     from traceforge.ui import perfetto as ui
@@ -60,8 +62,6 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     with phase("analysing (idle gaps, steps, roofline, critical path)"):
         ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
     if counters_path:
-        from dataclasses import replace
-
         from traceforge.analyzers.counters.measured import measured_kernels
         from traceforge.formats.counter_files import read_counters
 
@@ -70,12 +70,14 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
         ann = replace(ann, counters=m.per_launch.set_index("row"),
                       notes=(*ann.notes, *(n for n in m.notes if not n.startswith(
                           ("device peaks", "durations under ncu")))))
-    with phase(f"writing {output}"):
-        doc = annotated_document(t, ann)
-        destination.stream(out, lambda f: write_document(doc, out, f))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
     pieces = sum(len(p.segments) for p in ann.path)
-    drawn = sum(len(merged_pieces(p.segments)) for p in ann.path)
+    with phase(f"writing {output}"):
+        doc = annotated_source(t, ann)
+        drawn = sum(e.get("ph") == "X" and e.get("cat") == PATH_CAT for e in doc.extra)
+        # The path's pieces are drawn (doc.extra): let their tables go before the write.
+        ann = replace(ann, path=())
+        destination.stream(out, lambda f: write_document(doc, out, f))
     destination.wrote(output, f"{len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
                       f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
                       f"critical path in {pieces} pieces (drawn as {drawn} slices)")

@@ -9,7 +9,7 @@ import click
 from traceforge import output_file as output
 from traceforge.commands.options import trace_argument
 from traceforge.formats import load
-from traceforge.render.chrome_json import trace_to_chrome
+from traceforge.render.chrome_json import ChromeSource
 from traceforge.render.document import output_kind, write_document
 
 
@@ -19,7 +19,7 @@ def convert(src: str | Path, out: str | Path) -> Path:
     output_kind(dst)  # an unknown suffix fails before the (long) read
     output.refuse_input(dst, [src])
     output.check(dst)  # before the read: a bad destination is found in a moment
-    doc = trace_to_chrome(load(src))
+    doc = ChromeSource(load(src))
     return output.stream(dst, lambda f: write_document(doc, dst, f))
 
 

@@ -18,11 +18,18 @@ arrows where the path moves between threads and streams
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
 
 from traceforge.model import Trace
 from traceforge.render.critical_path import chrome_events
 from traceforge.report.annotations import COUNTER_ARGS, Annotations
+
+if TYPE_CHECKING:
+    from traceforge.render.chrome_json import ChromeSource
 
 #: Chrome ``pid`` of the analysis tracks of rank 0 (+ rank for others): far above real pids
 #: and device rows, and inside int32 for the protobuf writer.
@@ -100,97 +107,100 @@ def annotation_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
     return ev
 
 
-def tag_kernels(doc: dict[str, Any], ann: Annotations) -> None:
-    """Add ``class``/``family``/``detail`` (and ``top_kernel``) args to every kernel event
-    of ``doc`` in place; ``doc`` is the fresh document this module is building."""
-    rank_of = {n: i + 1 for i, n in enumerate(ann.top)}
-    for e in doc.get("traceEvents", []):
-        if e.get("ph") != "X" or str(e.get("cat", "")).lower() != "kernel":
-            continue
-        info = ann.kernel_classes.get(str(e.get("name")))
-        if info is None:
-            continue
-        args = e.setdefault("args", {})
-        args["class"], args["family"] = info[0], info[1]
-        if info[2]:
-            args["detail"] = info[2]
-        if e["name"] in rank_of:
-            args["top_kernel"] = rank_of[e["name"]]
-
-
 #: Roofline columns of ``Annotations.rates`` -> the kernel arg they become, and its decimals.
 RATE_ARGS: dict[str, tuple[str, int]] = {
     "tflops_per_s": ("achieved_tflops_per_s", 3), "tb_per_s": ("achieved_tb_per_s", 4),
     "intensity": ("flop_per_byte", 2), "pct_of_bound": ("pct_of_bound", 2),
 }
+#: Columns of ``Annotations.comm`` -> decimals of the arg (0: an integer).
+COMM_ARGS = {"msg_bytes": 0, "algbw_gbps": 3, "busbw_gbps": 3, "pct_of_ceiling": 2}
+#: Profiled counters written as integers (the others with two decimals).
+_INT_COUNTERS = ("launch", "duration_ns", "dram_bytes", "flop")
 
 
-def tag_rates(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
-    """Add each GPU activity's roofline rates to its event of ``doc`` (built by
-    ``trace_to_chrome``, whose first events are the trace's rows in order), in place."""
-    rates = ann.rates
-    if rates.empty:
-        return
-    events = doc.get("traceEvents", [])
-    pos = trace.events.index.get_indexer(rates.index)
-    names = trace.events["name"].astype(str).to_numpy()
+def _number(v: float, digits: int) -> int | float:
+    return int(v) if digits == 0 else round(v, digits)
+
+
+def _rate_args(rates: pd.DataFrame) -> Callable[[int], dict[str, Any]]:
+    """Row i of ``Annotations.rates`` -> its kernel's roofline args."""
     cols = {k: rates[k].to_numpy() for k in (*RATE_ARGS, "bound", "dtype")}
-    for i, p in enumerate(pos.tolist()):
-        if p < 0 or p >= len(events) or events[p].get("name") != names[p]:
-            continue
-        args: dict[str, Any] = {}
-        for col, (key, digits) in RATE_ARGS.items():
-            v = float(cols[col][i])
-            if not math.isnan(v):
-                args[key] = round(v, digits)
+
+    def args(i: int) -> dict[str, Any]:
+        out: dict[str, Any] = {key: round(v, digits) for col, (key, digits)
+                               in RATE_ARGS.items() if not math.isnan(v := float(cols[col][i]))}
         if cols["bound"][i]:
-            args["bound"] = str(cols["bound"][i])
-            args["roofline_dtype"] = str(cols["dtype"][i])
-        if args:
-            events[p].setdefault("args", {}).update(args)
+            out["bound"] = str(cols["bound"][i])
+            out["roofline_dtype"] = str(cols["dtype"][i])
+        return out
+    return args
 
 
-def tag_comm(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
-    """Add each collective kernel's kind, message bytes, algbw/busbw (GB/s, nccl-tests on
-    its own kernel time) and % of the link ceiling to its event of ``doc``, in place."""
-    c = ann.comm
-    if c.empty:
-        return
-    events = doc.get("traceEvents", [])
-    pos = trace.events.index.get_indexer(c.index)
-    names = trace.events["name"].astype(str).to_numpy()
-    for rec, p in zip(c.to_dict("records"), pos.tolist(), strict=True):
-        if p < 0 or p >= len(events) or events[p].get("name") != names[p]:
-            continue
-        args: dict[str, Any] = {"collective_kind": str(rec["kind"])}
-        for key, digits in (("msg_bytes", 0), ("algbw_gbps", 3), ("busbw_gbps", 3),
-                            ("pct_of_ceiling", 2)):
-            v = float(rec[key])
-            if not math.isnan(v):
-                args[key] = int(v) if digits == 0 else round(v, digits)
-        events[p].setdefault("args", {}).update(args)
+def _comm_args(c: pd.DataFrame) -> Callable[[int], dict[str, Any]]:
+    """Row i of ``Annotations.comm`` -> its collective's kind, bytes and bandwidths
+    (GB/s, nccl-tests on its own kernel time) and % of the link ceiling."""
+    kind = c["kind"].astype(str).to_numpy()
+    cols = {k: c[k].to_numpy(dtype=float) for k in COMM_ARGS}
+
+    def args(i: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"collective_kind": str(kind[i])}
+        out.update((k, _number(v, d)) for k, d in COMM_ARGS.items()
+                   if not math.isnan(v := float(cols[k][i])))
+        return out
+    return args
 
 
-def tag_counters(doc: dict[str, Any], trace: Trace, ann: Annotations) -> None:
-    """Add each matched kernel's profiled counters (``ncu_sm_pct``, ``ncu_dram_bytes``,
-    ...) to its event of ``doc`` (rows in trace order, as in :func:`tag_rates`), in place."""
-    c = ann.counters
-    if c.empty:
-        return
-    events = doc.get("traceEvents", [])
-    pos = trace.events.index.get_indexer(c.index)
-    names = trace.events["name"].astype(str).to_numpy()
+def _counter_args(c: pd.DataFrame) -> Callable[[int], dict[str, Any]]:
+    """Row i of ``Annotations.counters`` -> its kernel's profiled counters (``ncu_*``)."""
     cols = {k: c[k].to_numpy(dtype=float) for k in COUNTER_ARGS if k in c.columns}
-    for i, p in enumerate(pos.tolist()):
-        if p < 0 or p >= len(events) or events[p].get("name") != names[p]:
-            continue
-        args: dict[str, Any] = {}
-        for k, arr in cols.items():
-            v = float(arr[i])
-            if not math.isnan(v):
-                args[f"ncu_{k}"] = int(v) if k in ("launch", "duration_ns", "dram_bytes",
-                                                   "flop") else round(v, 2)
-        events[p].setdefault("args", {}).update(args)
+
+    def args(i: int) -> dict[str, Any]:
+        return {f"ncu_{k}": _number(v, 0 if k in _INT_COUNTERS else 2)
+                for k, arr in cols.items() if not math.isnan(v := float(arr[i]))}
+    return args
+
+
+class RowTags:
+    """The args the analysis adds to the trace's own events (``tags`` of a
+    :class:`~traceforge.render.chrome_json.ChromeSource`): every kernel's
+    ``class``/``family``/``detail`` (and ``top_kernel`` when among the top N), then per
+    row its roofline rates, its collective's bandwidths and its profiled counters."""
+
+    def __init__(self, trace: Trace, ann: Annotations) -> None:
+        self.classes = ann.kernel_classes
+        self.rank_of = {n: i + 1 for i, n in enumerate(ann.top)}
+        n = len(trace.events)
+        # Per table: which of its rows tags each trace row (-1: none), and that row's args.
+        self.parts: list[tuple[np.ndarray, Callable[[int], dict[str, Any]]]] = []
+        for table, make in ((ann.rates, _rate_args), (ann.comm, _comm_args),
+                            (ann.counters, _counter_args)):
+            if table.empty:
+                continue
+            pos = trace.events.index.get_indexer(table.index)
+            at = np.full(n, -1, dtype=np.int64)
+            ok = pos >= 0
+            at[pos[ok]] = np.flatnonzero(ok)
+            self.parts.append((at, make(table)))
+
+    def __call__(self, rows: np.ndarray, events: list[dict[str, Any]]) -> None:
+        """Add the tags of ``rows`` (positions) to their ``events`` in place."""
+        classes, rank_of = self.classes, self.rank_of
+        for e in events:
+            if str(e.get("cat", "")).lower() != "kernel":
+                continue
+            info = classes.get(str(e.get("name")))
+            if info is None:
+                continue
+            args = e.setdefault("args", {})
+            args["class"], args["family"] = info[0], info[1]
+            if info[2]:
+                args["detail"] = info[2]
+            if e["name"] in rank_of:
+                args["top_kernel"] = rank_of[e["name"]]
+        for at, make in self.parts:
+            for k, i in enumerate(at[rows].tolist()):
+                if i >= 0 and (got := make(i)):
+                    events[k].setdefault("args", {}).update(got)
 
 
 def path_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
@@ -205,13 +215,15 @@ def path_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
     return ev
 
 
-def annotated_document(trace: Trace, ann: Annotations) -> dict[str, Any]:
-    """The trace as a Chrome document with the analysis drawn on it."""
-    from traceforge.render.chrome_json import trace_to_chrome
+def annotated_source(trace: Trace, ann: Annotations) -> ChromeSource:
+    """The trace as a Chrome document with the analysis drawn on it, its rows' events built
+    a batch at a time as they are written (``render.document.write_document``)."""
+    from traceforge.render.chrome_json import ChromeSource
 
-    doc = trace_to_chrome(trace, [*annotation_events(trace, ann), *path_events(trace, ann)])
-    tag_kernels(doc, ann)
-    tag_rates(doc, trace, ann)
-    tag_comm(doc, trace, ann)
-    tag_counters(doc, trace, ann)
-    return doc
+    return ChromeSource(trace, [*annotation_events(trace, ann), *path_events(trace, ann)],
+                        tags=RowTags(trace, ann))
+
+
+def annotated_document(trace: Trace, ann: Annotations) -> dict[str, Any]:
+    """The trace as a Chrome document with the analysis drawn on it, as one dict."""
+    return annotated_source(trace, ann).document()

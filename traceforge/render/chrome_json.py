@@ -9,7 +9,7 @@ flow pairs the way Kineto writes them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,39 +42,131 @@ def _us(ns: np.ndarray) -> list[float]:
     return out
 
 
-def _cats(trace: Trace) -> list[str]:
-    """The ``cat`` to write per row: the source's own when it reads back as the same kind.
+def _labels(col: Any) -> tuple[np.ndarray, list[str]]:
+    """(codes, strings) of a categorical column: ``strings[codes[i]]`` is row i's value as
+    ``astype(str)`` writes it (a missing value, code -1, is the last string: ``nan``)."""
+    cat = col.astype("category")
+    return (cat.cat.codes.to_numpy(np.int64),
+            [str(c) for c in cat.cat.categories.tolist()] + ["nan"])
+
+
+def _cats(trace: Trace) -> tuple[np.ndarray, list[str]]:
+    """(codes, strings): the ``cat`` to write per row, the source's own when it reads back
+    as the same kind.
 
     nsys/rocprof sources carry cats like ``nvtx`` or ``osrt``; writing those would make a
     re-read classify the rows as ``other``, so kinds other than ``other`` get Kineto's cat.
     """
+    import pandas as pd
+
     ev = trace.events
+    kc, kinds = _labels(ev["kind"])
+    cc, cats = _labels(ev["cat"])
+    # A missing value's code -1 is the last string (nan), as Python indexes it.
+    pair, uniq = pd.factorize((kc % len(kinds)) * len(cats) + cc % len(cats))
     out = []
-    for kind, cat in zip(ev["kind"].astype(str).tolist(), ev["cat"].astype(str).tolist(),
-                         strict=True):
+    for p in uniq.tolist():
+        kind, cat = kinds[p // len(cats)], cats[p % len(cats)]
         want = KINETO_CAT.get(kind)
         # Kineto's legacy capitalised cats ("Kernel", "Runtime") also read back fine.
-        out.append(cat if want is None or cat.lower() == want else want)
-    return [c or "other" for c in out]
+        got = cat if want is None or cat.lower() == want else want
+        out.append(got or "other")
+    return np.asarray(pair, dtype=np.int64), out
 
 
-def _event_args(trace: Trace, with_source_args: bool) -> list[dict[str, Any]]:
-    ev = trace.events
-    n = len(ev)
-    src: list[dict[str, Any]] = (
-        trace.args(ev.index.to_numpy()) if with_source_args and n else [{} for _ in range(n)]
-    )
-    cols = {
-        "External id": ev["ext"].to_numpy(),
-        "correlation": ev["corr"].to_numpy(),
-        "device": ev["device"].to_numpy(),
-        "stream": ev["stream"].to_numpy(),
-        "graph id": ev["graph"].to_numpy(),
-    }
-    for key, values in cols.items():
-        for i in np.flatnonzero(values >= 0).tolist():
-            src[i][key] = int(values[i])
-    return src
+#: Row columns written as args (when >= 0), after the source's own args.
+_ID_ARGS = {"External id": "ext", "correlation": "corr", "device": "device",
+            "stream": "stream", "graph id": "graph"}
+
+
+class ChromeSource:
+    """A Chrome trace document of a Trace whose rows' events are built when asked for
+    (:meth:`events`), a batch at a time, so the document is never whole in memory.
+
+    :meth:`document` is the whole dict (what :func:`trace_to_chrome` returns). The rows'
+    columns (``pid``, ``tid``, ``ts_us``, ``dur_us``, name and cat codes) are what the
+    Perfetto writer reads directly; ``extra`` holds the other events (flows, names, the
+    caller's ``extra_events``) as dicts; ``tags(rows, events)`` adds args to row events
+    in place (``render.annotate``'s analysis).
+    """
+
+    def __init__(self, trace: Trace, extra_events: Iterable[Mapping[str, Any]] | None = None,
+                 *, with_source_args: bool = True,
+                 tags: Callable[[np.ndarray, list[dict[str, Any]]], None] | None = None
+                 ) -> None:
+        ev = trace.events
+        self.trace, self.with_source_args, self.tags = trace, with_source_args, tags
+        self.n = len(ev)
+        self.pid = ev["pid"].to_numpy(np.int64)
+        self.tid = ev["tid"].to_numpy(np.int64)
+        # ns / 1000 as a double prints as at most three decimals (see _us).
+        self.ts_us = ev["ts"].to_numpy().astype(np.float64) / 1000.0
+        self.dur_us = ev["dur"].to_numpy().astype(np.float64) / 1000.0
+        self.name_codes, self.names = _labels(ev["name"])
+        self.cat_codes, self.cats = _cats(trace)
+        self.labels = ev.index.to_numpy()
+        self.ids = {k: ev[c].to_numpy() for k, c in _ID_ARGS.items()}
+        self.extra: list[dict[str, Any]] = [*_flow_events(trace), *_name_events(trace)]
+        if extra_events is not None:
+            self.extra += [dict(e) for e in extra_events]
+        m = trace.meta
+        self.base_ns = int(m.base_ns)
+        self.head: dict[str, Any] = {"schemaVersion": 1,
+                                     "deviceProperties": _device_properties(trace)}
+        dist = dict(m.distributed)
+        if m.rank is not None:
+            dist.setdefault("rank", m.rank)
+        if m.world_size is not None:
+            dist.setdefault("world_size", m.world_size)
+        if dist:
+            self.head["distributedInfo"] = dist
+        for key, src in (("cuda_driver_version", "cuda_driver"),
+                         ("cuda_runtime_version", "cuda_runtime"), ("cupti_version", "cupti")):
+            if src in m.versions:
+                self.head[key] = m.versions[src]
+        self.tail: dict[str, Any] = {"displayTimeUnit": "ms", "baseTimeNanoseconds": self.base_ns}
+        if m.path:
+            self.tail["traceName"] = m.path
+
+    def row_args(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        """The ``args`` of the events of rows ``rows`` (positions): the source's own, then
+        the ids, then the tags."""
+        src: list[dict[str, Any]] = (
+            self.trace.args(self.labels[rows]) if self.with_source_args and len(rows)
+            else [{} for _ in range(len(rows))]
+        )
+        for key, values in self.ids.items():
+            v = values[rows]
+            for i in np.flatnonzero(v >= 0).tolist():
+                src[i][key] = int(v[i])
+        return src
+
+    def events(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        """The ``X`` events of rows ``rows`` (positions), as :func:`trace_to_chrome` writes them."""
+        names, cats = self.names, self.cats
+        out = [{"ph": "X", "cat": cats[c], "name": names[n], "pid": p, "tid": t, "ts": s,
+                "dur": d, "args": a}
+               for c, n, p, t, s, d, a in zip(
+                   self.cat_codes[rows].tolist(), self.name_codes[rows].tolist(),
+                   self.pid[rows].tolist(), self.tid[rows].tolist(),
+                   self.ts_us[rows].tolist(), self.dur_us[rows].tolist(), self.row_args(rows),
+                   strict=True)]
+        if self.tags is not None:
+            self.tags(rows, out)
+        return out
+
+    def batches(self, size: int) -> Iterable[list[dict[str, Any]]]:
+        """``traceEvents`` in order, ``size`` events at a time."""
+        for lo in range(0, self.n, size):
+            yield self.events(np.arange(lo, min(lo + size, self.n)))
+        for lo in range(0, len(self.extra), size):
+            yield self.extra[lo:lo + size]
+
+    def document(self) -> dict[str, Any]:
+        """The whole document as one dict."""
+        events = self.events(np.arange(self.n))
+        events += self.extra
+        return {**self.head, "traceEvents": events, **self.tail}
 
 
 def _flow_events(trace: Trace) -> list[dict[str, Any]]:
@@ -170,43 +262,7 @@ def trace_to_chrome(
     process/thread name ``M`` events and ``deviceProperties`` follow. ``extra_events``
     (already in Chrome form, times in us) are appended as given.
     """
-    ev = trace.events
-    ts = _us(ev["ts"].to_numpy())
-    dur = _us(ev["dur"].to_numpy())
-    args = _event_args(trace, with_source_args)
-    events: list[dict[str, Any]] = [
-        {"ph": "X", "cat": c, "name": n, "pid": p, "tid": t, "ts": s, "dur": d, "args": a}
-        for c, n, p, t, s, d, a in zip(
-            _cats(trace), ev["name"].astype(str).tolist(), ev["pid"].tolist(),
-            ev["tid"].tolist(), ts, dur, args, strict=True
-        )
-    ]
-    events += _flow_events(trace)
-    events += _name_events(trace)
-    if extra_events is not None:
-        events += [dict(e) for e in extra_events]
-    m = trace.meta
-    doc: dict[str, Any] = {
-        "schemaVersion": 1,
-        "deviceProperties": _device_properties(trace),
-    }
-    dist = dict(m.distributed)
-    if m.rank is not None:
-        dist.setdefault("rank", m.rank)
-    if m.world_size is not None:
-        dist.setdefault("world_size", m.world_size)
-    if dist:
-        doc["distributedInfo"] = dist
-    for key, src in (("cuda_driver_version", "cuda_driver"),
-                     ("cuda_runtime_version", "cuda_runtime"), ("cupti_version", "cupti")):
-        if src in m.versions:
-            doc[key] = m.versions[src]
-    doc["traceEvents"] = events
-    doc["displayTimeUnit"] = "ms"
-    doc["baseTimeNanoseconds"] = int(m.base_ns)
-    if m.path:
-        doc["traceName"] = m.path
-    return doc
+    return ChromeSource(trace, extra_events, with_source_args=with_source_args).document()
 
 
 def write_chrome(

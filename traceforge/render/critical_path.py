@@ -44,20 +44,21 @@ def chrome_events(track: PathTrack, *, flow_id_base: int = 0) -> list[dict[str, 
         {"ph": "M", "name": "thread_name", "pid": pid, "tid": PATH_TID,
          "args": {"name": "critical path"}},
     ]
-    for s in merged_pieces(track.segments).to_dict("records"):
-        n = int(s["pieces"])
-        args: dict[str, Any] = {"kind": str(s["kind"]), "category": str(s["category"]),
-                                "step": int(s["step"]), "order": int(s["order"])}
-        name = str(s["name"])
+    m = merged_pieces(track.segments)
+    cols = [m[c].astype(str).tolist() if c in ("kind", "category", "name") else
+            m[c].to_numpy(np.int64).tolist()
+            for c in ("kind", "category", "step", "order", "name", "pieces", "last_order",
+                      "row", "ts", "dur")]
+    for kind, cat, step, order, name, n, last, row, ts, dur in zip(*cols, strict=True):
+        args: dict[str, Any] = {"kind": kind, "category": cat, "step": step, "order": order}
         if n > 1:
             args["pieces"] = n
-            args["last_order"] = int(s["last_order"])
+            args["last_order"] = last
             name = f"{name} +{n - 1} more"
-        elif int(s["row"]) >= 0:
-            args["row"] = int(s["row"])
+        elif row >= 0:
+            args["row"] = row
         ev.append({"ph": "X", "cat": CAT, "name": name, "pid": pid,
-                   "tid": PATH_TID, "ts": _us(int(s["ts"])), "dur": _us(int(s["dur"])),
-                   "args": args})
+                   "tid": PATH_TID, "ts": ts / 1000.0, "dur": dur / 1000.0, "args": args})
     for f in track.flows.to_dict("records"):
         fid = flow_id_base + int(f["id"])
         # A flow binds to the slice open at its time: start it just before the end of

@@ -18,19 +18,16 @@ from __future__ import annotations
 
 import json
 import struct
-from array import array
-from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from traceforge.render.pftrace_layout import bind_flows, lane
+from traceforge.render.pftrace_layout import ns as _ns
+
 _SEQ = 1  # trusted_packet_sequence_id of every packet we write
 _INT32 = 2**31
-
-
-def _ns(us: Any) -> int:
-    return int(round(float(us) * 1000.0))
 
 
 def _varint(n: int) -> bytes:
@@ -38,6 +35,10 @@ def _varint(n: int) -> bytes:
         return _SMALL[n]
     if n < 0x4000:
         return bytes((n & 0x7F | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
+    if n < 0x10000000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14 & 0x7F | 0x80, n >> 21))
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -50,6 +51,12 @@ def _varint(n: int) -> bytes:
 
 
 _SMALL = [bytes((i,)) for i in range(0x80)]
+_VS = [_varint(i) for i in range(0x4000)]
+
+
+def _v(n: int) -> bytes:
+    """:func:`_varint` of a non-negative ``n``, from a table below 16384."""
+    return _VS[n] if n < 0x4000 else _varint(n)
 
 
 class PacketEncoder:
@@ -63,7 +70,7 @@ class PacketEncoder:
         self.names: dict[str, int] = {}
         self.keys: dict[Any, bytes] = {}
         self.cats: dict[str, bytes] = {}
-        self.seen: dict[tuple[Any, Any], bytes] = {}
+        self.seen: dict[tuple[Any, ...], bytes] = {}
         self.first = True
 
     def _packet(self, body: bytes, flags: int = 0, tail: bytes = b"") -> None:
@@ -71,7 +78,8 @@ class PacketEncoder:
             flags |= _CLEARED
             self.first = False
         pkt = body + (b"\x68" + _varint(flags) if flags else b"") + tail
-        self.buf += b"\x0a" + _varint(len(pkt)) + pkt
+        n = len(pkt)
+        self.buf += b"\x0a" + (_VS[n] if n < 0x4000 else _varint(n)) + pkt
         if self.sink is not None and len(self.buf) >= _FLUSH:
             self.flush()
 
@@ -105,18 +113,22 @@ class PacketEncoder:
             td += _bytes(8, b"")
         self._packet(_SEQ_FIELD, 0, _bytes(60, td))
 
-    def event(self, ts: int, track: int, typ: int, name: str | None = None,
+    def event(self, ts: int | bytes, track: int, typ: int, name: str | None = None,
               cat: str = "", args: Mapping[str, Any] | None = None,
               flows: Iterable[int] = (), ends: Iterable[int] = (),
               value: float | None = None) -> None:
-        """A TrackEvent packet (its name interned, with the interning in the same packet)."""
+        """A TrackEvent packet (its name interned, with the interning in the same packet);
+        ``ts`` in ns, or already its varint (:func:`_varints`)."""
         te = bytearray()
         if args:
             keys, seen = self.keys, self.seen
             for k, v in args.items():
                 t = type(v)
-                # Repeated args (a stream, a device, a kind) are encoded once.
-                pair = (k, v) if t is str or t is int else None
+                # Repeated args (a stream, a device, a kind, op shapes) are encoded once;
+                # a list by its repr (equal reprs of decoded JSON: equal values and types).
+                # Large ints (ids, unique per event) are not kept.
+                pair = (k, v) if t is str or (t is int and -256 <= v < 65536) else \
+                    (k, _LIST, repr(v)) if t is list else None
                 if pair is not None:
                     enc = seen.get(pair)
                     if enc is not None:
@@ -126,7 +138,7 @@ class PacketEncoder:
                 if kb is None:
                     kb = keys[k] = _bytes(10, str(k).encode())
                 a = _annotation(v) + kb
-                enc = _ANN + _varint(len(a)) + a
+                enc = _ANN + _v(len(a)) + a
                 te += enc
                 if pair is not None and len(seen) < _SEEN:
                     seen[pair] = enc
@@ -136,10 +148,10 @@ class PacketEncoder:
             iid = self.names.get(name)
             if iid is None:
                 iid = self.names[name] = len(self.names) + 1
-                interned = _bytes(12, _bytes(2, _key(1, 0) + _varint(iid)
+                interned = _bytes(12, _bytes(2, _key(1, 0) + _v(iid)
                                              + _bytes(2, name.encode())))
-            te += b"\x50" + _varint(iid)
-        te += b"\x58" + _varint(track)
+            te += b"\x50" + (_VS[iid] if iid < 0x4000 else _varint(iid))
+        te += b"\x58" + (_VS[track] if track < 0x4000 else _varint(track))
         if cat:
             cb = self.cats.get(cat)
             if cb is None:
@@ -151,12 +163,42 @@ class PacketEncoder:
             te += _FLOW + _FIXED(f & _U64)
         for f in ends:
             te += _END + _FIXED(f & _U64)
-        body = (b"\x40" + _varint(ts & _U64) + _SEQ_FIELD + _TRACK_EVENT + _varint(len(te))
+        tsb = ts if type(ts) is bytes else _varint(int(ts) & _U64)
+        n = len(te)
+        body = (b"\x40" + tsb + _SEQ_FIELD + _TRACK_EVENT + (_VS[n] if n < 0x4000 else _varint(n))
                 + te + interned)
         self._packet(body, _NEEDS)
 
+    def end_tail(self, track: int) -> bytes:
+        """What follows the timestamp in a SLICE_END packet on ``track``, flags aside."""
+        te = _TYPE[_SLICE_END] + b"\x58" + _v(track)
+        return _SEQ_FIELD + _TRACK_EVENT + _v(len(te)) + te
+
+    def end(self, ts: bytes, track: int) -> None:
+        """A SLICE_END packet at ``ts`` (its varint) (what :meth:`event` writes, faster)."""
+        self._packet(b"\x40" + ts + self.end_tail(track), _NEEDS)
+
 
 _U64 = 2**64 - 1
+_LIST = object()  # marks a list arg's (key, _LIST, repr) among the encoded args
+
+
+def _varints(ns: np.ndarray) -> list[bytes]:
+    """The varints of int64 values taken mod 2**64 (``_varint(v & _U64)`` of each)."""
+    rest = ns.astype(np.uint64)
+    m = np.empty((len(rest), 10), dtype=np.uint8)
+    length = np.ones(len(rest), dtype=np.int64)
+    for j in range(10):
+        m[:, j] = (rest & np.uint64(0x7F)).astype(np.uint8)
+        rest = rest >> np.uint64(7)
+        more = rest != 0
+        m[more, j] |= 0x80
+        length += more
+    buf = m.tobytes()
+    return [buf[i:i + n] for i, n in zip(range(0, 10 * len(length), 10), length.tolist(),
+                                         strict=True)]
+
+
 _FLUSH = 8 << 20  # bytes of packets per write to the sink
 _SEEN = 1 << 18  # encoded (key, value) args kept for reuse
 _CLEARED, _NEEDS = 1, 2  # TracePacket.SequenceFlags
@@ -252,24 +294,51 @@ class _Tracks:
 _SLICE_BEGIN, _SLICE_END, _INSTANT, _COUNTER = 1, 2, 3, 4
 
 
-def chrome_to_pftrace(doc: Mapping[str, Any] | list[Any]) -> bytes:
+class Rows(Protocol):
+    """A document whose trace rows are columns (``chrome_json.ChromeSource``): the rows'
+    ``X`` events are built by :meth:`events` only for the packets being written."""
+
+    n: int
+    pid: np.ndarray
+    tid: np.ndarray
+    ts_us: np.ndarray
+    dur_us: np.ndarray
+    extra: list[dict[str, Any]]
+    base_ns: int
+
+    def events(self, rows: np.ndarray) -> list[dict[str, Any]]: ...
+
+
+def chrome_to_pftrace(doc: Mapping[str, Any] | list[Any] | Rows) -> bytes:
     """Encode a Chrome-trace document (dict with ``traceEvents``, or a bare list) as pftrace."""
     chunks: list[bytes] = []
     write_pftrace(doc, chunks.append)
     return b"".join(chunks)
 
 
-def write_pftrace(doc: Mapping[str, Any] | list[Any], sink: Callable[[bytes], Any]) -> None:
+#: Packets written per batch of row events built.
+_CHUNK = 1 << 14
+
+
+def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
+                  sink: Callable[[bytes], Any]) -> None:
     """Encode ``doc`` as pftrace into ``sink`` (a file's ``write``), a batch of packets at
-    a time, so the encoded trace is never whole in memory."""
-    events = doc.get("traceEvents", []) if isinstance(doc, Mapping) else doc
+    a time, so the encoded trace is never whole in memory (nor, for :class:`Rows`, the
+    rows' events: they are built per batch of packets, in the order they are written)."""
+    rows: Rows | None = None
     base = 0
-    if isinstance(doc, Mapping) and isinstance(doc.get("baseTimeNanoseconds"), int):
-        base = int(doc["baseTimeNanoseconds"])
+    if isinstance(doc, Mapping):
+        events = doc.get("traceEvents", [])
+        if isinstance(doc.get("baseTimeNanoseconds"), int):
+            base = int(doc["baseTimeNanoseconds"])
+    elif isinstance(doc, list):
+        events = doc
+    else:
+        rows, events, base = doc, doc.extra, doc.base_ns
     w = PacketEncoder(sink)
     procs: dict[Any, str] = {}
     threads: dict[tuple[Any, Any], str] = {}
-    slices: list[Mapping[str, Any]] = []
+    xs: list[Mapping[str, Any]] = []
     other: list[Mapping[str, Any]] = []
     for e in events:
         if not isinstance(e, Mapping):
@@ -282,7 +351,7 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any], sink: Callable[[bytes], An
             elif e.get("name") == "thread_name" and label is not None:
                 threads[(e.get("pid"), e.get("tid"))] = str(label)
         elif ph == "X" and e.get("ts") is not None:
-            slices.append(e)
+            xs.append(e)
         elif ph in ("B", "E", "i", "I", "C", "s", "t", "f") and e.get("ts") is not None:
             other.append(e)
     tracks = _Tracks(w, procs, threads)
@@ -291,40 +360,111 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any], sink: Callable[[bytes], An
     for pid, tid in threads:
         tracks.thread(pid, tid)
 
-    flows_at = _bind_flows(slices, [e for e in other if e["ph"] in ("s", "t", "f")])
-    # Sort keys of every packet in compact arrays, not a tuple per packet: (time, rank at
-    # that time, seq) and what to emit (code 0/1: begin/end of slice ``ref``; 2: ``rest[ref]``).
-    k0, k1, k2, code, ref = (array("q") for _ in range(5))
-    t0s, t1s, track_of = (array("q", bytes(8 * len(slices))) for _ in range(3))
-    rest: list[tuple[Any, ...]] = []
+    # Slices: the rows (columns), then the X events among the dicts; each with its
+    # thread's code, numbered in order of first appearance.
+    nr = rows.n if rows is not None else 0
+    keys: dict[tuple[Any, Any], int] = {}
+    th_rows = np.zeros(0, dtype=np.int64)
+    t0 = [np.zeros(0, dtype=np.int64)]
+    dns = [np.zeros(0, dtype=np.int64)]
+    if rows is not None and nr:
+        pairs = np.stack([rows.pid, rows.tid], axis=1)
+        uniq, first, inv = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+        by_first = np.argsort(first, kind="stable")
+        rank = np.empty(len(uniq), dtype=np.int64)
+        rank[by_first] = np.arange(len(uniq))
+        th_rows = rank[np.asarray(inv).reshape(-1)]
+        for j in by_first.tolist():
+            keys[(int(uniq[j, 0]), int(uniq[j, 1]))] = len(keys)
+        t0.append(np.rint(rows.ts_us * 1000.0).astype(np.int64))
+        dns.append(np.rint(rows.dur_us * 1000.0).astype(np.int64))
+    th_x = [keys.setdefault((e.get("pid"), e.get("tid")), len(keys)) for e in xs]
+    th = np.concatenate([th_rows, np.asarray(th_x, dtype=np.int64)])
+    t0.append(np.asarray([_ns(e["ts"]) for e in xs], dtype=np.int64))
+    dns.append(np.asarray([_ns(e.get("dur") or 0) for e in xs], dtype=np.int64))
+    start, dur = np.concatenate(t0), np.concatenate(dns)
+    end = start + np.maximum(dur, 0)
+    n = len(start)
+    thread_of = list(keys)
+    flows_at = bind_flows(th, start, start + dur, keys,
+                           [e for e in other if e["ph"] in ("s", "t", "f")])
 
-    def key(t: int, rank: int, s: int, c: int, r: int) -> None:
-        k0.append(t)
-        k1.append(rank)
-        k2.append(s)
-        code.append(c)
-        ref.append(r)
-
-    seq = 0
-    by_thread: dict[tuple[Any, Any], list[int]] = {}
-    for i, e in enumerate(slices):
-        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(i)
-    for (pid, tid), idx in by_thread.items():
-        idx.sort(key=lambda i: (_ns(slices[i]["ts"]), -_ns(slices[i].get("dur") or 0)))
-        lanes: list[list[int]] = []  # per lane, a stack of end times
-        for i in idx:
-            e = slices[i]
-            t0, t1 = _ns(e["ts"]), _ns(e["ts"]) + max(0, _ns(e.get("dur") or 0))
-            lane = _lane(lanes, t0, t1)
-            t0s[i], t1s[i], track_of[i] = t0, t1, tracks.thread(pid, tid, lane)
-            key(t0, 1, seq, 0, i)
-            # At one timestamp, ends go first (innermost first) so back-to-back slices
-            # stay nested; a zero-length slice ends right after it begins.
-            if t1 > t0:
-                key(t1, 0, -seq, 1, i)
+    # Each thread's slices by (start, longest first); the k-th of them all is seq k.
+    order = np.lexsort((np.arange(n), -dur, start, th))
+    s0, s1 = start[order], end[order]
+    lane_track: list[int] = []
+    uuids: dict[tuple[int, int], int] = {}
+    lanes: list[list[int]] = []
+    prev = -1
+    for h, a, b in zip(th[order].tolist(), s0.tolist(), s1.tolist(), strict=True):
+        if h != prev:
+            lanes, prev = [], h
+        at = lane(lanes, a, b)
+        u = uuids.get((h, at))
+        if u is None:
+            pid, tid = thread_of[h]
+            u = uuids[(h, at)] = tracks.thread(pid, tid, at)
+        lane_track.append(u)
+    track = np.asarray(lane_track, dtype=np.int64)
+    del lane_track
+    # Sort keys (time, rank at that time, seq) of every packet, and what to emit: code 0/1
+    # begin/end of the k-th slice ``ref``; 2: ``rest[ref]``. At one timestamp, ends go
+    # first (innermost first) so back-to-back slices stay nested; a zero-length slice ends
+    # right after it begins.
+    seq = np.arange(n, dtype=np.int64)
+    pos = s1 > s0
+    k0, k1 = [s0, s1], [np.ones(n, np.int64), np.where(pos, 0, 2)]
+    k2 = [seq, np.where(pos, -seq, seq)]
+    code, ref = [np.zeros(n, np.int64), np.ones(n, np.int64)], [seq, seq]
+    rest, o0, o1, o2 = _other(other, tracks, base, n)
+    k0.append(np.asarray(o0, dtype=np.int64))
+    k1.append(np.asarray(o1, dtype=np.int64))
+    k2.append(np.asarray(o2, dtype=np.int64))
+    code.append(np.full(len(o0), 2, dtype=np.int64))
+    ref.append(np.arange(len(o0), dtype=np.int64))
+    ts_all = np.concatenate(k0)
+    emit = np.lexsort((np.concatenate(k2), np.concatenate(k1), ts_all))
+    ts_all = ts_all[emit]
+    code_all, ref_all = np.concatenate(code)[emit], np.concatenate(ref)[emit]
+    del k0, k1, k2, code, ref, start, dur, end, s0, s1, seq, pos, th  # only what is written
+    buf, end_of = w.buf, dict[int, bytes]()
+    for a in range(0, len(emit), _CHUNK):
+        cs, rs = code_all[a:a + _CHUNK], ref_all[a:a + _CHUNK]
+        idx = np.where(cs < 2, order[np.where(cs < 2, rs, 0)], -1)
+        begins = idx[(cs == 0) & (idx < nr)]
+        built = iter(rows.events(begins) if rows is not None and len(begins) else ())
+        trk = np.where(cs < 2, track[np.where(cs < 2, rs, 0)], 0)
+        tsv = _varints(ts_all[a:a + _CHUNK].astype(np.uint64) + np.uint64(base & _U64))
+        for c, r, i, t, u in zip(cs.tolist(), rs.tolist(), idx.tolist(), tsv, trk.tolist(),
+                                 strict=True):
+            if c == 1:
+                mid = end_of.get(u)
+                if mid is None or w.first:
+                    w.end(t, u)
+                    mid = end_of[u] = w.end_tail(u) + b"\x68" + _v(_NEEDS)
+                    continue
+                # What w.end writes, inline: most packets are slice ends.
+                buf += b"\x0a" + _VS[1 + len(t) + len(mid)] + b"\x40" + t + mid
+                if len(buf) >= _FLUSH:
+                    w.flush()
+            elif c == 0:
+                e = next(built) if i < nr else xs[i - nr]
+                fl, ends = flows_at.get(i, ((), ()))
+                w.event(t, u, _SLICE_BEGIN, str(e.get("name", "")),
+                        str(e.get("cat", "")), e.get("args"), fl, ends)
             else:
-                key(t1, 2, seq, 1, i)
-            seq += 1
+                w.event(*rest[r])
+    w.flush()
+
+
+def _other(other: list[Mapping[str, Any]], tracks: _Tracks, base: int, n: int
+           ) -> tuple[list[tuple[Any, ...]], list[int], list[int], list[int]]:
+    """The packets of ``B``/``E``/instant/counter events and their sort keys (seq from n+1)."""
+    rest: list[tuple[Any, ...]] = []
+    k0: list[int] = []
+    k1: list[int] = []
+    k2: list[int] = []
+    seq = n
     for e in other:
         ph, pid, tid = e["ph"], e.get("pid"), e.get("tid")
         ts = _ns(e["ts"])
@@ -332,12 +472,16 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any], sink: Callable[[bytes], An
         if ph in ("B", "E"):
             typ = _SLICE_BEGIN if ph == "B" else _SLICE_END
             bname = str(e.get("name", "")) if ph == "B" else None
-            key(ts, 0 if ph == "E" else 1, seq, 2, len(rest))
+            k0.append(ts)
+            k1.append(0 if ph == "E" else 1)
+            k2.append(seq)
             rest.append((ts + base, tracks.thread(pid, tid), typ, bname,
                          str(e.get("cat", "")), e.get("args")))
         elif ph in ("i", "I"):
             track = tracks.process(pid) if e.get("s") in ("p", "g") else tracks.thread(pid, tid)
-            key(ts, 1, seq, 2, len(rest))
+            k0.append(ts)
+            k1.append(1)
+            k2.append(seq)
             rest.append((ts + base, track, _INSTANT, str(e.get("name", "")),
                          str(e.get("cat", "")), e.get("args")))
         elif ph == "C":
@@ -345,65 +489,9 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any], sink: Callable[[bytes], An
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     name = str(e.get("name", "")) if series in ("", "value") else \
                         f"{e.get('name', '')} {series}"
-                    key(ts, 1, seq, 2, len(rest))
+                    k0.append(ts)
+                    k1.append(1)
+                    k2.append(seq)
                     rest.append((ts + base, tracks.counter(pid, name), _COUNTER, None, "",
                                  None, (), (), float(v)))
-    order = np.lexsort((np.frombuffer(k2, np.int64), np.frombuffer(k1, np.int64),
-                        np.frombuffer(k0, np.int64)))
-    for c, r in zip(np.frombuffer(code, np.int64)[order].tolist(),
-                    np.frombuffer(ref, np.int64)[order].tolist(), strict=True):
-        if c == 0:
-            e = slices[r]
-            fl, ends = flows_at.get(r, ((), ()))
-            w.event(t0s[r] + base, track_of[r], _SLICE_BEGIN, str(e.get("name", "")),
-                    str(e.get("cat", "")), e.get("args"), fl, ends)
-        elif c == 1:
-            w.event(t1s[r] + base, track_of[r], _SLICE_END)
-        else:
-            w.event(*rest[r])
-    w.flush()
-
-
-def _lane(lanes: list[list[int]], t0: int, t1: int) -> int:
-    """First lane on which [t0, t1] nests (stacks hold the end times of open slices)."""
-    for k, stack in enumerate(lanes):
-        while stack and stack[-1] <= t0:
-            stack.pop()
-        if not stack or t1 <= stack[-1]:
-            stack.append(t1)
-            return k
-    lanes.append([t1])
-    return len(lanes) - 1
-
-
-def _bind_flows(
-    slices: list[Mapping[str, Any]], flows: list[Mapping[str, Any]]
-) -> dict[int, tuple[list[int], list[int]]]:
-    """Attach each flow point to the slice it binds to (same thread, enclosing ``ts``)."""
-    if not flows:
-        return {}
-    starts: dict[tuple[Any, Any], tuple[list[int], list[int]]] = {}
-    for i, e in sorted(enumerate(slices), key=lambda x: _ns(x[1]["ts"])):
-        s = starts.setdefault((e.get("pid"), e.get("tid")), ([], []))
-        s[0].append(_ns(e["ts"]))
-        s[1].append(i)
-    ids: dict[tuple[str, Any], int] = {}
-    out: dict[int, tuple[list[int], list[int]]] = {}
-    for f in flows:
-        st = starts.get((f.get("pid"), f.get("tid")))
-        if st is None:
-            continue
-        ts = _ns(f["ts"])
-        k = bisect_right(st[0], ts) - 1
-        # Walk back to the innermost slice that still contains ts (bp "e": enclosing).
-        while k >= 0:
-            e = slices[st[1][k]]
-            if _ns(e["ts"]) + _ns(e.get("dur") or 0) >= ts:
-                break
-            k -= 1
-        if k < 0:
-            continue
-        fid = ids.setdefault((str(f.get("cat", "")), f.get("id")), len(ids) + 1)
-        slot = out.setdefault(st[1][k], ([], []))
-        (slot[1] if f["ph"] == "f" else slot[0]).append(fid)
-    return out
+    return rest, k0, k1, k2

@@ -92,10 +92,10 @@ def trimmed(trace: Trace, *, steps: list[int] | None, window: tuple[int, int] | 
 
 def chrome_bytes(trace: Trace) -> bytes:
     """The trace as Chrome JSON bytes, the form the UI reads from every source format."""
-    from traceforge.render.chrome_json import trace_to_chrome
+    from traceforge.render.chrome_json import ChromeSource
     from traceforge.render.document import dumps_chrome
 
-    return dumps_chrome(trace_to_chrome(trace))
+    return dumps_chrome(ChromeSource(trace))  # its events built a batch at a time
 
 
 def payload(

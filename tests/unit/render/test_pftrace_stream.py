@@ -137,3 +137,23 @@ def test_a_failed_stream_keeps_the_old_file(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         output.stream(out, fill)
     assert out.read_bytes() == b"good" and sorted(tmp_path.iterdir()) == [out]
+
+
+def test_rows_encoded_from_columns_equal_the_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``annotate``/``convert`` encode the trace's rows from its columns (events built per
+    batch of packets, in write order): the bytes are the old encoder's of the whole dict
+    document, for .pftrace and for Chrome JSON, with batches far smaller than the trace."""
+    from tests.pftrace_reference import chrome_to_pftrace as reference
+    from traceforge.render import perfetto
+    from traceforge.render.annotate import annotated_source
+    from traceforge.render.chrome_json import ChromeSource
+
+    t = tf.load(FIX / "compiled.pt.trace.json.gz")
+    monkeypatch.setattr(perfetto, "_CHUNK", 101)
+    monkeypatch.setattr(chrome_json, "BATCH", 97)
+    for src in (annotated_source(t, annotation_data(t)), ChromeSource(t)):
+        doc = src.document()
+        assert src.n > 20 * 101 and any(e["ph"] == "f" for e in src.extra)  # flows bound
+        assert chrome_to_pftrace(src) == reference(doc)
+        assert chrome_json.dumps_chrome(src) == orjson.dumps(
+            doc, option=orjson.OPT_SERIALIZE_NUMPY)

@@ -42,9 +42,12 @@ The code is split by noun: :mod:`.edges` (edge types), :mod:`.host` (host ranges
 their chains), :mod:`.streams` (what ran on a stream before a moment), :mod:`.sync`
 (what GPU work and blocking calls waited for), :mod:`.rank` (one rank's graph),
 :mod:`.run` (the ranks on one clock, with collectives), :mod:`.step` (a step's graph and
-its longest paths), :mod:`.segments` (a path as named pieces of time), :mod:`.what_if`,
-:mod:`.result` (:class:`CriticalPath` and the functions that compute it) and
-:mod:`.handoff` (what annotate and the report take). This module re-exports the public
+its longest paths), :mod:`.segments` (a path as named pieces of time), :mod:`.labels`
+(the names pieces get, as codes built once per run), :mod:`.step_paths` (every step's
+paths and what-ifs, on forked workers, one per core, for a large trace), :mod:`.totals`
+(time by category and top ops summed from the pieces), :mod:`.what_if`, :mod:`.result`
+(:class:`CriticalPath` and the functions that compute it) and :mod:`.handoff` (what
+annotate and the report take). This module re-exports the public
 names; private helpers are looked up (and patched) in the module that defines them.
 """
 

@@ -7,29 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from functools import cached_property, partial
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.critical_path.edges import EDGE_TYPES
+from traceforge.analyzers.critical_path.labels import run_labels
 from traceforge.analyzers.critical_path.rank import RankGraph, rank_graph
 from traceforge.analyzers.critical_path.run_graph import RunGraph, join_ranks
-from traceforge.analyzers.critical_path.segments import SEGMENT_COLUMNS, path_segments
-from traceforge.analyzers.critical_path.step import (
-    S_NODE,
-    StepGraph,
-    StepGraphs,
-    longest_into,
-    step_graph,
-    t_node,
-)
-from traceforge.analyzers.critical_path.what_if import (
-    check_keys,
-    edge_factors,
-    parse_what_if,
-    what_if_length,
-)
+from traceforge.analyzers.critical_path.step import S_NODE, StepGraph, t_node
+from traceforge.analyzers.critical_path.step_paths import LazyGraphs, StepTables, step_paths
+from traceforge.analyzers.critical_path.totals import PathPieces
+from traceforge.analyzers.critical_path.what_if import check_keys, parse_what_if
 from traceforge.errors import AnalysisError
 from traceforge.model import Tables, Trace
 
@@ -68,15 +59,21 @@ class CriticalPath(Tables):
     """
 
     steps: pd.DataFrame
-    segments: pd.DataFrame
+    pieces: PathPieces = field(repr=False)
     by_category: pd.DataFrame
     top: pd.DataFrame
     what_if: pd.DataFrame
     graphs: Mapping[int, nx.DiGraph] = field(default_factory=dict, repr=False)
-    nodes: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
-    edges: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
+    nodes: Mapping[int, pd.DataFrame] = field(default_factory=dict, repr=False)
+    edges: Mapping[int, pd.DataFrame] = field(default_factory=dict, repr=False)
     notes: tuple[str, ...] = ()
     step_source: str = ""
+
+    @cached_property
+    def segments(self) -> pd.DataFrame:
+        """Each path in order, one row a piece (made when first read: ~1M rows for a
+        large trace, which the text output does not show)."""
+        return self.pieces.frame()
 
 
 def _windows(run: RunGraph) -> tuple[list[int], list[list[pd.DataFrame]], list[str]]:
@@ -133,54 +130,35 @@ def critical_path_of(ranks: Sequence[RankGraph], *,
     scenarios = [(f"{k}={v:g}", {k: v}) for k, v in factors.items()]
     if len(factors) > 1:
         scenarios.append((" ".join(f"{k}={v:g}" for k, v in factors.items()), dict(factors)))
-    rows: list[dict[str, Any]] = []
-    wi_rows: list[dict[str, Any]] = []
-    segs: list[pd.DataFrame] = []
-    graphs: dict[int, StepGraph] = {}
-    node_tabs: dict[int, pd.DataFrame] = {}
-    edge_tabs: dict[int, pd.DataFrame] = {}
+    lab = run_labels(run)
+    done = step_paths(run, lab, numbers, wins, scenarios)
+    rows = [x for d in done for x in d.rows]
+    wi_rows = [x for d in done for x in d.what_if]
+    pieces = PathPieces([p for d in done for p in d.pieces], lab)
+    notes += [x for d in done for x in d.notes]
     rank_ids = np.array([r.rank for r in run.ranks], dtype=np.int64)
-    for n, w in zip(numbers, wins, strict=True):
-        sp = step_graph(run, n, w)
-        notes += sp.notes
-        last = int(np.argmax(sp.w1))
-        for ri, r in enumerate(run.ranks):
-            if r.acts.empty:
-                continue
-            seg = path_segments(run, sp, longest_into(sp, ri), ri)
-            length = int(seg["dur"].sum())
-            window = int(sp.w1[ri] - sp.w0[ri])
-            if length != window:
-                notes.append(f"step {n}, rank {r.rank}: path {length} ns != window {window} "
-                             "ns (timestamps that contradict the dependencies)")
-            segs.append(seg)
-            rows.append({"step": n, "rank": r.rank, "critical": ri == last,
-                         "length_ns": length, "ts": int(sp.w0[ri] - run.offset[ri]),
-                         "end": int(sp.w1[ri] - run.offset[ri]),
-                         "ranks_crossed": int(seg["rank"].nunique()),
-                         "nodes": len(sp.node_ids), "edges": len(sp.u)})
-            for label, fac in scenarios:
-                new = what_if_length(sp, ri, edge_factors(run, sp, fac))
-                wi_rows.append({"step": n, "rank": r.rank, "critical": ri == last,
-                                "scenario": label, "length_ns": length, "new_length_ns": new,
-                                "saved_ns": length - new,
-                                "saved_pct": 100.0 * (length - new) / length if length else 0.0})
-        graphs[n] = sp
-        node_tabs[n] = _node_table(run, sp)
-        edge_tabs[n] = pd.DataFrame({"u": sp.u, "v": sp.v, "weight": sp.w,
-                                     "type": np.array(EDGE_TYPES, dtype=object)[sp.t],
-                                     "rank": rank_ids[sp.erank], "ref": sp.ref})
-    segments = (pd.concat(segs, ignore_index=True) if segs
-                else pd.DataFrame(columns=list(SEGMENT_COLUMNS)))
+    lazy = LazyGraphs(run, numbers, wins)
     sources = sorted({r.step_source for r in run.ranks})
     return CriticalPath(
         steps=pd.DataFrame(rows, columns=list(STEP_COLUMNS)),
-        segments=segments,
-        by_category=_by_category(segments),
-        top=_top(segments, top_n),
+        pieces=pieces,
+        by_category=pieces.by_category(),
+        top=pieces.top(top_n),
         what_if=pd.DataFrame(wi_rows, columns=list(WHAT_IF_COLUMNS)),
-        graphs=StepGraphs(graphs), nodes=node_tabs, edges=edge_tabs,
+        graphs=StepTables(lazy, _digraph),
+        nodes=StepTables(lazy, partial(_node_table, run)),
+        edges=StepTables(lazy, partial(_edge_table, rank_ids)),
         notes=tuple(dict.fromkeys(notes)), step_source=", ".join(sources))
+
+
+def _digraph(sp: StepGraph) -> nx.DiGraph:
+    return sp.graph
+
+
+def _edge_table(rank_ids: np.ndarray, sp: StepGraph) -> pd.DataFrame:
+    return cast("pd.DataFrame", pd.DataFrame({
+        "u": sp.u, "v": sp.v, "weight": sp.w, "type": np.array(EDGE_TYPES, dtype=object)[sp.t],
+        "rank": rank_ids[sp.erank], "ref": sp.ref}))
 
 
 def _node_table(run: RunGraph, sp: StepGraph) -> pd.DataFrame:
@@ -209,34 +187,6 @@ def _node_table(run: RunGraph, sp: StepGraph) -> pd.DataFrame:
                          "rank": [-1, *ranks.tolist()], "ts": [sp.lo, *sp.w1.tolist()],
                          "row": -1, "what": ["window start", *(["window end"] * k)]})
     return cast("pd.DataFrame", pd.concat([ends, tab], ignore_index=True))
-
-
-def _by_category(seg: pd.DataFrame) -> pd.DataFrame:
-    cols = ["step", "for_rank", "category", "ns", "pct"]
-    if seg.empty:
-        return cast("pd.DataFrame", pd.DataFrame(columns=cols))
-    g = seg.groupby(["step", "for_rank", "category"], sort=False)["dur"].sum().reset_index(
-        name="ns")
-    tot = g.groupby(["step", "for_rank"])["ns"].transform("sum")
-    g["pct"] = np.where(tot > 0, 100.0 * g["ns"] / tot, 0.0)
-    g = g.sort_values(["step", "for_rank", "ns"], ascending=[True, True, False], kind="stable")
-    return cast("pd.DataFrame", g[cols].reset_index(drop=True))
-
-
-def _top(seg: pd.DataFrame, n: int) -> pd.DataFrame:
-    cols = ["step", "for_rank", "kind", "name", "category", "ns", "pct", "count"]
-    work = seg[seg["kind"].isin(("cpu_op", "kernel", "memcpy", "memset"))]
-    if work.empty:
-        return cast("pd.DataFrame", pd.DataFrame(columns=cols))
-    keys = ["step", "for_rank"]
-    tot = seg.groupby(keys)["dur"].sum()
-    # count: the events (an op interrupted by its children is one event, several pieces)
-    g = work.groupby([*keys, "kind", "name", "category"], sort=False).agg(
-        ns=("dur", "sum"), count=("row", "nunique")).reset_index()
-    g["pct"] = 100.0 * g["ns"] / tot.reindex(pd.MultiIndex.from_frame(g[keys])).to_numpy()
-    g = g.sort_values([*keys, "ns"], ascending=[True, True, False], kind="stable")
-    g = g.groupby(keys, sort=False).head(n)
-    return cast("pd.DataFrame", g[cols].reset_index(drop=True))
 
 
 def critical_only(result: CriticalPath, frame: pd.DataFrame) -> pd.DataFrame:

@@ -5,6 +5,7 @@ they ran in, labelled with kind, name, category and track (:data:`SEGMENT_COLUMN
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
@@ -22,9 +23,9 @@ from traceforge.analyzers.critical_path.edges import (
     SYNC_WAIT,
     WORK,
 )
+from traceforge.analyzers.critical_path.labels import Labels, run_labels
 from traceforge.analyzers.critical_path.run_graph import RunGraph
 from traceforge.analyzers.critical_path.step import StepGraph, edge_index
-from traceforge.analyzers.timeline.activity import LAUNCH_APIS
 
 #: Kinds of path segments.
 SEGMENT_KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "memset", "sync", "idle")
@@ -56,7 +57,26 @@ def _expand(run: RunGraph, sp: StepGraph, e: np.ndarray) -> tuple[np.ndarray, ..
     return v, w, t, ref, erk
 
 
-def path_segments(run: RunGraph, sp: StepGraph, path: Sequence[int], ri_end: int) -> pd.DataFrame:
+@dataclass(eq=False)
+class Pieces:
+    """A path's pieces as arrays: labels as codes into :attr:`Labels.values` (what a
+    worker hands back; :func:`pieces_frame` makes the table)."""
+
+    step: int
+    for_rank: int
+    rank: np.ndarray
+    kind: np.ndarray
+    name: np.ndarray
+    category: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    row: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+
+
+def path_pieces(run: RunGraph, lab: Labels, sp: StepGraph, path: Sequence[int],
+                ri_end: int) -> Pieces:
     """The path's edges as named pieces of time, from rank ``ri_end``'s window start."""
     e = edge_index(sp, path)
     e = e[e >= 0]
@@ -69,9 +89,10 @@ def path_segments(run: RunGraph, sp: StepGraph, path: Sequence[int], ri_end: int
     v, w, t, ref, erk, vt, start = (a[keep] for a in (v, w, t, ref, erk, vt, start))
     w = vt - start
     n = len(v)
-    kind = np.full(n, "idle", dtype=object)
-    name = np.full(n, "", dtype=object)
-    cat = np.full(n, "idle", dtype=object)
+    fx = lab.fixed
+    kind = np.full(n, fx["idle"], dtype=np.int64)
+    name = np.full(n, fx[""], dtype=np.int64)
+    cat = np.full(n, fx["idle"], dtype=np.int64)
     row = np.full(n, -1, dtype=np.int64)
     pid = np.full(n, -1, dtype=np.int64)
     tid = np.full(n, -1, dtype=np.int64)
@@ -81,21 +102,22 @@ def path_segments(run: RunGraph, sp: StepGraph, path: Sequence[int], ri_end: int
         m = np.flatnonzero(erk == ri)
         if not len(m):
             continue
+        lb = lab.ranks[ri]
         rank[m] = r.rank
         ts[m] = start[m] - run.offset[ri]
-        h, a, nh = r.host, r.acts, r.n_host
+        nh, na = r.n_host, len(r.acts)
         local = np.where(v[m] >= 0, v[m] - run.base[ri], -1)
         on_host = (local >= 0) & (local < 2 * nh)
         hv = np.clip(local // 2, 0, max(nh - 1, 0))
-        av = np.clip((local - 2 * nh) // 2, 0, max(len(a) - 1, 0))
+        av = np.clip((local - 2 * nh) // 2, 0, max(na - 1, 0))
         # The track: the host thread of a host node, else the activity's stream.
         if nh:
-            pid[m] = np.where(on_host, h["pid"].to_numpy()[hv], -1)
-            tid[m] = np.where(on_host, h["tid"].to_numpy()[hv], -1)
-        if len(a):
+            pid[m] = np.where(on_host, lb.h_pid[hv], -1)
+            tid[m] = np.where(on_host, lb.h_tid[hv], -1)
+        if na:
             on_gpu = local >= 2 * nh
             pid[m] = np.where(on_gpu, r.act_pid[av], pid[m])
-            tid[m] = np.where(on_gpu, a["stream"].to_numpy()[av], tid[m])
+            tid[m] = np.where(on_gpu, lb.a_stream[av], tid[m])
         tm = t[m]
         host_edge = np.isin(tm, (HOST, SYNC_SPAN, SYNC_WAIT))
         if host_edge.any() and nh:
@@ -103,54 +125,64 @@ def path_segments(run: RunGraph, sp: StepGraph, path: Sequence[int], ri_end: int
             rf = np.where(tm[host_edge] == SYNC_WAIT, hv[host_edge], ref[k])
             has = rf >= 0
             hr = np.clip(rf, 0, nh - 1)
-            hk, hn = h["kind"].to_numpy()[hr], h["name"].to_numpy()[hr]
-            hs = h["sync"].to_numpy()[hr]
-            api = np.isin(hk, ("runtime", "driver"))
-            launch = api & np.isin(hn, list(LAUNCH_APIS))
-            row[k] = np.where(has, h["row"].to_numpy()[hr], -1)
-            kind[k] = np.select([~has, hs != "", api], ["idle", "sync", "runtime"], "cpu_op")
-            name[k] = np.where(has, hn, "host idle")
-            cat[k] = np.select([~has, hs != "", launch, api],
-                               ["idle", "sync wait", "launch overhead", "runtime"], "cpu op")
-        name[m[(tm == START) | (tm == END)]] = "nothing recorded"
+            hs, api = lb.h_sync[hr], lb.h_api[hr]
+            row[k] = np.where(has, lb.h_row[hr], -1)
+            kind[k] = np.select([~has, hs, api], [fx["idle"], fx["sync"], fx["runtime"]],
+                                fx["cpu_op"])
+            name[k] = np.where(has, lb.h_name[hr], fx["host idle"])
+            cat[k] = np.select([~has, hs, lb.h_launch[hr], api],
+                               [fx["idle"], fx["sync wait"], fx["launch overhead"],
+                                fx["runtime"]], fx["cpu op"])
+        name[m[(tm == START) | (tm == END)]] = fx["nothing recorded"]
         gpu = ~host_edge & (tm != START) & (tm != END)
-        if not gpu.any() or not len(a):
+        if not gpu.any() or not na:
             continue
         k = m[gpu]
-        ar = np.clip(ref[k], 0, len(a) - 1)
+        ar = np.clip(ref[k], 0, na - 1)
         tk = tm[gpu]
         work = np.isin(tk, (WORK, COLLECTIVE))
         kind[k] = np.select([work, tk == LAUNCH, tk == EVENT],
-                            [a["kind"].to_numpy()[ar], "runtime", "sync"], "idle")
+                            [lb.a_kind[ar], fx["runtime"], fx["sync"]], fx["idle"])
         name[k] = np.select([work, tk == LAUNCH, tk == EVENT, tk == STREAM],
-                            [a["name"].to_numpy()[ar], a["launch_name"].to_numpy()[ar],
-                             "stream wait", "gpu idle"], "graph dependency")
+                            [lb.a_name[ar], lb.a_lname[ar], fx["stream wait"],
+                             fx["gpu idle"]], fx["graph dependency"])
         cat[k] = np.select([work, tk == LAUNCH, tk == EVENT],
-                           [a["cls"].to_numpy()[ar], "launch overhead", "sync wait"], "idle")
-        row[k] = np.select([work, tk == LAUNCH], [a["row"].to_numpy()[ar],
-                                                  a["launch_row"].to_numpy()[ar]], -1)
+                           [lb.a_cls[ar], fx["launch overhead"], fx["sync wait"]], fx["idle"])
+        row[k] = np.select([work, tk == LAUNCH], [lb.a_row[ar], lb.a_lrow[ar]], -1)
         # A launch delay runs from the call, on the host thread, to the activity's start.
         lk = k[tk == LAUNCH]
         if len(lk) and nh:
-            la = np.clip(ref[lk], 0, len(a) - 1)
-            li = pd.Index(h["row"].to_numpy()).get_indexer(a["launch_row"].to_numpy()[la])
-            pid[lk] = np.where(li >= 0, h["pid"].to_numpy()[np.clip(li, 0, None)], -1)
-            tid[lk] = a["launch_tid"].to_numpy()[la]
-    out = pd.DataFrame({"step": sp.step, "for_rank": run.ranks[ri_end].rank, "rank": rank,
-                        "kind": kind, "name": name, "category": cat, "ts": ts, "dur": w,
-                        "row": row, "pid": pid, "tid": tid})
+            la = np.clip(ref[lk], 0, na - 1)
+            pid[lk] = lb.a_lpid[la]
+            tid[lk] = lb.a_ltid[la]
+    cols = [rank, kind, name, cat, ts, w, row, pid, tid]
     # Consecutive pieces of one thing (a parent op around its children's gaps) are one.
-    if len(out) > 1:
-        key = ["rank", "kind", "name", "category", "row", "pid", "tid"]
-        same = np.ones(len(out), dtype=bool)
+    if n > 1:
+        same = np.ones(n, dtype=bool)
         same[0] = False
-        for c in key:
-            col = out[c].to_numpy()
-            same[1:] &= col[1:] == col[:-1]
-        same[1:] &= out["ts"].to_numpy()[1:] == (out["ts"] + out["dur"]).to_numpy()[:-1]
-        agg: dict[str, str] = dict.fromkeys(["step", "for_rank", *key, "ts"], "first")
-        agg["dur"] = "sum"
-        out = out.groupby(np.cumsum(~same), sort=False).agg(agg)
-    out = out.reset_index(drop=True)
+        for c in (rank, row, pid, tid):
+            same[1:] &= c[1:] == c[:-1]
+        for c in (kind, name, cat):
+            same[1:] &= (c[1:] == c[:-1]) & ~lab.never_equal[c[1:]]
+        same[1:] &= ts[1:] == (ts + w)[:-1]
+        first = np.flatnonzero(~same)
+        dur = np.add.reduceat(w, first)
+        cols = [c[first] for c in cols[:5]] + [dur] + [c[first] for c in cols[6:]]
+    return Pieces(sp.step, run.ranks[ri_end].rank, *cols)
+
+
+def pieces_frame(p: Pieces, lab: Labels) -> pd.DataFrame:
+    """The path's pieces as a table (SEGMENT_COLUMNS), in path order."""
+    out = pd.DataFrame({"step": p.step, "for_rank": p.for_rank, "rank": p.rank,
+                        "kind": lab.values[p.kind], "name": lab.values[p.name],
+                        "category": lab.values[p.category], "ts": p.ts, "dur": p.dur,
+                        "row": p.row, "pid": p.pid, "tid": p.tid})
     out["order"] = np.arange(len(out), dtype=np.int64)
     return cast("pd.DataFrame", out[list(SEGMENT_COLUMNS)])
+
+
+def path_segments(run: RunGraph, sp: StepGraph, path: Sequence[int], ri_end: int,
+                  lab: Labels | None = None) -> pd.DataFrame:
+    """The path's edges as named pieces of time, from rank ``ri_end``'s window start."""
+    lab = lab if lab is not None else run_labels(run)
+    return pieces_frame(path_pieces(run, lab, sp, path, ri_end), lab)

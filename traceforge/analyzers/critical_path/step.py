@@ -12,7 +12,7 @@ someone asks for it (``CriticalPath.graphs``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,6 +52,8 @@ class StepGraph:
     erank: np.ndarray
     notes: list[str]
     dag: _Dag | None = None
+    keys: tuple[int, np.ndarray, np.ndarray] | None = None
+    ids: np.ndarray | None = None
 
     @property
     def shift(self) -> int:
@@ -60,9 +62,18 @@ class StepGraph:
 
     @property
     def node_ids(self) -> np.ndarray:
-        """Every node of the graph: S, the rank ends and the ends of every edge, sorted."""
-        ends = np.array([S_NODE, *(t_node(ri) for ri in range(len(self.w0)))], np.int64)
-        return np.unique(np.concatenate([ends, self.u, self.v]))
+        """Every node of the graph: S, the rank ends and the ends of every edge, sorted
+        (computed once; node ids are dense integers, so a mark per id, not a sort)."""
+        if self.ids is None:
+            lo = t_node(len(self.w0) - 1) if len(self.w0) else S_NODE
+            hi = int(max(self.u.max(initial=S_NODE), self.v.max(initial=S_NODE)))
+            seen = np.zeros(hi - lo + 1, dtype=bool)
+            seen[S_NODE - lo] = True
+            seen[[t_node(ri) - lo for ri in range(len(self.w0))]] = True
+            seen[self.u - lo] = True
+            seen[self.v - lo] = True
+            self.ids = np.flatnonzero(seen).astype(np.int64) + lo
+        return self.ids
 
     @property
     def graph(self) -> nx.DiGraph:
@@ -83,34 +94,17 @@ class StepGraph:
         return self.dag
 
 
-class StepGraphs(Mapping[int, "nx.DiGraph"]):
-    """Step -> its graph as a networkx DiGraph, built when asked for (a big step's graph
-    costs ~1 KB per edge as networkx objects; the analysis itself needs only arrays)."""
-
-    def __init__(self, steps: dict[int, StepGraph]) -> None:
-        self._steps = steps
-
-    def __getitem__(self, step: int) -> nx.DiGraph:
-        return self._steps[step].graph
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._steps)
-
-    def __len__(self) -> int:
-        return len(self._steps)
-
-
 @dataclass(eq=False)
 class _Dag:
     """Node ids; each edge's end points as node positions; the edges into each node in edge
-    order (``into[indptr[i]:indptr[i + 1]]``); a topological order of node positions."""
+    order (``into_a[indptr[i]:indptr[i + 1]]``); a topological order of node positions."""
 
     ids: np.ndarray
     ui: np.ndarray
     vi: np.ndarray
     indptr: list[int]
-    into: list[int]
     topo: list[int]
+    into_a: np.ndarray
 
     @classmethod
     def of(cls, ids: np.ndarray, u: np.ndarray, v: np.ndarray) -> _Dag:
@@ -136,9 +130,10 @@ class _Dag:
                 indeg[y] -= 1
                 if indeg[y] == 0:
                     topo.append(y)
+        del out_v, optr, indeg
         if len(topo) != n:
             raise ValueError("the step graph has a cycle")
-        return cls(ids, ui, vi, indptr.tolist(), by_v.tolist(), topo)
+        return cls(ids, ui, vi, indptr.tolist(), topo, by_v)
 
 
 def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
@@ -194,9 +189,9 @@ def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
     return StepGraph(step, w0s, w1s, lo, nodes, u, v, w, t, ref, ref2, erk, notes)
 
 
-def longest_into(sp: StepGraph, ri: int, changed: Mapping[tuple[int, int], int] | None = None
-                  ) -> list[int]:
-    """The longest path into rank ``ri``'s window end, with some edge weights changed.
+def longest_into(sp: StepGraph, ri: int, weights: np.ndarray | None = None) -> list[int]:
+    """The longest path into rank ``ri``'s window end (``weights``: the edges' weights,
+    ``sp.w`` when None; a what-if passes its own, on the same graph).
 
     As ``nx.dag_longest_path`` on the step graph while the edges into this rank's end
     weigh more than all weights together (so that the longest path ends there): each node
@@ -204,39 +199,37 @@ def longest_into(sp: StepGraph, ri: int, changed: Mapping[tuple[int, int], int] 
     is negative), and the path is followed back from the end.
     """
     dag = sp.order()
-    w = sp.w.astype(np.int64).tolist()
-    if changed:
-        idx = edge_index_pairs(sp, list(changed))
-        for (k, new) in zip(idx.tolist(), changed.values(), strict=True):
-            if k >= 0:
-                w[k] = int(new)
+    wa = (sp.w if weights is None else weights).astype(np.int64)
     t_pos = int(np.searchsorted(dag.ids, t_node(ri)))
     big = int(sp.w.sum()) + 1
-    vi = dag.vi.tolist()
-    ui = dag.ui.tolist()
-    for k in dag.into[dag.indptr[t_pos]:dag.indptr[t_pos + 1]]:
-        w[k] = big
-    for tj in range(len(sp.w0)):  # the other ranks' ends weigh nothing, as in the graph
-        if tj != ri:
-            p = int(np.searchsorted(dag.ids, t_node(tj)))
-            for k in dag.into[dag.indptr[p]:dag.indptr[p + 1]]:
-                w[k] = 0
+    into_a = dag.into_a
+    # The other ranks' ends weigh nothing, as in the graph; this rank's end weighs most.
+    for tj in range(len(sp.w0)):
+        p = int(np.searchsorted(dag.ids, t_node(tj)))
+        wa[into_a[dag.indptr[p]:dag.indptr[p + 1]]] = big if tj == ri else 0
+    # Per node, its in-edges' sources and weights in edge order (one list per node).
+    src = dag.ui[into_a].tolist()
+    wt = wa[into_a].tolist()
     n = len(dag.ids)
     dist = [0] * n
     prev = list(range(n))
-    into, indptr = dag.into, dag.indptr
+    indptr = dag.indptr
     for x in dag.topo:
         lo, hi = indptr[x], indptr[x + 1]
         if lo == hi:
             continue
-        best, bu = None, x
-        for k in into[lo:hi]:
-            d = dist[ui[k]] + w[k]
-            if best is None or d > best:
-                best, bu = d, ui[k]
-        if best is not None and best >= 0:
+        if hi - lo == 1:
+            d = dist[src[lo]] + wt[lo]
+            if d >= 0:
+                dist[x], prev[x] = d, src[lo]
+            continue
+        best, bu = dist[src[lo]] + wt[lo], src[lo]
+        for k in range(lo + 1, hi):
+            d = dist[src[k]] + wt[k]
+            if d > best:
+                best, bu = d, src[k]
+        if best >= 0:
             dist[x], prev[x] = best, bu
-    del vi
     # The end with the longest distance, the first in topological order on ties.
     top = max(dag.topo, key=dist.__getitem__) if dag.topo else t_pos
     path_pos: list[int] = []
@@ -246,7 +239,7 @@ def longest_into(sp: StepGraph, ri: int, changed: Mapping[tuple[int, int], int] 
         path_pos.append(x)
         cur = x
         x = prev[x]
-    path = [int(dag.ids[i]) for i in reversed(path_pos)]
+    path: list[int] = dag.ids[np.array(path_pos[::-1], dtype=np.int64)].tolist()
     t = t_node(ri)
     if not path or path[-1] != t:
         path.append(t)
@@ -255,28 +248,36 @@ def longest_into(sp: StepGraph, ri: int, changed: Mapping[tuple[int, int], int] 
     return path
 
 
+def _keys(sp: StepGraph) -> tuple[int, np.ndarray, np.ndarray]:
+    """(n, the edges' keys sorted, their order): an edge (u, v) is key (u + shift) * n +
+    (v + shift); computed once per step."""
+    if sp.keys is None:
+        n = int(max(sp.u.max(initial=0), sp.v.max(initial=0))) + 1 + sp.shift
+        key = (sp.u + sp.shift) * n + (sp.v + sp.shift)
+        order = np.argsort(key, kind="stable")
+        sp.keys = (n, key[order], order)
+    return sp.keys
+
+
+def _find(sp: StepGraph, q: np.ndarray) -> np.ndarray:
+    _, skey, order = _keys(sp)
+    if not len(order):
+        return np.full(len(q), -1, dtype=np.int64)
+    i = np.clip(np.searchsorted(skey, q), 0, len(order) - 1)
+    return np.asarray(np.where(skey[i] == q, order[i], -1))
+
+
 def edge_index_pairs(sp: StepGraph, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
     """Row of each ``(u, v)`` pair in the step's edge arrays (-1: not an edge)."""
     if not pairs:
         return np.zeros(0, dtype=np.int64)
-    n = int(max(sp.u.max(initial=0), sp.v.max(initial=0))) + 1 + sp.shift
-    key = (sp.u + sp.shift) * n + (sp.v + sp.shift)
-    order = np.argsort(key, kind="stable")
+    n = _keys(sp)[0]
     q = np.array([(a + sp.shift) * n + (b + sp.shift) for a, b in pairs], dtype=np.int64)
-    if not len(order):
-        return np.full(len(q), -1, dtype=np.int64)
-    i = np.clip(np.searchsorted(key[order], q), 0, len(order) - 1)
-    return np.asarray(np.where(key[order][i] == q, order[i], -1))
+    return _find(sp, q)
 
 
 def edge_index(sp: StepGraph, path: Sequence[int]) -> np.ndarray:
     """Row of each consecutive path pair in the step's edge arrays (-1: not an edge)."""
     p = np.asarray(path, dtype=np.int64) + sp.shift
-    n = int(max(sp.u.max(initial=0), sp.v.max(initial=0))) + 1 + sp.shift
-    key = (sp.u + sp.shift) * n + (sp.v + sp.shift)
-    order = np.argsort(key, kind="stable")
-    q = p[:-1] * n + p[1:]
-    if not len(order):
-        return np.full(len(q), -1, dtype=np.int64)
-    i = np.clip(np.searchsorted(key[order], q), 0, len(order) - 1)
-    return np.where(key[order][i] == q, order[i], -1)
+    n = _keys(sp)[0]
+    return _find(sp, p[:-1] * n + p[1:])

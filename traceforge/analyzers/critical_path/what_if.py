@@ -60,28 +60,21 @@ def check_keys(run: RunGraph, factors: Mapping[str, float]) -> list[str]:
     return notes
 
 
-def edge_factors(run: RunGraph, sp: StepGraph, factors: Mapping[str, float]) -> np.ndarray:
-    """Per step edge: the speedup of its kernel (its family's if given, else its class's),
-    1 for every other edge."""
+def edge_factors(sp: StepGraph, act_factors: Sequence[np.ndarray]) -> np.ndarray:
+    """Per step edge: the speedup of its kernel (``act_factors``: per rank, each
+    activity's, from :meth:`Labels.factors`), 1 for every other edge."""
     f = np.ones(len(sp.u))
     work = np.flatnonzero(np.isin(sp.t, (WORK, COLLECTIVE)))
-    for ri, r in enumerate(run.ranks):
+    for ri, af in enumerate(act_factors):
         k = work[sp.erank[work] == ri]
-        if not len(k):
-            continue
-        a = np.clip(sp.ref[k], 0, None)
-        by_cls = np.array([factors.get(str(c), 1.0) for c in r.acts["cls"].to_numpy()[a]])
-        by_fam = np.array([factors.get(str(x), np.nan) for x in r.acts["family"].to_numpy()[a]])
-        f[k] = np.where(np.isnan(by_fam), by_cls, by_fam)
+        if len(k):
+            f[k] = af[np.clip(sp.ref[k], 0, None)]
     return f
 
 
 def what_if_length(sp: StepGraph, ri: int, f: np.ndarray) -> int:
     """Rank ``ri``'s step length with the work edges divided by ``f``: the longest path
-    into its window end, from its (unchanged) window start."""
+    into its window end, from its (unchanged) window start, on the step's graph."""
     w = np.where(f != 1, np.rint(sp.w / f), sp.w).astype(np.int64)
-    k = np.flatnonzero(w != sp.w)
-    changed = dict(zip(zip(sp.u[k].tolist(), sp.v[k].tolist(), strict=True), w[k].tolist(),
-                       strict=True))
-    e = edge_index(sp, longest_into(sp, ri, changed))
+    e = edge_index(sp, longest_into(sp, ri, w))
     return int(w[e[e >= 0]].sum()) - int(sp.w0[ri] - sp.lo)
