@@ -143,7 +143,7 @@ def test_rows_encoded_from_columns_equal_the_document(monkeypatch: pytest.Monkey
     """``annotate``/``convert`` encode the trace's rows from its columns (events built per
     batch of packets, in write order): the bytes are the old encoder's of the whole dict
     document, for .pftrace and for Chrome JSON, with batches far smaller than the trace."""
-    from tests.pftrace_reference import chrome_to_pftrace as reference
+    from tests.support.pftrace_reference import chrome_to_pftrace as reference
     from traceforge.render import perfetto
     from traceforge.render.annotate import annotated_source
     from traceforge.render.chrome_json import ChromeSource
