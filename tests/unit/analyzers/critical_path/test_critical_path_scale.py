@@ -4,18 +4,17 @@ tables are built when asked for."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
 import traceforge as tf
+from tests.conftest import FIXTURES
 from traceforge.analyzers.critical_path import critical_path
 from traceforge.analyzers.critical_path import step_paths as sp_mod
 from traceforge.forks import ForkError, can_fork, forked_map
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FIX = FIXTURES
 EAGER = FIX / "eager.pt.trace.json.gz"
 
 
