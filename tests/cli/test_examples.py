@@ -221,7 +221,8 @@ def materialize(word: str, cwd: Path, verb: str = "") -> None:
     Kineto names whose stem is a fixture's (``compiled``, ``eager``, ``train`` for the
     two-GPU training run) get that fixture, any other JSON the eager run; ``.sqlite``
     the nsys export (skipped where the shared fixtures are absent); for the ``memory``
-    verb a trace with memory events, and ``*.memory.pickle`` its allocator snapshot; a
+    verb a trace with memory events (a folder: two ranks of it), and ``*.memory.pickle``
+    its allocator snapshot; a
     folder (a path with ``/`` and no trace ending) a two-rank DDP run; ``sweep`` a sweep
     (capture --nproc) folder; ``peaks.json`` a calibrate output. A path the repository
     has (``fixtures/...``) is that file.
@@ -240,6 +241,10 @@ def materialize(word: str, cwd: Path, verb: str = "") -> None:
     elif verb == "memory" and word.endswith(_TRACE_END):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(MEMORY, target)
+    elif verb == "memory" and "/" in word and not Path(word).suffix:
+        target.mkdir(parents=True, exist_ok=True)  # a run's ranks, with memory events
+        for r in (0, 1):
+            shutil.copy(MEMORY, target / f"train.rank{r}.pt.trace.json.gz")
     elif name == "peaks.json":
         from tests.cli.test_roofline_cli import fake_measure
 

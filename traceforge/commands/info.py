@@ -42,7 +42,11 @@ def command(trace: str, steps_from: str | None, include_outliers: bool, table: s
     for t, s in zip(ranks, sums, strict=True):
         who = f" (rank {t.meta.rank})" if len(ranks) > 1 else ""
         sfx = f"_rank{t.meta.rank}" if len(ranks) > 1 else ""
-        tables += [Table(f"facts{sfx}", s.facts_frame(), f"Trace: {trace}{who}"),
+        # Notes under the table (wrapped at the width), not as cells cut to fit it; CSV
+        # keeps them as rows.
+        below = fmt in ("table", "md")
+        tables += [Table(f"facts{sfx}", s.facts_frame(notes=not below), f"Trace: {trace}{who}",
+                         notes=s.notes if below else ()),
                    Table(f"kinds{sfx}", s.kinds, "Events by kind")]
         if len(s.devices) or fmt == "csv":
             tables.append(Table(f"devices{sfx}", s.devices, "Devices (busy % of step windows)"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 import pandas as pd
 
+from traceforge.analyzers.costs.replays import COMPILED, FLOPS_FROM, REPLAY
 from traceforge.analyzers.costs.roofline import BY, TARGET_PCT, RooflineReport, roofline
 from traceforge.analyzers.counters.measured import Measured, measured_kernels
 from traceforge.commands import values
@@ -30,7 +31,7 @@ LABELS = {
     "modelled_pct": "Modelled %", "gflops": "GFLOPs", "gbytes": "GB",
     "intensity": "FLOP/B", "tflops_per_s": "TFLOP/s", "tb_per_s": "TB/s",
     "dtype": "dtype", "bound": "Bound", "pct_of_bound": "% of bound",
-    "pct_of_measured": "% of measured",
+    "pct_of_measured": "% of measured", "work": "Work",
 }
 #: Columns the terminal and Markdown tables leave out (JSON and CSV keep them).
 HIDDEN = ("full_name", "ridge")
@@ -69,19 +70,26 @@ def device_line(r: RooflineReport) -> str:
 @click.option("--launch-skip", "launch_skip", type=values.COUNT, default=0, show_default=True,
               help="With --measured: trace launches of each kernel to pass over before the "
                    "first profiled one (ncu --launch-skip).")
+@click.option("--flops-from", "flops_from", default=None, metavar="EAGER_TRACE",
+              help="An eager trace of the same model: its FLOPs per step stand for the "
+                   "compiled and CUDA-graph-replayed kernels' (no shapes recorded), in the "
+                   "per-op table, as in `mfu --flops-from`; their bytes stay unknown.")
 @step_options
 @format_option
 def command(trace: str, by: str, limit: int, target_pct: float, device: str | None,
             peaks_path: str | None, measured_path: str | None, launch_skip: int,
-            steps_from: str | None, steps_text: str | None,
+            flops_from: str | None, steps_from: str | None, steps_text: str | None,
             step_list: tuple[int, ...], fmt: str) -> None:
     """FLOPs, bytes, arithmetic intensity, achieved TFLOP/s and TB/s per op, kernel or
     class; the bound (compute or memory) and % of it; the time saved at --target-pct.
+    Work says why a row's unmodelled part is unknown (e.g. CUDA-graph replays record no
+    shapes); --flops-from EAGER_TRACE gives compiled runs their FLOPs per step.
     With --measured, a second table puts the counters' measured work beside the model's."""
     rule, steps = resolve_steps(steps_from, steps_text, step_list)
     t = load_trace(trace, rule)
+    eager = load_trace(flops_from, None) if flops_from else None
     r = roofline(t, by=by, steps=steps, device=device, peaks=read_peaks(peaks_path),
-                 target_pct=target_pct)
+                 target_pct=target_pct, flops_from=eager)
     table = r.table if limit <= 0 else r.table.head(limit)
     meas = measured_view(t, r, measured_path, launch_skip)
     if fmt == "json":
@@ -100,6 +108,10 @@ def command(trace: str, by: str, limit: int, target_pct: float, device: str | No
         return
     if r.measured is None:
         table = table.drop(columns=["pct_of_measured", "saved_measured_us"])
+    if (table["work"] == "").all():
+        table = table.drop(columns=["work"])
+    else:  # the reasons in full are in the unmodelled table below
+        table = table.assign(work=table["work"].map(short_work))
     show = table.drop(columns=[*HIDDEN, *(["kernels"] if by == "op" else [])],
                       errors="ignore").rename(columns={
         **LABELS, "saved_us": f"Saved us at {target_pct:g}%",
@@ -121,6 +133,24 @@ def command(trace: str, by: str, limit: int, target_pct: float, device: str | No
         emit(render_frame(show_m.rename(columns=MEASURED_LABELS), fmt,
                           title=f"Measured roofline by kernel: {measured_path}",
                           notes=meas.notes))
+
+
+#: The terminal's and Markdown's ``Work`` cell per reason (JSON keeps the reason in full).
+SHORT_WORK = {REPLAY: "unknown: replay", COMPILED: "unknown: compiled",
+              FLOPS_FROM: "eager FLOPs"}
+
+
+def short_work(work: str) -> str:
+    """A row's ``work`` as a table cell: short, the full reason in the unmodelled table."""
+    if not work:
+        return ""
+    if work in SHORT_WORK:
+        return SHORT_WORK[work]
+    if "no launching op" in work:
+        return "unknown: no op"
+    if "communication" in work:
+        return "unknown: comm"
+    return "unknown: other"
 
 
 def _us(ns: float) -> str:

@@ -138,18 +138,41 @@ def _call_stacks(trace: Trace) -> bool:
     return any(u.get("Call stack") for u in uniq)
 
 
+#: ``memKind`` of CUDA_GPU_MEMORY_USAGE_EVENTS (nsys's ENUM_CUDA_MEM_KIND) that is memory
+#: on the device obtained by cudaMalloc and friends: the series. The others (pageable and
+#: pinned host memory, arrays, managed memory, device-static module globals) are counted
+#: in a note.
+NSYS_DEVICE_KIND = 2
+NSYS_MEM_KINDS = {0: "pageable", 1: "pinned host", 2: "device", 3: "array", 4: "managed",
+                  5: "device static (module globals)", 6: "managed static", 7: "unknown"}
+
+
 def nsys(path: Path, trace: Trace) -> pd.DataFrame:
-    """``CUDA_GPU_MEMORY_USAGE_EVENTS`` of an nsys export, on the trace's time base."""
+    """``CUDA_GPU_MEMORY_USAGE_EVENTS`` of an nsys export, on the trace's time base: the
+    device allocations (``memKind`` device; every row where an export has no memKind)."""
     from traceforge.formats import sqlite_db
 
     table = "CUDA_GPU_MEMORY_USAGE_EVENTS"
     if path.suffix == ".nsys-rep" or table not in sqlite_db.tables(path):
         return frame({}, [], "")
     with sqlite_db.connect(path) as conn:
+        has_kind = "memKind" in sqlite_db.columns(conn, table)
         df = sqlite_db.frame(conn, f"SELECT start, globalPid, deviceId, address, bytes, "
-                                   f"memoryOperationType FROM {table}")
+                                   f"memoryOperationType{', memKind' if has_kind else ''} "
+                                   f"FROM {table}")
+    notes = []
+    if has_kind and not df.empty:
+        kind = pd.to_numeric(df["memKind"], errors="coerce").fillna(-1).to_numpy(np.int64)
+        other = kind != NSYS_DEVICE_KIND
+        alloc = df["memoryOperationType"].to_numpy() != 1
+        for k in np.unique(kind[other & alloc]).tolist():
+            sel = other & alloc & (kind == k)
+            b = int(pd.to_numeric(df["bytes"][sel], errors="coerce").fillna(0).abs().sum())
+            notes.append(f"{int(sel.sum())} allocation(s) of {NSYS_MEM_KINDS.get(k, f'kind {k}')}"
+                         f" memory ({b:,} bytes) are not in the device series")
+        df = df[~other]
     if df.empty:
-        return frame({}, [], "")
+        return frame({}, notes, "")
     session = int(trace.meta.extra.get("nsys_session_start_ns", 0) or 0)
     t0 = trace.meta.base_ns - session
     free = df["memoryOperationType"].to_numpy() == 1
@@ -162,7 +185,8 @@ def nsys(path: Path, trace: Trace) -> pd.DataFrame:
             "delta_bytes": np.where(free, -size, size),
             "pid": np.where(gpid >= 0, (gpid >> 24) & 0xFFFFFF, -1)}
     return frame(cols, ["nsys records cudaMalloc/cudaFree: device memory as a caching "
-                        "allocator reserves it, without tensor-level allocations"],
+                        "allocator reserves it (plus libraries' own cudaMallocs), without "
+                        "tensor-level allocations", *notes],
                  "nsys CUDA memory usage events")
 
 
@@ -234,34 +258,64 @@ class MemorySource:
     """A trace's ``memory_provider``: builds the table from the trace (loading the whole
     trace again when only some kinds were kept) and keeps it beside the cache entry.
 
-    Picklable (traces cross processes): the trace it holds is dropped and re-read there.
+    Analyses add per-event columns computed on the whole trace (each event's op) with
+    :meth:`extend`; they are kept in the same file, so a warm run reads them instead of
+    the rows they came from. Picklable (traces cross processes): the trace it holds is
+    dropped and re-read there.
     """
 
     def __init__(self, path: Path, trace: Trace | None, reload: Callable[[], Trace],
                  entry: Path | None = None, key: str | None = None) -> None:
         self.path, self.trace, self.entry, self.key = path, trace, entry, key
         self.reload = reload  # the whole trace again (picklable: a partial of load)
+        self._whole: Trace | None = None
+        self._table: pd.DataFrame | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "trace": None}
+        return {**self.__dict__, "trace": None, "_whole": None, "_table": None}
 
     def _file(self) -> Path | None:
         return None if self.entry is None else self.entry.with_name(self.entry.stem + SUFFIX)
 
+    def whole(self) -> Trace:
+        """The trace with every row its reader made (read again once when not held)."""
+        if self.trace is not None:
+            return self.trace
+        if self._whole is None:
+            self._whole = self.reload()
+        return self._whole
+
     def __call__(self) -> pd.DataFrame:
+        if self._table is not None:
+            return self._table
         f = self._file()
         if f is not None and self.key is not None:
             got = read_file(f, self.key)
             if got is not None:
+                self._table = got
                 return got
-        trace = self.trace if self.trace is not None else self.reload()
+        trace = self.whole()
         try:
             table = build(self.path, trace)
         except (OSError, ValueError, KeyError, TypeError, msgspec.DecodeError) as e:
             table = frame({}, [f"memory events unreadable ({type(e).__name__}: {e})"], "")
         if f is not None and self.key is not None:
             write_file(f, self.key, table)
+        self._table = table
         return table
+
+    def extend(self, make: Callable[[Trace, pd.DataFrame], dict[str, Any]]) -> pd.DataFrame:
+        """The table with the columns ``make(whole trace, table)`` returns (row numbers in
+        the whole trace's numbering), kept in the file beside the cache entry."""
+        table = self()
+        cols = make(self.whole(), table)
+        out = table.assign(**cols)
+        out.attrs = dict(table.attrs)
+        f = self._file()
+        if f is not None and self.key is not None:
+            write_file(f, self.key, out)
+        self._table = out
+        return cast(pd.DataFrame, out)
 
 
 def attach(trace: Trace, path: Path, full: bool, reload: Callable[[], Trace],
@@ -287,7 +341,11 @@ def read_file(f: Path, key: str) -> pd.DataFrame | None:
         head = msgspec.json.decode((t.schema.metadata or {})[_KEY])
         if not isinstance(head, dict) or head.get("key") != key:
             return None
-        df = pd.DataFrame({c: _column(t.column(c)) for c in MEMORY_COLUMNS})
+        if not set(MEMORY_COLUMNS) <= set(t.column_names):
+            return None
+        # The table's columns, then any an analysis added (:meth:`MemorySource.extend`).
+        extra = [c for c in t.column_names if c not in MEMORY_COLUMNS]
+        df = pd.DataFrame({c: _column(t.column(c)) for c in [*MEMORY_COLUMNS, *extra]})
     except (OSError, KeyError, ValueError, TypeError, msgspec.DecodeError, pa.ArrowException):
         return None
     df.attrs["notes"] = list(head.get("notes", []))

@@ -33,7 +33,13 @@ def render_table(t: Table, fmt: str) -> str:
 
 def drop_empty(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` without the columns that hold no value at all (NaN or "" throughout)."""
-    keep = [c for c in df.columns if not (df[c].dtype.kind == "f" and df[c].isna().all())
-            and not (df[c].dtype == object and len(df) and df[c].isin(["", None]).all())]
+    def blank(s: pd.Series) -> bool:
+        if s.dtype.kind == "f":
+            return bool(s.isna().all())
+        # object, or pandas 3's default "str" dtype (where "" is no longer object)
+        text = s.dtype == object or pd.api.types.is_string_dtype(s.dtype)
+        return bool(text and len(s) and (s.isna() | s.isin([""])).all())
+
+    keep = [c for c in df.columns if not blank(df[c])]
     out: pd.DataFrame = df[keep]
     return out

@@ -7,7 +7,8 @@ N`` (``TRACEFORGE_WIDTH``) when given, and unlimited when output is piped or red
 numeric columns keep every digit (they never wrap or shorten), and in turn
 
 1. the widest text columns are shortened in the middle (``nvjet_sm90_tst…bias_TNN``) to
-   :data:`COMFORTABLE_TEXT` characters;
+   :data:`COMFORTABLE_TEXT` characters (names that would then read alike keep the part
+   where they differ: :func:`~traceforge.render.text.shorten_all`);
 2. number headers wrap between words (``total (us)`` over two lines);
 3. text columns shorten further, the widest first, down to their header's longest word
    (at least :data:`MIN_TEXT`);
@@ -29,7 +30,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 
-from traceforge.render.text import plain, shorten
+from traceforge.render.text import plain, shorten_all
 
 #: Spaces between two columns.
 GAP = 2
@@ -150,7 +151,7 @@ def render(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Se
     from rich.text import Text
 
     widths, gap = fit(headers, columns, numeric, width)
-    fitted = [[c if num else shorten(c, w) for c in col]
+    fitted = [list(col) if num else shorten_all(list(col), w)
               for col, w, num in zip(columns, widths, numeric, strict=True)]
     total = sum(widths) + gap * max(len(widths) - 1, 0)
     buf = io.StringIO()

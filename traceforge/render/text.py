@@ -9,6 +9,8 @@ an HTML page or an SVG chart:
   ``\\u202e``), so a name cannot retitle or clear a terminal, hide text or reorder a line;
 - :func:`shorten`: a long name keeps its start and end around an ellipsis (kernel names
   differ at both ends: templates at the start, tile shapes at the end);
+  :func:`shorten_all` does it for a table's column, keeping the part where two names
+  differ when the usual form would print them alike;
 - :func:`display`: both, cheaply, for tables: a name is cut to :data:`DISPLAY_CAP`
   characters before it is escaped, so a 50 MB name costs no more than a short one (the
   full name stays in JSON and CSV);
@@ -68,6 +70,78 @@ def shorten(s: str, width: int) -> str:
     tail = (width - 1) // 2
     head = width - 1 - tail
     return s[:head] + ELLIPSIS + (s[-tail:] if tail else "")
+
+
+def _split(s: str, width: int, head: int) -> str:
+    return s[:head] + ELLIPSIS + (s[len(s) - (width - 1 - head):] if width - 1 - head else "")
+
+
+def _windows(group: list[str], width: int) -> list[list[str]]:
+    """Ways to show every name of ``group`` (names longer than ``width`` that read alike
+    when shortened the usual way) in ``width`` characters, one rule for all of them, best
+    first: the part where they differ (after their common start, before their common end)
+    kept whole -- before one ellipsis, after it, or between two --, then its start between
+    two ellipses, then the one ellipsis moved off the middle, nearest first."""
+    pre = len(_common(group))
+    short = min(len(s) for s in group)
+    suf = min(len(_common([s[::-1] for s in group])), short - pre)
+    out = []
+    head = max(len(s) - suf for s in group)  # where the last one's differing part ends
+    if head <= width - 2:
+        out.append([_split(s, width, head) for s in group])
+    tail = max(len(s) - pre for s in group)  # from where they start to differ
+    if tail <= width - 2:
+        out.append([_split(s, width, width - 1 - tail) for s in group])
+    core = max(len(s) - suf - pre for s in group)
+    room = width - 2 - core
+    if room >= 2:
+        k1 = min(pre, max(1, room // 2))
+        k2 = room - k1
+        out.append([s[:k1] + ELLIPSIS + s[pre:pre + core] + ELLIPSIS + s[len(s) - k2:]
+                    for s in group])
+    k = max(1, (width - 2) // 5)  # its start, between a little of both ends
+    if width - 2 - 2 * k >= 1:
+        out.append([s[:k] + ELLIPSIS + s[pre:pre + width - 2 - 2 * k] + ELLIPSIS
+                    + s[len(s) - k:] for s in group])
+    mid = width - 1 - (width - 1) // 2
+    heads = sorted(range(1, width - 1), key=lambda h: (abs(h - mid), -h))
+    out += [[_split(s, width, h) for s in group] for h in heads]
+    return out
+
+
+def _common(names: list[str]) -> str:
+    import os.path
+
+    return os.path.commonprefix(names)
+
+
+def shorten_all(names: list[str], width: int) -> list[str]:
+    """``names`` (one table column) each in at most ``width`` characters, shortened in the
+    middle (:func:`shorten`) -- except where two different names would then read alike
+    (``nvjet_sm90_tst_…1_v_bz_bias_TNN`` for three GEMMs): those keep the part where they
+    differ (the ellipsis moved, or start, differing part and end around two ellipses),
+    one rule for the whole group. Names no rule tells apart in ``width`` keep the usual
+    form (the full names are in JSON and CSV)."""
+    short = [shorten(s, width) for s in names]
+    if width < 5:
+        return short
+    groups: dict[str, set[str]] = {}
+    for s, t in zip(names, short, strict=True):
+        if s != t:
+            groups.setdefault(t, set()).add(s)
+    alike = {t: sorted(g) for t, g in groups.items() if len(g) > 1}
+    if not alike:
+        return short
+    taken = set(short)
+    chosen: dict[str, str] = {}
+    for t, group in alike.items():
+        others = taken - {t}
+        for rows in _windows(group, width):
+            if len(set(rows)) == len(rows) and not others & set(rows):
+                chosen.update(zip(group, rows, strict=True))
+                taken |= set(rows)
+                break
+    return [chosen.get(s, t) for s, t in zip(names, short, strict=True)]
 
 
 def display(s: object, cap: int = DISPLAY_CAP) -> str:

@@ -416,9 +416,13 @@ def _comm_fields(cr: CommReport | None) -> dict[str, Any]:
 
 def _overview_row(f: dict[str, Any]) -> dict[str, Any]:
     return {"format": f["format"], "steps": len(f["steps"]), "steps_from": f["step_source"],
-            "step_time_ms": f["step_time_ms"], "gpu_busy_pct": f["gpu_busy_pct"],
+            "step_time_ms": _ms(f["step_time_ns"]), "gpu_busy_pct": f["gpu_busy_pct"],
             "kernels": f["kernels"], "kernels_per_step": f.get("kernels_per_step"),
-            "span_ms": f["span_ms"]}
+            "span_ms": _ms(f["span_ns"])}
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
 
 
 def _facts(overview: pd.DataFrame, bd: pd.DataFrame, ranks: int) -> dict[str, float]:

@@ -32,11 +32,11 @@ BELOW_N = 5
 #: those about measured peaks, which a report has none of).
 OP_COLUMNS = ("rank", "op", "calls", "time_us", "modelled_pct", "gflops", "gbytes",
               "intensity", "tflops_per_s", "tb_per_s", "dtype", "bound", "pct_of_bound",
-              "saved_us")
+              "saved_us", "work")
 #: The same for the per-class table.
 CLASS_COLUMNS = ("rank", "class", "kernels", "time_us", "modelled_pct", "gflops", "gbytes",
                  "intensity", "tflops_per_s", "tb_per_s", "dtype", "bound", "pct_of_bound",
-                 "saved_us")
+                 "saved_us", "work")
 #: Columns of the FLOPs-utilization table (``traceforge mfu`` without model FLOPs or peaks
 #: files: hardware FLOPs utilization only).
 MFU_COLUMNS = ("rank", "step", "time_ms", "gflops", "modelled_pct", "dtype", "peak_tflops",
@@ -109,7 +109,8 @@ def _ranked(parts: Sequence[tuple[int, pd.DataFrame]], cols: Sequence[str]) -> p
 
 def gather(traces: Sequence[Trace], *, flops_from: Trace | None = None) -> RooflineTables:
     """Roofline and FLOPs utilization of each rank's trace (ranks in the given order);
-    ``flops_from``: as ``traceforge mfu --flops-from``, for traces without op shapes."""
+    ``flops_from``: as ``traceforge mfu --flops-from`` and ``roofline --flops-from``, for
+    traces whose own ops model no FLOPs (compiled, CUDA-graph replays)."""
     ops, classes, below, totals, steps = [], [], [], [], []
     notes: list[str] = []
     chart: dict[str, Any] = {}
@@ -117,7 +118,14 @@ def gather(traces: Sequence[Trace], *, flops_from: Trace | None = None) -> Roofl
     device = source = ""
     for i, t in enumerate(traces):
         rank = rank_of(t, i)
-        r = roofline(t)
+        m = mfu(t)
+        # Only a run whose own ops model no FLOPs (compiled) takes an eager trace's: a
+        # report of eager and compiled runs keeps the eager run's own.
+        eager = (flops_from if flops_from is not None
+                 and m.steps["gflops"].fillna(0).eq(0).all() else None)
+        r = roofline(t, flops_from=eager)
+        if eager is not None:
+            m = mfu(t, flops_from=eager)
         if i == 0:
             chart, chart_rank = chart_data(r), rank
             if r.device is not None:
@@ -131,11 +139,6 @@ def gather(traces: Sequence[Trace], *, flops_from: Trace | None = None) -> Roofl
             "time_us": tot["time_ns"] / 1e3, "modelled_us": tot["modelled_ns"] / 1e3,
             "unmodelled_us": tot["unmodelled_ns"] / 1e3, "saved_us": tot["saved_ns"] / 1e3,
         }])))
-        m = mfu(t)
-        # Only a run whose own ops model no FLOPs (compiled) takes an eager trace's: a
-        # report of eager and compiled runs keeps the eager run's own.
-        if flops_from is not None and m.steps["gflops"].fillna(0).eq(0).all():
-            m = mfu(t, flops_from=flops_from)
         steps.append((rank, m.steps))
         for n in (*r.notes, *m.notes):
             if n not in notes:
@@ -144,7 +147,7 @@ def gather(traces: Sequence[Trace], *, flops_from: Trace | None = None) -> Roofl
     return RooflineTables(
         by_op=_ranked(ops, OP_COLUMNS), by_class=_ranked(classes, CLASS_COLUMNS),
         below=_ranked(below, ["rank", "op", "time_us", "pct_of_bound", "bound", "dtype",
-                              "tflops_per_s", "tb_per_s", "saved_us"]),
+                              "tflops_per_s", "tb_per_s", "saved_us", "work"]),
         totals=_ranked(totals, total_cols), mfu=_ranked(steps, MFU_COLUMNS),
         chart=chart, chart_rank=chart_rank, device=device, device_source=source,
         notes=tuple(notes))

@@ -7,6 +7,7 @@ of the verbs on the bundled samples at 100 columns.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from tests.conftest import REPO, cli_main
 from traceforge.render import terminal
 from traceforge.render.frame import render_frame
-from traceforge.render.text import plain
+from traceforge.render.text import plain, shorten, shorten_all
 
 TRANSCRIPT = REPO / "docs" / "terminal-100.txt"
 VERBS = (["top-kernels"], ["idle"], ["launch"], ["critical-path"])
@@ -69,6 +70,40 @@ def test_names_shorten_in_the_middle_and_numbers_stay_whole() -> None:
     assert "1,234,567" in row and "9.877" in row and "(s)" in out
     # piped (no width): whole rows, whatever their length
     assert "nn_align2" in render_frame(df, "table", width=None).splitlines()[-1]
+
+
+#: Three GEMMs of the H100 sample whose names differ only in the middle (issue 25, item 3).
+NVJET = ["nvjet_sm90_tst_24x64_64x16_4x1_v_bz_bias_TNN",
+         "nvjet_sm90_tst_40x64_64x16_4x1_v_bz_bias_TNN",
+         "nvjet_sm90_tst_8x64_64x16_2x1_v_bz_bias_TNN"]
+
+
+@pytest.mark.parametrize("width", [31, 24, 16, 12, 8])
+def test_names_alike_at_both_ends_keep_the_part_that_differs(width: int) -> None:
+    # The usual middle cut prints them alike (the bug) ...
+    assert len({shorten(n, width) for n in NVJET}) == 1
+    others = ["nvjet_sm90_tst_128x64_64x8_4x1_v_bz_bias_TNT", "aten::mm", "aten::mm"]
+    got = shorten_all([*NVJET, *others], width)
+    assert all(len(g) <= width for g in got)
+    # ... shortened together they stay apart, showing where they differ,
+    assert len(set(got[:3])) == 3
+    if width >= 12:
+        for g, tile in zip(got[:3], ("24x64", "40x64", "8x64"), strict=True):
+            assert tile in g, (g, width)
+    # and what did not collide is left as the usual cut makes it (equal names stay equal).
+    assert got[3:] == [shorten(n, width) for n in others]
+
+
+def test_top_kernels_names_stay_distinguishable_at_100_columns() -> None:
+    code, out, err = cli_main("top-kernels", "sample:h100-eager", "-n", "0", "--width", "100")
+    assert code == 0, err
+    code, js, err = cli_main("top-kernels", "sample:h100-eager", "-n", "0", "--format", "json")
+    full = [r["name"] for r in json.loads(js)]
+    lines = out.splitlines()
+    rule = next(i for i, ln in enumerate(lines) if ln.startswith("━"))
+    shown = [ln.split("  ")[0] for ln in lines[rule + 1:rule + 1 + len(full)]]
+    assert len(set(shown)) == len(set(full)) == len(full)
+    assert any("24x64" in s for s in shown) and any("40x64" in s for s in shown)
 
 
 def test_width_comes_from_the_option_the_environment_or_the_terminal(

@@ -4,8 +4,10 @@ Every kernel gets the work of the op call that launched it
 (:func:`traceforge.analyzers.costs.flops.op_work`); an op call that launched several kernels
 shares its work among them in proportion to their durations. Device-to-device copies and
 memsets carry their own byte counts; host-device and peer copies, communication kernels,
-compiled regions and ops outside the model get a reason instead, so they show up as
-unmodelled time rather than vanish. :func:`timeline` and :func:`select` give the
+compiled regions, CUDA-graph replays and ops outside the model get a reason instead, so
+they show up as unmodelled time rather than vanish (a replayed kernel may take the work of
+the same kernel launched outside the graph: :mod:`~traceforge.analyzers.costs.replays`).
+:func:`timeline` and :func:`select` give the
 activities and step windows the roofline and MFU start from: the one place they touch the
 shared timeline model.
 """
@@ -22,6 +24,7 @@ import pandas as pd
 from traceforge.analyzers.costs.flops import op_work
 from traceforge.analyzers.costs.op_calls import op_calls
 from traceforge.analyzers.costs.operands import DTYPES, Work, unknown
+from traceforge.analyzers.costs.replays import COMPILED, REPLAY, match_replays
 from traceforge.analyzers.timeline.core import timeline as shared_timeline
 from traceforge.errors import AnalysisError
 from traceforge.model import Trace
@@ -66,7 +69,6 @@ def _list_dtype(args: list[dict[str, Any]], calls: np.ndarray) -> str | None:
 
 #: Ops that stand for a whole torch.compile graph; their kernels have no per-op shapes.
 _COMPILED_OPS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
-_COMPILED = "compiled region: no per-op shapes recorded (MFU: --flops-from an eager trace)"
 _COMM = "communication: bound by the interconnect, not HBM (see traceforge overlap)"
 
 
@@ -138,7 +140,9 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
         idx = np.flatnonzero(is_k)
         comm = cls[idx] == "communication"
         has = op_row[idx] >= 0
-        reason[idx[~has]] = np.where(comm[~has], _COMM, "no launching op in the trace")
+        replayed = acts["replay"].to_numpy()[idx] >= 0
+        reason[idx[~has]] = np.where(comm[~has], _COMM, np.where(
+            replayed[~has], REPLAY, "no launching op in the trace"))
         j, shj, cntj, comm = idx[has], sh[has], cnt[has], comm[has]
         code = calls.codes[np.searchsorted(rows, op_row[j])]
         share[j], per_op[j] = shj, cntj
@@ -148,8 +152,8 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
             names, name_codes = _labels(acts["op_name"].to_numpy()[u])
             compiled = np.array([n.startswith(_COMPILED_OPS) for n in names] + [False])
             why = np.array([w.reason for w in per_call], dtype=object)[code[~known]]
-            reason[u] = np.where(comm[~known], _COMM,
-                                 np.where(compiled[name_codes], _COMPILED, why))
+            reason[u] = np.where(comm[~known], _COMM, np.where(
+                replayed[has][~known], REPLAY, np.where(compiled[name_codes], COMPILED, why)))
         kn, c = j[known], code[known]
         flops[kn] = np.array([w.flops if w.known else 0.0 for w in per_call])[c] * shj[known]
         nbytes[kn] = np.array([w.bytes if w.known else 0.0 for w in per_call])[c] * shj[known]
@@ -172,4 +176,5 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
     out = acts.assign(flops=flops, bytes=nbytes, dtype=dtype, family=family,
                       modelled=reason == "", reason=reason, op_share=share,
                       op_kernels=per_op)
-    return out, notes
+    out, matched = match_replays(trace, out)
+    return out, notes + matched

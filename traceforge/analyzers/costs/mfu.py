@@ -10,7 +10,9 @@
   idle time inside the step counts, as it does for the user's throughput.
 * ``flops_from``: a compiled run's trace records no per-op shapes, so its FLOPs come from
   an eager trace of the same model (the mean FLOPs of that trace's steps): eager and
-  compiled utilization then divide the same math.
+  compiled utilization then divide the same math. Without it, a step whose ops model no
+  FLOPs while some of its GPU time has unknown work shows FLOPs and HFU as unknown
+  (NaN, ``flops_source`` "unknown: no shapes recorded"), not 0.
 
 ``*_measured_pct`` divide by a measured peak (``traceforge calibrate``) instead.
 """
@@ -128,6 +130,13 @@ def mfu(trace: Trace, *, steps: Sequence[int] | None = None,
         source = f"mean of {len(src)} steps of {flops_from.meta.path or 'the eager trace'}"
         if spread > 0.01:
             notes.append(f"--flops-from: its steps' FLOPs differ by {100 * spread:.1f}%.")
+    sources = np.full(len(per), source, dtype=object)
+    if flops_from is None and len(per):
+        # A step whose kernels' work is unknown (compiled, graph replays) and whose ops
+        # model no FLOPs has unknown FLOPs, not zero: no HFU either.
+        unknown = ((per["flops"] == 0) & (per["modelled_ns"] < per["busy_ns"])).to_numpy()
+        per.loc[unknown, "flops"] = math.nan
+        sources[unknown] = "unknown: no shapes recorded"
     if dtype:
         per["key"] = dtype
         per["dtype"] = dtype
@@ -138,7 +147,7 @@ def mfu(trace: Trace, *, steps: Sequence[int] | None = None,
         "step": per["step"].astype(np.int64),
         "time_ms": per["window_ns"] / 1e6,
         "gflops": per["flops"] / 1e9,
-        "flops_source": source,
+        "flops_source": sources,
         "modelled_pct": np.where(per["busy_ns"] > 0,
                                  100.0 * per["modelled_ns"] / per["busy_ns"].where(
                                      per["busy_ns"] > 0, 1), np.nan),
@@ -162,7 +171,7 @@ def mfu(trace: Trace, *, steps: Sequence[int] | None = None,
             out["model_gflops"] = (mf / 1e9) if mf else math.nan
             out["mfu_pct"] = 100.0 * model_rate / peak
             out["mfu_measured_pct"] = 100.0 * model_rate / mpeak
-        if (per["flops"] == 0).all() and flops_from is None:
+        if per["flops"].fillna(0).eq(0).all() and flops_from is None:
             notes.append("No modelled FLOPs in these steps (no operator shapes, or a compiled "
                          "region): give --flops-from EAGER_TRACE, --model-flops or --params "
                          "and --tokens.")

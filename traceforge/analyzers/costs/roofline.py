@@ -11,8 +11,13 @@ term is the larger (its intensity is past the dtype's ridge point ``peak / bandw
   (= achieved TFLOP/s over peak when compute-bound, TB/s over bandwidth when memory-bound).
 * ``saved_us`` = what running at ``target_pct`` % of the ceiling would save:
   ``max(0, time - ideal / target)`` summed over activities.
-* Activities whose work is unknown (no launching op, no shapes, an op outside the model)
-  count as *unmodelled time*: shown in every table, never dropped.
+* Activities whose work is unknown (no launching op, no shapes, an op outside the model,
+  a CUDA-graph replay) count as *unmodelled time*: shown in every table, never dropped;
+  each row's ``work`` says why its unmodelled part is unknown (``unknown: graph replay,
+  no shapes recorded``), blank when all of it is modelled.
+* Compiled regions and graph replays: :mod:`~traceforge.analyzers.costs.replays` (the
+  same kernel launched outside the graph with shapes; ``flops_from``: an eager trace's
+  FLOPs per step, counted in the per-op table only, bytes unknown).
 
 Peaks come from the shipped datasheet table (:mod:`traceforge.analyzers.costs.devices`) and,
 when given, from a measured peaks file (``traceforge calibrate``): ``pct_of_measured`` and
@@ -47,6 +52,8 @@ from traceforge.analyzers.costs.ceilings import (
     with_ceilings,
 )
 from traceforge.analyzers.costs.devices import DevicePeaks, MeasuredPeaks
+from traceforge.analyzers.costs.replays import flops_from as shared_flops
+from traceforge.analyzers.costs.replays import step_flops
 from traceforge.analyzers.names.kernel_names import short_name
 from traceforge.errors import UsageError
 from traceforge.model import Tables, Trace
@@ -58,7 +65,7 @@ BY: tuple[str, ...] = ("op", "kernel", "class")
 
 _METRICS = ("time_us", "modelled_pct", "gflops", "gbytes", "intensity", "tflops_per_s",
             "tb_per_s", "dtype", "ridge", "bound", "pct_of_bound", "pct_of_measured",
-            "saved_us", "saved_measured_us")
+            "saved_us", "saved_measured_us", "work")
 #: Columns of :attr:`RooflineReport.table` per ``by``.
 COLUMNS: dict[str, tuple[str, ...]] = {
     "op": ("op", "calls", "kernels", *_METRICS),
@@ -76,7 +83,8 @@ class RooflineReport(Tables):
     ``kernels``: one row per GPU activity (``row`` = event row), with its work, ceilings,
     achieved ``tflops_per_s``/``tb_per_s``, ``bound``, ``pct_of_bound`` and ``saved_ns``.
     ``totals``: time_ns, modelled_ns, unmodelled_ns, flops, bytes, saved_ns,
-    saved_measured_ns. ``unmodelled``: op, reason, kernels, time_us, pct (of all time).
+    saved_measured_ns, flops_from_eager (FLOPs given by ``flops_from``, not in ``flops``).
+    ``unmodelled``: op, reason, kernels, time_us, pct (of all time).
     """
 
     table: pd.DataFrame
@@ -102,16 +110,29 @@ def _dominant(k: pd.DataFrame, key: str, col: str, weight: pd.Series) -> pd.Seri
     return res
 
 
-def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None) -> pd.DataFrame:
-    """Aggregate activities by ``key`` into the roofline columns."""
+def _work(reason: str) -> str:
+    """A row's ``work`` for the unmodelled part's reason: says the work is unknown and why."""
+    if not reason or reason.startswith(("work unknown", "FLOPs from")):
+        return reason
+    return reason if "unknown" in reason.split(":")[0] else f"work unknown: {reason}"
+
+
+def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None,
+           shared: bool = False) -> pd.DataFrame:
+    """Aggregate activities by ``key`` into the roofline columns; ``shared``: count the
+    FLOPs of ``flops_only`` activities (a step's eager FLOPs, per op only)."""
     if k.empty:
         empty: pd.DataFrame = pd.DataFrame()
         return empty
     m = k["modelled"].to_numpy()
+    fo = (k["flops_only"].to_numpy(dtype=bool) if shared and "flops_only" in k
+          else np.zeros(len(k), dtype=bool))
     dur = k["dur"].to_numpy().astype(float)
     z = pd.DataFrame({
         key: k[key].to_numpy(), "time": dur, "n": 1, "mod": np.where(m, dur, 0.0),
-        "nmod": m.astype(np.int64),
+        "nmod": m.astype(np.int64), "nfo": fo.astype(np.int64),
+        "fot": np.where(fo, dur, 0.0),
+        "fofl": np.where(fo, np.nan_to_num(k["flops"].to_numpy(dtype=float)), 0.0),
         "fl": np.where(m, k["flops"].to_numpy(dtype=float), 0.0),
         "by": np.where(m, k["bytes"].to_numpy(dtype=float), 0.0),
         "comp": np.where(m, k["compute_ns"].to_numpy(dtype=float), 0.0),
@@ -128,10 +149,25 @@ def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None) -> pd.DataFram
     mod_w = pd.Series(np.where(m, dur, 0.0), index=k.index)
     dtype = _dominant(k, key, "dtype", mod_w)
     ceiling = _dominant(k, key, "ceiling", mod_w)
-    has = (g["nmod"] > 0) & (g["noideal"] == 0)
-    mhas = (g["nmod"] > 0) & (g["nomideal"] == 0)
+    # A row with kernels given a step's eager FLOPs (bytes unknown) has no bound: its
+    # modelled part alone (memsets, copies) would speak for the whole row.
+    has = (g["nmod"] > 0) & (g["noideal"] == 0) & (g["nfo"] == 0)
+    mhas = (g["nmod"] > 0) & (g["nomideal"] == 0) & (g["nfo"] == 0)
     mod = g["mod"]
     ck = ceiling.reindex(g.index).fillna("")
+    if fo.any():
+        dtype = _dominant(k, key, "dtype", pd.Series(np.where(m | fo, dur, 0.0),
+                                                     index=k.index))
+    # Why the unmodelled part of each row is unknown: its largest reason by time.
+    unm = ~m & ~fo
+    why = _dominant(k.assign(why=np.where(fo, k["reason"], "")), key, "why",
+                    pd.Series(np.where(fo, dur, 0.0), index=k.index))
+    why = why.combine_first(_dominant(k, key, "reason",
+                                      pd.Series(np.where(unm, dur, 0.0), index=k.index)))
+    flt = mod + g["fot"]
+    fl_all = g["fl"] + g["fofl"]
+    # A row with kernels of unknown work and no known FLOPs has unknown FLOPs, not zero.
+    nofl = (g["n"] > g["nmod"] + g["nfo"]) & (fl_all == 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = pd.DataFrame({
             key: g.index.to_numpy(),
@@ -140,10 +176,12 @@ def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None) -> pd.DataFram
             "time_us": g["time"].to_numpy() / 1e3,
             "modelled_pct": np.where(g["time"] > 0, 100.0 * mod / g["time"].where(
                 g["time"] > 0, 1), np.where(g["nmod"] > 0, 100.0, 0.0)),
-            "gflops": np.where(g["nmod"] > 0, g["fl"] / 1e9, np.nan),
+            "gflops": np.where(((g["nmod"] + g["nfo"]) > 0) & ~nofl, fl_all / 1e9, np.nan),
             "gbytes": np.where(g["nmod"] > 0, g["by"] / 1e9, np.nan),
-            "intensity": np.where(g["by"] > 0, g["fl"] / g["by"], np.nan),
-            "tflops_per_s": np.where(mod > 0, g["fl"] / mod / 1e3, np.nan),
+            "intensity": np.where((g["by"] > 0) & ~nofl & (g["nfo"] == 0), g["fl"] / g["by"],
+                                  np.nan),
+            "tflops_per_s": np.where((flt > 0) & ~nofl, fl_all / flt.where(flt > 0, 1) / 1e3,
+                                     np.nan),
             "tb_per_s": np.where(mod > 0, g["by"] / mod / 1e3, np.nan),
             "dtype": dtype.reindex(g.index).fillna("").to_numpy(),
             "ridge": [(device.ridge(c) or math.nan) if device and c and f > 0 else math.nan
@@ -153,6 +191,7 @@ def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None) -> pd.DataFram
             "pct_of_measured": np.where(mhas & (mod > 0), 100.0 * g["mideal"] / mod, np.nan),
             "saved_us": np.where(has, g["saved"] / 1e3, np.nan),
             "saved_measured_us": np.where(mhas, g["msaved"] / 1e3, np.nan),
+            "work": [_work(str(w)) for w in why.reindex(g.index).fillna("")],
         })
     res: pd.DataFrame = out.sort_values(["time_us", key], ascending=[False, True],
                                         kind="stable").reset_index(drop=True)
@@ -161,7 +200,8 @@ def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None) -> pd.DataFram
 
 def _table(k: pd.DataFrame, by: str, device: DevicePeaks | None) -> pd.DataFrame:
     if by == "op":
-        t = _group(k.assign(op=k["op_name"].where(k["op_name"] != "", "(no op)")), "op", device)
+        t = _group(k.assign(op=k["op_name"].where(k["op_name"] != "", "(no op)")), "op", device,
+                   shared=True)
     elif by == "class":
         t = _group(k.assign(**{"class": k["cls"]}), "class", device)
     else:
@@ -199,13 +239,16 @@ def _unmodelled(k: pd.DataFrame, total_ns: float) -> pd.DataFrame:
 
 def roofline(trace: Trace, *, by: str = "op", steps: Sequence[int] | None = None,
              device: str | DevicePeaks | None = None, peaks: MeasuredPeaks | None = None,
-             target_pct: float = TARGET_PCT) -> RooflineReport:
+             target_pct: float = TARGET_PCT, flops_from: Trace | None = None
+             ) -> RooflineReport:
     """Achieved TFLOP/s and TB/s per op (``by="op"``), kernel or kernel class against the
     device's ceilings (see the module docstring for every definition).
 
     ``device``: a device key or name overriding the trace's metadata (unknown: a note, and
     achieved rates only). ``peaks``: measured ceilings (:func:`~traceforge.analyzers.
     devices.load_peaks`). ``target_pct``: the share of the ceiling ``saved_us`` aims at.
+    ``flops_from``: an eager trace of the same model whose FLOPs per step stand for the
+    compiled and replayed kernels' (:func:`~traceforge.analyzers.costs.replays.flops_from`).
     """
     if by not in BY:
         raise UsageError(f"--by {by!r}: choose from {', '.join(BY)}")
@@ -226,6 +269,11 @@ def roofline(trace: Trace, *, by: str = "op", steps: Sequence[int] | None = None
                      reason=np.where(nob, "bytes unknown: no input dtypes recorded",
                                      k["reason"].to_numpy()))
     notes += wn
+    if flops_from is not None:
+        ek, _ = activity_work(flops_from, timeline(flops_from)[0])
+        k, fn = shared_flops(k, step_flops(ek), flops_from.meta.path or "the eager trace",
+                             steps)
+        notes += fn
     k = with_ceilings(k, dev, peaks, target_pct / 100.0)
     total = float(k["dur"].sum())
     mod = float(k.loc[k["modelled"], "dur"].sum())
@@ -235,6 +283,8 @@ def roofline(trace: Trace, *, by: str = "op", steps: Sequence[int] | None = None
         "bytes": float(k.loc[k["modelled"], "bytes"].sum()),
         "saved_ns": float(k["saved_ns"].sum(min_count=1)),
         "saved_measured_ns": float(k["saved_measured_ns"].sum(min_count=1)),
+        "flops_from_eager": (float(k.loc[k["flops_only"], "flops"].sum())
+                             if "flops_only" in k else 0.0),
     }
     un = _unmodelled(k, total)
     if total and total - mod > 0:
@@ -313,13 +363,14 @@ def below_bound(report: RooflineReport, n: int = 5) -> pd.DataFrame:
     """The ops with the most time at stake: furthest below their bound, weighted by time.
 
     Columns: op, time_us, pct_of_bound, bound, dtype, tflops_per_s, tb_per_s, saved_us
-    (at the report's target_pct), sorted by saved_us. Input for the report's findings.
+    (at the report's target_pct), work (why part of it is unknown), sorted by saved_us.
+    Input for the report's findings.
     """
     k = report.kernels
     t = _table(k, "op", report.device)
     t = t[t["saved_us"].notna() & (t["saved_us"] > 0)]
     cols = ["op", "time_us", "pct_of_bound", "bound", "dtype", "tflops_per_s", "tb_per_s",
-            "saved_us"]
+            "saved_us", "work"]
     res: pd.DataFrame = t.sort_values("saved_us", ascending=False)[cols].head(n)
     return res.reset_index(drop=True)  # type: ignore[no-any-return]
 

@@ -11,12 +11,13 @@ in time order; launches beyond either side's count stay unmatched and are counte
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from traceforge.model import Trace
+from traceforge.model import Trace, coded
 
 _NS = re.compile(r"\b[A-Za-z_]\w*::")
 _CAST = re.compile(r"\((?:unsigned |signed )?(?:int|long|char|short|bool|long long)\)")
@@ -66,19 +67,29 @@ class Join:
     notes: tuple[str, ...]
 
 
+def _each(names: pd.Series, key: Callable[[str], str]) -> np.ndarray:
+    """``key`` of every name, computed once per distinct name (a trace repeats a few
+    hundred kernel names over tens of thousands of launches), taken through the
+    column's codes (no string per row)."""
+    codes, labels = coded(names)
+    keys = np.array([key(str(u)) for u in labels], dtype=object)
+    out: np.ndarray = keys[codes]
+    return out
+
+
 def join(trace: Trace, launches: pd.DataFrame, *, skip: int = 0) -> Join:
     """Match ``launches`` (a counter table's per-launch rows) to ``trace``'s kernels."""
     ev = trace.events
     k = ev[ev["kind"] == "kernel"].sort_values("ts", kind="stable")
-    tnames = k["name"].astype(str).to_numpy()
-    tkeys = np.array([kernel_key(n) for n in tnames], dtype=object)
+    tnames = k["name"]
+    tkeys = _each(tnames, kernel_key)
     lk = launches.sort_values("launch", kind="stable")
-    lkeys = np.array([kernel_key(n) for n in lk["kernel"].astype(str)], dtype=object)
+    lkeys = _each(lk["kernel"], kernel_key)
     # Fall back to the bare function name for profiled keys the trace never spells alike.
     tset = set(tkeys.tolist())
     if not set(lkeys.tolist()) <= tset:
-        tb = np.array([base_key(n) for n in tnames], dtype=object)
-        lb = np.array([base_key(n) for n in lk["kernel"].astype(str)], dtype=object)
+        tb = _each(tnames, base_key)
+        lb = _each(lk["kernel"], base_key)
         lkeys = np.where(np.isin(lkeys, list(tset)), lkeys, lb)
         tkeys = np.where(np.isin(tkeys, lkeys), tkeys, tb)
     rows_t = k.index.to_numpy()

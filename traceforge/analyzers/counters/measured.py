@@ -29,7 +29,7 @@ import pandas as pd
 from traceforge.analyzers.costs.devices import DevicePeaks
 from traceforge.analyzers.counters.join import Join, join
 from traceforge.analyzers.names.kernel_names import display_names
-from traceforge.model import Trace
+from traceforge.model import Trace, strings
 
 MEASURED_COLUMNS = ("kernel", "full_name", "calls", "matched", "gpu_us", "modelled_gflop",
                     "measured_gflop", "flop_ratio", "modelled_gbytes", "measured_gbytes",
@@ -67,9 +67,11 @@ def measured_kernels(trace: Trace, launches: pd.DataFrame, *, counter_notes: Seq
     kern = ev[ev["kind"] == "kernel"]
     if rows is not None:
         kern = kern.loc[kern.index.intersection(pd.Index(rows))]
-    names = kern["name"].astype(str)
+    # Names as object strings taken through the categories (astype(str) converts every
+    # row, and on pandas 3 builds Arrow strings: slow over a large trace's events).
+    names = pd.Series(strings(kern["name"]), index=kern.index, dtype=object)
     per = j.pairs.merge(launches, on="launch", how="left")
-    per["name"] = ev["name"].astype(str).reindex(per["row"]).to_numpy()
+    per["name"] = strings(ev["name"].reindex(per["row"]))
     notes = list(counter_notes) + list(j.notes)
     if per.empty:
         notes.append("no trace kernel matched a profiled launch: nothing measured")
@@ -83,7 +85,7 @@ def measured_kernels(trace: Trace, launches: pd.DataFrame, *, counter_notes: Seq
         dtype.rename("dtype"))
     if modelled is not None and len(modelled):
         m = modelled[modelled["row"].isin(kern.index)]
-        mn = ev["name"].astype(str).reindex(m["row"]).to_numpy()
+        mn = strings(ev["name"].reindex(m["row"]))
         ok = m["modelled"].to_numpy()
         mm = pd.DataFrame({"name": mn, "f": np.where(ok, m["flops"], np.nan),
                            "b": np.where(ok, m["bytes"], np.nan)}).groupby("name")

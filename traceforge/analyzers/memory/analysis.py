@@ -22,14 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.timeline.stacks import innermost
 from traceforge.analyzers.timeline.steps import host_steps
-from traceforge.model import Tables, Trace, coded, pair_codes
+from traceforge.model import Tables, Trace, coded, pair_codes, strings
 
 RECORDED = "recorded"
 GROWTH = "growth"  # since the window began: see the module docstring
@@ -59,17 +59,20 @@ class MemoryReport(Tables):
         return self.devices.empty
 
 
-def _labels(m: pd.DataFrame) -> np.ndarray:
-    """``cuda:0``, ``hip:1``, ``cpu``: one string per distinct (type, device), not per row."""
+def _labels(m: pd.DataFrame) -> pd.Categorical:
+    """``cuda:0``, ``hip:1``, ``cpu``: one string per distinct (type, device), not per row
+    (categories in sorted order, as the per-device tables list them)."""
     if m.empty:
-        return np.zeros(0, dtype=object)
+        return pd.Categorical([])
     kinds, labels = coded(m["device_type"])
     dev = m["device"].to_numpy()
     codes, _ = pair_codes(kinds, dev)
     first = np.unique(codes, return_index=True)[1]
     names = np.array([str(labels[kinds[i]]).lower() + ("" if dev[i] < 0 else f":{dev[i]}")
                       for i in first.tolist()], dtype=object)
-    out: np.ndarray = names[codes]
+    uniq, inverse = np.unique(names, return_inverse=True)
+    out: pd.Categorical = pd.Categorical.from_codes(
+        np.asarray(inverse, dtype=np.int64)[codes], categories=pd.Index(uniq.astype(str)))
     return out
 
 
@@ -77,14 +80,16 @@ def _labels(m: pd.DataFrame) -> np.ndarray:
 class Prepared:
     """The memory table in time order with what every analysis needs per row."""
 
-    m: pd.DataFrame  # the table, plus: label, allocated, reserved, op, op_row
+    m: pd.DataFrame  # the table, plus: label, allocated, reserved, op, op_row, op_code
     totals: dict[str, str]  # device label -> RECORDED or GROWTH
     notes: tuple[str, ...]
+    op_names: np.ndarray  # op_code -> op name ("": none)
 
 
 def prepare(trace: Trace, ops: bool = True) -> Prepared:
     """Allocated/reserved series per device and (``ops``) each event's op (module doc)."""
-    m = trace.memory().reset_index(drop=True)
+    m = _with_ops(trace) if ops else trace.memory()
+    m = m.reset_index(drop=True)
     notes = list(m.attrs.get("notes", []))
     m = m.assign(label=_labels(m))
     alloc = m["allocated_bytes"].to_numpy().astype(np.float64)
@@ -92,7 +97,7 @@ def prepare(trace: Trace, ops: bool = True) -> Prepared:
     delta = m["delta_bytes"].to_numpy()
     oom = (m["event"] == "oom").to_numpy()
     totals: dict[str, str] = {}
-    for lab, idx in m.groupby("label", sort=True).indices.items():
+    for lab, idx in m.groupby("label", sort=True, observed=True).indices.items():
         rec = bool((alloc[idx] >= 0).all())
         totals[str(lab)] = RECORDED if rec else GROWTH
         if not rec:
@@ -101,31 +106,49 @@ def prepare(trace: Trace, ops: bool = True) -> Prepared:
             resv[idx] = np.nan  # not recorded; host memory has no reserve
     m["allocated"] = alloc.astype(np.int64)
     m["reserved"] = resv
-    # Kept with the trace's derived tables: a warm run reads the ops instead of a lookup
-    # among every op range (the memory table's rows are the source's, in a fixed order).
-    op, op_row = (trace.derived("memory_ops", lambda: _ops(trace, m)) if ops else
-                  (np.full(len(m), "", dtype=object), np.full(len(m), -1, dtype=np.int64)))
-    m["op"], m["op_row"] = op, op_row
-    return Prepared(m, totals, tuple(notes))
+    # Each event's op as a code into a few names (groupbys on ints), and as an object
+    # column (not pandas' inferred Arrow strings, slow to convert per row).
+    code, names = coded(m["op"]) if ops else (np.full(len(m), -1, np.int64),
+                                               np.array([""], dtype=object))
+    m["op_code"] = np.where(code < 0, len(names) - 1, code)  # coded: -1 is the last, ""
+    m["op"] = pd.Series(names[m["op_code"].to_numpy()], index=m.index, dtype=object)
+    if not ops:
+        m["op_row"] = np.full(len(m), -1, np.int64)
+    return Prepared(m, totals, tuple(notes), names)
 
 
-def _ops(trace: Trace, m: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _with_ops(trace: Trace) -> pd.DataFrame:
+    """The memory table with each event's op (``op``, ``op_row`` in the whole trace's row
+    numbering). Computed once on the whole trace and kept with the memory table beside
+    the cache entry (:meth:`~traceforge.formats.memory.MemorySource.extend`), so a warm
+    run reads them instead of every op range; a trace without that source gets them
+    from its own rows."""
+    m = trace.memory()
+    if "op" in m.columns and "op_row" in m.columns:
+        return m
+    # The reader's provider (formats.memory.MemorySource) keeps them; others have none.
+    extend = getattr(trace.memory_provider, "extend", None)
+    m = cast(pd.DataFrame, extend(_ops) if callable(extend) else m.assign(**_ops(trace, m)))
+    trace.memo["memory"] = m
+    return m
+
+
+def _ops(trace: Trace, m: pd.DataFrame) -> dict[str, Any]:
     """The innermost cpu_op on each event's thread at its time ("" / -1: none)."""
     ops = trace.of_kind("cpu_op")
     names = np.full(len(m), "", dtype=object)
     rows = np.full(len(m), -1, dtype=np.int64)
-    if ops.empty or m.empty:
-        return names, rows
-    tc, qc = pair_codes(ops["pid"].to_numpy(), ops["tid"].to_numpy(),
-                        m["pid"].to_numpy(), m["tid"].to_numpy())
-    start = ops["ts"].to_numpy()
-    hit = innermost(tc, start, start + ops["dur"].to_numpy(), qc, m["ts"].to_numpy())
-    ok = hit >= 0
-    codes = ops["name"].cat.codes.to_numpy()[hit[ok]]
-    cats = np.asarray(ops["name"].cat.categories.astype(str), dtype=object)
-    names[ok] = cats[codes]
-    rows[ok] = ops.index.to_numpy()[hit[ok]]
-    return names, rows
+    if not ops.empty and not m.empty:
+        tc, qc = pair_codes(ops["pid"].to_numpy(), ops["tid"].to_numpy(),
+                            m["pid"].to_numpy(), m["tid"].to_numpy())
+        start = ops["ts"].to_numpy()
+        hit = innermost(tc, start, start + ops["dur"].to_numpy(), qc, m["ts"].to_numpy())
+        ok = hit >= 0
+        cats = np.asarray(ops["name"].cat.categories.astype(str), dtype=object)
+        names[ok] = cats[ops["name"].cat.codes.to_numpy()[hit[ok]]]
+        rows[ok] = ops.index.to_numpy()[hit[ok]]
+    op = pd.Categorical(names)  # a small dictionary in the file
+    return {"op": op, "op_row": rows}
 
 
 def free_positions(label: np.ndarray, addr: np.ndarray, event: np.ndarray) -> np.ndarray:
@@ -137,10 +160,10 @@ def free_positions(label: np.ndarray, addr: np.ndarray, event: np.ndarray) -> np
     if n < 2:
         return out
     lab_codes = pd.factorize(label)[0]
-    order = np.lexsort((np.arange(n), addr, lab_codes))
+    order = np.lexsort((addr, lab_codes))  # stable: time order within an address
     a, b = order[:-1], order[1:]
     same = (lab_codes[a] == lab_codes[b]) & (addr[a] == addr[b]) & (addr[a] >= 0)
-    pair = same & (event[a] == "alloc") & (event[b] == "free")
+    pair = same & (event == "alloc")[a] & (event == "free")[b]
     out[a[pair]] = b[pair]
     return out
 
@@ -154,19 +177,19 @@ def memory(trace: Trace, *, top: int = 20) -> MemoryReport:
     if m.empty:
         e = pd.DataFrame()
         return MemoryReport(e, e, e, e, e, e, "", st.source, (NO_MEMORY, *p.notes))
-    label = m["label"].to_numpy()
-    event = m["event"].astype(str).to_numpy()
+    label = m["label"].cat.codes.to_numpy()
+    event = strings(m["event"])
     free_at = free_positions(label, m["addr"].to_numpy(), event)
     notes = list(p.notes)
     dev_rows, step_rows, op_frames, live_frames = [], [], [], []
-    for lab, where in m.groupby("label", sort=True).indices.items():
+    for lab, where in m.groupby("label", sort=True, observed=True).indices.items():
         idx = np.asarray(where, dtype=np.int64)
-        d = m.iloc[idx]
-        dev_rows.append(_device_row(str(lab), d, p.totals[str(lab)]))
+        d = m if len(idx) == len(m) else m.iloc[idx]  # one device: no copy
+        dev_rows.append(_device_row(str(lab), d, event[idx], p.totals[str(lab)]))
         step_rows += _step_rows(str(lab), d, st.ranges)
         peak_pos = int(idx[int(np.argmax(d["allocated"].to_numpy()))])
         live = _live_at(m, idx, peak_pos, free_at, event)
-        ops, lv = _op_table(trace, str(lab), d, live, top)
+        ops, lv = _op_table(trace, str(lab), d, live, top, p.op_names)
         op_frames.append(ops)
         live_frames.append(lv.head(top))
     steps = pd.DataFrame(step_rows)
@@ -175,7 +198,7 @@ def memory(trace: Trace, *, top: int = 20) -> MemoryReport:
         if how == GROWTH:
             notes.append(f"{lab}: the trace records allocation sizes but no totals: "
                          "'allocated' (totals: growth) is the growth since the window began")
-    oom, oom_live = _oom(m, free_at, event)
+    oom, oom_live = _oom(m, label, free_at, event)
     return MemoryReport(
         devices=pd.DataFrame(dev_rows), steps=steps,
         ops=pd.concat(op_frames, ignore_index=True) if op_frames else pd.DataFrame(),
@@ -184,7 +207,7 @@ def memory(trace: Trace, *, top: int = 20) -> MemoryReport:
         steps_from=st.source, notes=tuple(notes))
 
 
-def _device_row(lab: str, d: pd.DataFrame, totals: str) -> dict[str, object]:
+def _device_row(lab: str, d: pd.DataFrame, ev: np.ndarray, totals: str) -> dict[str, object]:
     alloc = d["allocated"].to_numpy()
     resv = d["reserved"].to_numpy()
     ts = d["ts"].to_numpy()
@@ -192,7 +215,6 @@ def _device_row(lab: str, d: pd.DataFrame, totals: str) -> dict[str, object]:
     has_resv = not np.isnan(resv).all()
     j = int(np.nanargmax(resv)) if has_resv else -1
     delta = d["delta_bytes"].to_numpy()
-    ev = d["event"].astype(str).to_numpy()
     at_peak = int(resv[i]) if has_resv and not np.isnan(resv[i]) else None
     return {
         "device": lab, "totals": totals,
@@ -211,18 +233,33 @@ def _step_rows(lab: str, d: pd.DataFrame, ranges: pd.DataFrame) -> list[dict[str
     ts = d["ts"].to_numpy()
     alloc = d["allocated"].to_numpy()
     first = int(alloc[0] - (0 if d["event"].iloc[0] == "oom" else d["delta_bytes"].iloc[0]))
-    out = []
-    for s, a, b in ranges[["step", "ts", "end"]].itertuples(index=False):
-        lo, hi = np.searchsorted(ts, [a, b], side="left")
-        start = int(alloc[lo - 1]) if lo > 0 else first
-        inside = alloc[lo:hi]
-        peak = max(start, int(inside.max())) if len(inside) else start
-        at = int(ts[lo + int(np.argmax(inside))]) if len(inside) and peak > start else int(a)
-        end = int(alloc[hi - 1]) if hi > 0 else first
-        out.append({"device": lab, "step": int(s), "start_bytes": start, "peak_bytes": peak,
-                    "peak_at_ns": at, "end_bytes": end, "growth_bytes": end - start,
-                    "events": int(hi - lo)})
-    return out
+    a, b = ranges["ts"].to_numpy(np.int64), ranges["end"].to_numpy(np.int64)
+    lo, hi = np.searchsorted(ts, a, side="left"), np.searchsorted(ts, b, side="left")
+    n = np.maximum(hi - lo, 0)
+    start = np.where(lo > 0, alloc[np.maximum(lo - 1, 0)], first)
+    end = np.where(hi > 0, alloc[np.maximum(hi - 1, 0)], first)
+    # Each step's largest value inside it and its first position, all steps at once.
+    top = np.full(len(a), np.iinfo(np.int64).min, dtype=np.int64)
+    at_pos = np.full(len(a), -1, dtype=np.int64)
+    if n.sum():
+        steps = np.repeat(np.arange(len(a)), n)
+        offsets = np.cumsum(n) - n
+        pos = np.arange(int(n.sum())) - np.repeat(offsets, n) + np.repeat(lo, n)
+        vals = alloc[pos]
+        has = np.flatnonzero(n)
+        top[has] = np.maximum.reduceat(vals, offsets[has])
+        hit = vals == top[steps]
+        got, where = np.unique(steps[hit], return_index=True)
+        at_pos[got] = pos[hit][where]
+    grows = (n > 0) & (top > start)
+    peak = np.where(grows, top, start)
+    at = np.where(grows, ts[np.maximum(at_pos, 0)], a)
+    return [{"device": lab, "step": int(st), "start_bytes": int(s0), "peak_bytes": int(pk),
+             "peak_at_ns": int(t), "end_bytes": int(e), "growth_bytes": int(e - s0),
+             "events": int(k)}
+            for st, s0, pk, t, e, k in zip(ranges["step"].tolist(), start.tolist(),
+                                            peak.tolist(), at.tolist(), end.tolist(),
+                                            n.tolist(), strict=True)]
 
 
 def _leak_notes(steps: pd.DataFrame) -> list[str]:
@@ -263,11 +300,18 @@ def _stacks(trace: Trace, d: pd.DataFrame) -> list[str]:
             sel = np.flatnonzero((pp == pid) & (pt == tid) & (ps <= ts) & (pe > ts))
             sel = sel[np.argsort(ps[sel], kind="stable")]
             text = " > ".join(_frames([str(x) for x in py["name"].to_numpy()[sel]]))
-        if not text and legacy and op_row >= 0:
-            cs = trace.args([int(op_row)])[0].get("Call stack", "")
+        if not text and legacy and op_row >= 0:  # op_row: the whole trace's numbering
+            cs = _whole(trace).args([int(op_row)])[0].get("Call stack", "")
             text = " > ".join(_frames(str(cs).split(";")[::-1])) if cs else ""
         out.append(text)
     return out
+
+
+def _whole(trace: Trace) -> Trace:
+    """The trace with every row (``op_row`` numbers rows there): the memory source's,
+    which reads it again when this one kept only some kinds; else the trace itself."""
+    whole = getattr(trace.memory_provider, "whole", None)
+    return cast(Trace, whole()) if callable(whole) else trace
 
 
 def _frames(names: list[str], n: int = 3) -> list[str]:
@@ -279,41 +323,60 @@ def _frames(names: list[str], n: int = 3) -> list[str]:
     return [x.rsplit("/", 1)[-1] if x.find("(") > x.rfind("/") >= 0 else x for x in keep[-n:]]
 
 
-def _op_table(trace: Trace, lab: str, d: pd.DataFrame, live: pd.DataFrame, top: int
-              ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    allocs = d[d["event"] == "alloc"]
-    g = allocs.groupby("op", sort=False)["delta_bytes"].agg(["count", "sum", "max"])
-    lv = live.groupby("op", sort=False)["delta_bytes"].agg(["count", "sum"])
-    ops = pd.DataFrame({"device": lab, "op": g.index.astype(str), "allocs": g["count"].to_numpy(),
-                        "alloc_bytes": g["sum"].to_numpy(), "largest_bytes": g["max"].to_numpy()})
-    ops["live_at_peak_allocs"] = ops["op"].map(lv["count"]).fillna(0).astype(np.int64)
-    ops["live_at_peak_bytes"] = ops["op"].map(lv["sum"]).fillna(0).astype(np.int64)
+def _per_code(code: np.ndarray, values: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct code (ascending): the code, count, sum and largest of ``values``, and
+    the position of its largest (the earliest of equals)."""
+    n = len(code)
+    order = np.lexsort((np.arange(n), -values, code))
+    sc = code[order]
+    starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]]) if n else np.zeros(0, np.int64)
+    sv = values[order]
+    total = np.add.reduceat(sv, starts) if n else np.zeros(0, np.int64)
+    return sc[starts], np.diff(np.r_[starts, n]), total, sv[starts], order[starts]
+
+
+def _op_table(trace: Trace, lab: str, d: pd.DataFrame, live: pd.DataFrame, top: int,
+              names: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    allocs = d.loc[(d["event"] == "alloc").to_numpy(),
+                   ["op_code", "delta_bytes", "ts", "pid", "tid", "op_row"]]
+    used, count, total, largest, first = _per_code(allocs["op_code"].to_numpy(),
+                                                   allocs["delta_bytes"].to_numpy())
+    lv_code, lv_count, lv_total, _, _ = _per_code(live["op_code"].to_numpy(),
+                                                  live["delta_bytes"].to_numpy())
+    live_n = np.zeros(len(names), np.int64)
+    live_b = np.zeros(len(names), np.int64)
+    live_n[lv_code], live_b[lv_code] = lv_count, lv_total
+    ops = pd.DataFrame({"device": lab, "op": names[used].astype(str), "allocs": count,
+                        "alloc_bytes": total, "largest_bytes": largest,
+                        "live_at_peak_allocs": live_n[used],
+                        "live_at_peak_bytes": live_b[used], "code": used, "first": first})
     ops = ops.sort_values(["alloc_bytes", "op"], ascending=[False, True],
                           kind="stable").head(top).reset_index(drop=True)
     # The stack of each top op's largest allocation.
-    first = allocs.sort_values("delta_bytes", ascending=False, kind="stable")
-    first = first.drop_duplicates("op").set_index("op")
-    want = [o for o in ops["op"].head(STACK_OPS) if o in first.index]
-    stack = dict(zip(want, _stacks(trace, first.loc[want].reset_index()), strict=True))
+    head = ops.head(STACK_OPS)
+    sel = allocs.iloc[head["first"].to_numpy()].reset_index(drop=True)
+    stack = dict(zip(head["op"], _stacks(trace, sel), strict=True))
     ops["stack"] = ops["op"].map(stack).fillna("")
+    ops = ops.drop(columns=["code", "first"])
     ops.loc[ops["op"] == "", "op"] = "(no op)"
+    shown = np.where(names == "", "(no op)", names).astype(object)
     live_tab = pd.DataFrame({
         "device": lab, "size_bytes": live["delta_bytes"].to_numpy(),
         "alloc_at_ns": live["ts"].to_numpy(),
-        "op": [o or "(no op)" for o in live["op"]], "addr": live["addr"].to_numpy()})
+        "op": shown[live["op_code"].to_numpy()], "addr": live["addr"].to_numpy()})
     live_tab = live_tab.sort_values(["size_bytes", "alloc_at_ns"], ascending=[False, True],
                                     kind="stable").reset_index(drop=True)
     return ops, live_tab
 
 
-def _oom(m: pd.DataFrame, free_at: np.ndarray, event: np.ndarray
+def _oom(m: pd.DataFrame, label: np.ndarray, free_at: np.ndarray, event: np.ndarray
          ) -> tuple[pd.DataFrame, pd.DataFrame]:
     pos = np.flatnonzero(event == "oom")
     rows, live_rows = [], []
-    label = m["label"].to_numpy()
     for k, p in enumerate(pos.tolist()):
         r = m.iloc[p]
-        rows.append({"oom": k, "device": r["label"], "at_ns": int(r["ts"]),
+        rows.append({"oom": k, "device": str(r["label"]), "at_ns": int(r["ts"]),
                      "request_bytes": int(r["delta_bytes"]),
                      "allocated_bytes": int(r["allocated_bytes"]),
                      "reserved_bytes": int(r["reserved_bytes"]), "op": r["op"] or "(no op)"})
@@ -336,7 +399,7 @@ def series(trace: Trace, max_points: int = 4000) -> pd.DataFrame:
     p = prepare(trace, ops=False)
     m = p.m
     parts = []
-    for lab, idx in m.groupby("label", sort=True).indices.items():
+    for lab, idx in m.groupby("label", sort=True, observed=True).indices.items():
         d = m.iloc[idx]
         keep = np.arange(len(d))
         if len(d) > max_points:
@@ -379,7 +442,7 @@ def run_peak_memory(traces: Sequence[Trace], summary_peak_bytes: float | None = 
     for t in traces:
         p = prepare(t, ops=False)
         gpu = p.m[p.m["device"] >= 0]
-        for lab, g in gpu.groupby("label", sort=True):
+        for lab, g in gpu.groupby("label", sort=True, observed=True):
             v = float(g["allocated"].max())
             if best is None or v > best:
                 best, growth = v, p.totals[str(lab)] == GROWTH

@@ -21,7 +21,7 @@ from traceforge.model import Tables, Trace
 from traceforge.step_time import run_step_time, summary_of
 
 #: Columns of :attr:`Summary.ranges`.
-RANGE_COLUMNS = ["name", "count", "total_ms"]
+RANGE_COLUMNS = ["name", "count", "total_ns"]
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,15 @@ class Summary(Tables):
     """Overview of one trace.
 
     ``facts``: typed values (numbers as numbers, ``steps`` a list of ints, None when
-    unknown): path, format, rank, world_size, span_ms, steps, step_source, step_time_ms,
-    events, kernels, gpu_busy_pct, versions. ``notes``: plain-language remarks.
+    unknown): path, format, rank, world_size, span_ns, steps, step_source, step_time_ns,
+    events, kernels, gpu_busy_pct, versions. Times are integer nanoseconds under the
+    names ``traceforge info --format json`` writes (``span_ns``, ``step_time_ns``,
+    ``run_step_time_ns``, ``profiled_step_ns``); :meth:`facts_frame` shows them in ms.
+    ``notes``: plain-language remarks.
     ``kinds``: kind, events. ``devices``: device, name, sms, memory_gib,
     compute_capability, kernels, busy_pct (the timeline's busy %, inside the steps).
     ``ranges``: in a trace without steps, its host ranges (NVTX ranges, record_function
-    annotations) that could mark them -- name, count, total_ms, most frequent first --
+    annotations) that could mark them -- name, count, total_ns, most frequent first --
     with a note suggesting ``--steps-from``; empty otherwise.
     """
 
@@ -51,37 +54,49 @@ class Summary(Tables):
         facts = self.facts_frame().to_html(index=False, border=0)
         return f"{base[:at]}<h4>facts</h4>{facts}{base[at:]}"
 
-    def facts_frame(self) -> pd.DataFrame:
-        """``facts`` and notes as a two-column (field, value) table for people."""
+    def facts_frame(self, notes: bool = True) -> pd.DataFrame:
+        """``facts`` (and, unless ``notes`` is False, the notes) as a two-column (field,
+        value) table for people: times in ms, counts with thousands separators."""
         rows: list[tuple[str, str]] = []
         for k, v in self.facts.items():
+            label = FACT_LABELS.get(k, k)
             if k == "versions":
                 rows += [(f"version {a}", str(b)) for a, b in sorted(v.items())]
             elif k in ("steps", "outlier_steps"):
-                rows.append((k, ", ".join(str(s) for s in v) if v else "none"))
+                rows.append((label, ", ".join(str(s) for s in v) if v else "none"))
+            elif v is not None and k.endswith("_ns"):
+                rows.append((label, f"{v / 1e6:,.3f}"))
+            elif isinstance(v, float):
+                rows.append((label, f"{v:,.3f}"))
+            elif isinstance(v, int) and not isinstance(v, bool) and k not in ("rank",):
+                rows.append((label, f"{v:,}"))
             elif v is not None:
-                rows.append((FACT_LABELS.get(k, k), f"{v:,.3f}" if isinstance(v, float)
-                             else str(v)))
-        rows += [("note", n) for n in self.notes]
+                rows.append((label, str(v)))
+        rows += [("note", n) for n in self.notes] if notes else []
         return cast("pd.DataFrame", pd.DataFrame(rows, columns=["field", "value"]))
 
 
-#: How each fact is labelled in tables (JSON uses the keys).
+#: How each fact is labelled in tables (JSON uses the keys); ``*_ns`` facts are shown in ms.
 FACT_LABELS = {
     "world_size": "world size",
-    "span_ms": "span (ms, first to last event)",
+    "span_ns": "span (ms, first to last event)",
     "step_source": "steps from",
-    "step_time_ms": "step time (ms, mean host step)",
+    "step_time_ns": "step time (ms, mean host step)",
     "outlier_steps": "outlier steps (left out of step time)",
     "kernels_per_step": "kernels per step (median)",
-    "run_step_time_ms": "run step time (ms)",
+    "run_step_time_ns": "run step time (ms)",
     "run_step_time_from": "run step time from",
-    "profiled_step_ms": "profiled step (ms, median)",
+    "profiled_step_ns": "profiled step (ms, median)",
     "profiler_overhead_pct": "profiler overhead %",
     "samples_per_s": "samples/s",
     "tokens_per_s": "tokens/s",
     "gpu_busy_pct": "GPU busy % (of step windows)",
 }
+
+
+def _ns(v: float) -> int:
+    """A time as the integer nanoseconds JSON writes (rounded, the traces' resolution)."""
+    return int(round(float(v)))
 
 
 def summary(trace: Trace, include_outliers: bool = False) -> Summary:
@@ -100,14 +115,14 @@ def summary(trace: Trace, include_outliers: bool = False) -> Summary:
         "format": m.format,
         "rank": m.rank,
         "world_size": m.world_size,
-        "span_ms": trace.span_ns / 1e6,
+        "span_ns": int(trace.span_ns),
         "steps": steps,
         "step_source": tl.step_source,
-        "step_time_ms": st / 1e6 if st is not None and steps else None,
+        "step_time_ns": _ns(st) if st is not None and steps else None,
         "outlier_steps": outlier_steps(tl),
-        "run_step_time_ms": run.ms if run else None,
+        "run_step_time_ns": _ns(run.ms * 1e6) if run else None,
         "run_step_time_from": run.label if run else None,
-        "profiled_step_ms": run.profiled_s * 1e3 if run and run.profiled_s else None,
+        "profiled_step_ns": _ns(run.profiled_s * 1e9) if run and run.profiled_s else None,
         "profiler_overhead_pct": run.overhead_pct if run else None,
         "samples_per_s": run.samples_per_s if run else None,
         "tokens_per_s": run.tokens_per_s if run else None,
@@ -160,7 +175,7 @@ def step_candidates(trace: Trace) -> pd.DataFrame:
         return empty
     g = ann.groupby(ann["name"].astype(str), observed=True)["dur"].agg(["count", "sum"])
     out = pd.DataFrame({"name": g.index.astype(str), "count": g["count"].to_numpy(),
-                        "total_ms": g["sum"].to_numpy() / 1e6})
-    out = out.sort_values(["count", "total_ms", "name"], ascending=[False, False, True],
+                        "total_ns": g["sum"].to_numpy().astype("int64")})
+    out = out.sort_values(["count", "total_ns", "name"], ascending=[False, False, True],
                           kind="stable")
     return cast("pd.DataFrame", out.reset_index(drop=True))

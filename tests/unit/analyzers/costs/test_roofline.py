@@ -457,7 +457,11 @@ def test_memcpy_and_memset_carry_their_own_bytes() -> None:
 def test_compiled_trace_counts_its_regions_as_unmodelled() -> None:
     r = roofline(load(FIXTURES / "compiled.pt.trace.json.gz"))
     assert r.totals["unmodelled_ns"] / r.totals["time_ns"] > 0.9
-    assert any("compiled region" in x for x in r.unmodelled["reason"])
+    # Its region's kernels are CUDA-graph replays: the row says why their work is unknown.
+    assert any("graph replay" in x for x in r.unmodelled["reason"])
+    region = r.table.set_index("op").loc["Torch-Compiled Region: 0/0"]
+    assert region["work"] == "work unknown: graph replay, no shapes recorded"
+    assert pd.isna(region["gflops"])  # unknown, not 0
     assert isinstance(r.table, pd.DataFrame) and len(r.table) >= 2
 
 

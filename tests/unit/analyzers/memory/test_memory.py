@@ -170,6 +170,31 @@ def test_steps_ops_live_and_oom_on_a_synthetic_trace(tmp_path: Path) -> None:
     assert rep.oom_live.set_index("op")["live_bytes"].to_dict() == {"aten::cat": 30}
 
 
+def test_ops_kept_with_the_memory_table_so_warm_runs_read_no_op_rows(
+        cdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow as pa
+
+    from traceforge.commands import memory as memory_cmd
+
+    path = _synthetic(tmp_path)
+    cold = memory(tf.load(path))
+    (side,) = cdir.glob("*.memory.arrow")
+    t = pa.ipc.open_file(pa.memory_map(str(side))).read_all()
+    assert {"op", "op_row"} <= set(t.column_names)
+    # Row numbers of the whole trace: each op row names its op there.
+    whole = tf.load(path)
+    rows = [r for r in t.column("op_row").to_pylist() if r >= 0]
+    assert rows and all(str(whole.events.loc[r, "name"]).startswith("aten::") for r in rows)
+    # The verb's warm load keeps no op rows, yet the ops are the same.
+    assert "cpu_op" not in memory_cmd.KINDS
+    warm_trace = tf.load(path, kinds=memory_cmd.KINDS)
+    assert warm_trace.of_kind("cpu_op").empty
+    warm = memory(warm_trace)
+    assert warm.ops.equals(cold.ops) and warm.live.equals(cold.live)
+    assert warm.steps.equals(cold.steps) and warm.oom_live.equals(cold.oom_live)
+    assert _cli(["memory", str(path), "--table", "ops"], capsys).exit_code == 0
+
+
 def test_no_memory_events_is_one_line(tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     p = _kineto(tmp_path / "t.json", [_op("aten::mm", 0, 5)])
@@ -281,12 +306,14 @@ def test_nsys_cuda_memory_usage_events(tmp_path: Path) -> None:
         c.executemany(
             "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS (start, globalPid, deviceId, contextId, "
             "address, pc, bytes, memKind, memoryOperationType) VALUES (?,?,?,?,?,?,?,?,?)",
-            [(raw0 + 100, gpid, 0, 1, 4096, 0, 1000, 0, 0),
-             (raw0 + 200, gpid, 0, 1, 8192, 0, 500, 0, 0),
-             (raw0 + 300, gpid, 0, 1, 4096, 0, 1000, 0, 1)])
+            [(raw0 + 100, gpid, 0, 1, 4096, 0, 1000, 2, 0),
+             (raw0 + 200, gpid, 0, 1, 8192, 0, 500, 2, 0),
+             (raw0 + 250, gpid, 0, 1, 9999, 0, 700, 1, 0),  # pinned host: not device memory
+             (raw0 + 300, gpid, 0, 1, 4096, 0, 1000, 2, 1)])
     m = tf.load(p, cache=False).memory()
     assert m[["ts", "delta_bytes", "pid"]].values.tolist() == [[100, 1000, 7], [200, 500, 7],
                                                                [300, -1000, 7]]
+    assert "1 allocation(s) of pinned host memory (700 bytes)" in " ".join(m.attrs["notes"])
     rep = memory(tf.load(p, cache=False))
     assert rep.devices.iloc[0][["peak_allocated_bytes", "totals"]].tolist() == [1500, "growth"]
 
@@ -412,3 +439,43 @@ def test_capture_table_takes_the_trace_peak_else_the_summary() -> None:
     assert df["peak_memory_from"].tolist() == ["trace", "capture summary"]
     assert df["peak_memory_bytes"].tolist() == [746_520_576] * 2
     assert "peak_gib" not in df.columns
+
+
+def test_memory_of_a_run_reads_every_rank_through_the_engine(
+        cdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = FIXTURES / "capture_h100.memory_train.both.pt.trace.json.gz"
+    run = tmp_path / "run"
+    run.mkdir()
+    for r in (0, 1):
+        shutil.copyfile(src, run / f"train.rank{r}.pt.trace.json.gz")
+    one = memory(tf.load(src))
+    for args in ([str(run)], [str(p) for p in sorted(run.iterdir())]):
+        out = tmp_path / f"o{len(args)}"
+        r = _cli(["memory", *args, "--format", "csv", "-o", str(out)], capsys)
+        assert r.exit_code == 0, r.output
+        import pandas as pd
+
+        dev = pd.read_csv(out / "devices.csv")
+        assert dev["rank"].tolist() == [0, 0, 1, 1]
+        for rank in (0, 1):
+            got = dev[dev["rank"] == rank].drop(columns="rank").reset_index(drop=True)
+            assert got["peak_allocated_bytes"].tolist() == one.devices[
+                "peak_allocated_bytes"].tolist()
+        steps = pd.read_csv(out / "steps.csv")
+        assert len(steps) == 2 * len(one.steps)
+
+
+def test_legacy_call_stack_read_from_the_whole_trace(
+        cdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Older Kineto (with_stack) puts the stack in the op's "Call stack" arg; the verb
+    # loads no op rows, so the op's row is the whole trace's, read from there.
+    op = _op("aten::mm", 10, 20)
+    op["args"] = {"Call stack": "train.py(9): step;model.py(42): forward"}
+    path = _kineto(tmp_path / "legacy.json", [_step(0, 0, 90), _op("aten::add", 1, 2), op,
+                                               _mem(15, 100, 100, 1000, addr=7)])
+    for _ in range(2):  # cold, then warm from the memory table's file
+        r = _cli(["memory", str(path), "--table", "ops", "--format", "json"], capsys)
+        assert r.exit_code == 0, r.output
+        rows = json.loads(r.output)
+        assert rows[0]["op"] == "aten::mm"
+        assert rows[0]["stack"] == "model.py(42): forward > train.py(9): step"

@@ -171,7 +171,7 @@ def test_info_json_is_typed() -> None:
                                  "--format", "json"])
     facts = json.loads(r.output)["facts"]
     assert facts["steps"] == [2, 3] and facts["step_source"] == "ProfilerStep#N"
-    # JSON writes durations as exact ns (span_ns for span_ms).
+    # Durations are exact ns under one name everywhere (span_ns: JSON and tf.info).
     assert isinstance(facts["span_ns"], int) and isinstance(facts["kernels"], int)
     assert isinstance(facts["events"], int) and facts["rank"] is None or True
 
