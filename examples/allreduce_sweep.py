@@ -3,7 +3,8 @@
 
     torchrun --nproc-per-node 2 examples/allreduce_sweep.py OUT
 
-Made fixtures/allreduce_h100x2 (README, "Collective bandwidth"; tests/test_comm.py).
+Made fixtures/allreduce_h100x2 (README, "Collective bandwidth";
+tests/unit/analyzers/communication/test_comm.py).
 """
 
 import json

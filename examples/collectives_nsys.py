@@ -11,7 +11,8 @@ in order, and the CUDA-event time of each all-reduce size.
 
 ``--include-blobs=true`` is what puts NCCL's NVTX payloads (message sizes) in the export;
 without it ``traceforge comm`` has the kinds and no sizes. Made
-fixtures/nccl_nsys_h100x2 (trimmed by its trim.py; tests/test_comm_nsys.py).
+fixtures/nccl_nsys_h100x2 (trimmed by its trim.py;
+tests/unit/analyzers/communication/test_comm_nsys.py).
 """
 
 import json

@@ -19,7 +19,7 @@ SHARED = Path(os.environ.get("TRACEFORGE_SHARED_FIXTURES", REPO.parent / "shared
 EXTERNAL = SHARED / "external"
 
 
-#: The user's real home, before the tests replace it (tests/test_home.py checks they did).
+#: The user's real home, before the tests replace it (tests/quality/test_home.py checks they did).
 REAL_HOME = Path.home()
 #: Set (to 1) where the HTA oracle must run: an HTA test that would skip fails instead
 #: (.ci/run sets it in its lowest-versions venv, where HTA 0.5.0 works).

@@ -120,7 +120,7 @@ def _no_such_option(e: click.NoSuchOption) -> str:
 def listing(name: str) -> click.Command | None:
     """A stand-in for verb ``name`` carrying the docstring of its module's ``command``
     function (what click's help shows), or None where the source does not say it simply
-    (then the module is imported). tests/test_startup.py checks they agree."""
+    (then the module is imported). tests/quality/test_startup.py checks they agree."""
     import ast
 
     path = Path(__file__).with_name("commands") / f"{name.replace('-', '_')}.py"

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from traceforge.errors import AnalysisError, UsageError
+from traceforge.formats import SourceFile, load
 from traceforge.formats import cache as cache_mod
-from traceforge.formats import load
 from traceforge.formats.multirank import check_one_run, pool_map, rank_traces, run_facts, run_files
 from traceforge.model import Trace
 
@@ -49,6 +49,8 @@ _CACHE_ENV = ("TRACEFORGE_CACHE", "TRACEFORGE_CACHE_SIZE")
 CONNECT_TIMEOUT = "20s"
 
 S = TypeVar("S")
+#: One run: a file, a folder, or files (paths, or what run discovery found).
+RunPaths = Sequence[str | Path | SourceFile] | str | Path | SourceFile
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class _Task(Generic[S]):
     #: The file's place in its run, the rank of a file that states none (``numbered``).
     number: int | None = None
 
-    def __call__(self, path: Path) -> list[Ranked[S]]:
+    def __call__(self, path: SourceFile) -> list[Ranked[S]]:
         for k, v in self.env:
             if os.environ.get(k) != v:
                 os.environ[k] = v
@@ -93,7 +95,7 @@ class _Task(Generic[S]):
         return out
 
 
-def map_ranks(paths: Sequence[str | Path] | str | Path, fn: Callable[[Trace], S], *,
+def map_ranks(paths: RunPaths, fn: Callable[[Trace], S], *,
               kinds: Collection[str] | None = None, steps_from: str | None = None,
               engine: str = "local", scheduler: str | None = None,
               workers: int | None = None, numbered: bool = False) -> list[Ranked[S]]:
@@ -113,7 +115,7 @@ def map_ranks(paths: Sequence[str | Path] | str | Path, fn: Callable[[Trace], S]
                     scheduler=scheduler, workers=workers, numbered=numbered)[0]
 
 
-def map_runs(runs: Sequence[Sequence[str | Path] | str | Path], fn: Callable[[Trace], S], *,
+def map_runs(runs: Sequence[RunPaths], fn: Callable[[Trace], S], *,
              kinds: Collection[str] | None = None, steps_from: str | None = None,
              engine: str = "local", scheduler: str | None = None,
              workers: int | None = None, numbered: bool = False,
@@ -155,7 +157,7 @@ class Job(Generic[S]):
     ``task(path)`` itself before handing the result to :func:`_run_job`."""
 
     task: _Task[S]
-    path: Path
+    path: SourceFile
 
 
 def _run_job(job: Job[S]) -> list[Ranked[S]]:

@@ -16,11 +16,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traceforge.analyzers.runs.inputs import Fact, TraceRun
 from traceforge.capture.sweep import SWEEP_FILE
 from traceforge.errors import TraceFormatError, UsageError
+
+if TYPE_CHECKING:
+    from traceforge.formats import SourceFile
 
 _KINETO = (".pt.trace.json.gz", ".pt.trace.json")
 _JSON = (".json", ".json.gz")
@@ -149,10 +152,11 @@ def default_labels(paths: Sequence[Path]) -> list[str]:
 @dataclass(frozen=True)
 class RunFiles:
     """A run named on the command line, before anything is parsed: its label, its rank
-    files, its capture facts, and the path it was named by."""
+    files (found once, handed on to the reader as they are), its capture facts, and the
+    path it was named by."""
 
     label: str
-    files: list[Path]
+    files: list[SourceFile]
     facts: dict[str, Fact]
     path: str
 
@@ -161,19 +165,20 @@ def run_files(paths: Sequence[str | Path], *, labels: Sequence[str] | None = Non
               ) -> list[RunFiles]:
     """One :class:`RunFiles` per path (sweeps expanded): a trace file, a folder of rank
     traces, or a capture output folder with its summaries' facts."""
+    from traceforge.formats import identify
+
     expanded = expand([str(p) for p in paths])
     if labels is not None and len(labels) != len(expanded):
         raise UsageError(f"--labels: {len(labels)} labels for {len(expanded)} runs")
     names = list(labels) if labels is not None else default_labels(expanded)
     out = []
     for p, label in zip(expanded, names, strict=True):
-        if not p.exists():
-            raise TraceFormatError(p, "no such file or directory")
-        if p.is_dir():
-            files = _trace_files(p)
+        src = identify(p, "no such file or directory")
+        if src.is_dir:
+            files = [identify(f) for f in _trace_files(p)]
             facts = facts_of(_summaries(p), _sweep_entry(p))
         else:
-            files, facts = [p], {}
+            files, facts = [src], {}
         out.append(RunFiles(label, files, facts, str(p)))
     return out
 

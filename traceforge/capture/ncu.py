@@ -12,6 +12,7 @@ run's; counts (FLOPs, bytes) are. The run summary says so.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,11 @@ SECTION_SET = "roofline"
 CHANGES = ("clocks locked to base (--clock-control base)",
            "kernels serialized, each profiled kernel replayed once per metric pass",
            "caches flushed between passes (--cache-control all)")
+
+
+def kernel_regex(names: list[str]) -> str:
+    """ncu's ``-k regex:`` for exactly these kernel function names."""
+    return "|".join(re.escape(n) for n in names)
 
 
 def profile_command(ncu: str, report: Path, kernels: str, launch_count: int,

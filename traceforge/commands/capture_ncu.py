@@ -9,7 +9,6 @@ parameters dropped), so ncu's ``-k regex:`` matches it however it spells the res
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -17,25 +16,13 @@ from pathlib import Path
 
 import click
 
-from traceforge.analyzers.counters.join import base_key
+from traceforge.analyzers.counters.join import top_kernels
 from traceforge.capture.options import CaptureOptions, to_args
 from traceforge.capture.target import Target
 from traceforge.errors import CaptureError
-from traceforge.model import Trace
 
 #: Profiled launches per chosen kernel (ncu --launch-count is this times the kernels).
 LAUNCHES_PER_KERNEL = 3
-
-
-def top_kernel_regex(trace: Trace, top: int) -> tuple[str, list[str]]:
-    """``(regex, names)`` of the ``top`` kernels by total GPU time (function names)."""
-    ev = trace.events
-    k = ev[ev["kind"] == "kernel"]
-    if k.empty:
-        raise CaptureError(f"{trace.meta.path or 'trace'}: no kernels to profile")
-    tot = k.groupby(k["name"].astype(str).map(base_key))["dur"].sum()
-    names = [str(n) for n in tot.sort_values(ascending=False).index[:top] if n]
-    return "|".join(re.escape(n) for n in names), names
 
 
 def first_capture(words: list[str], opts: CaptureOptions) -> Path:
@@ -61,7 +48,11 @@ def run(target: Target, opts: CaptureOptions, words: list[str], *, kernels: str 
 
     if kernels is None:
         path = Path(source) if source else first_capture(words, opts)
-        kernels, names = top_kernel_regex(load_trace(str(path), None), top)
+        trace = load_trace(str(path), None)
+        names = top_kernels(trace, top)
+        if not names:
+            raise CaptureError(f"{trace.meta.path or 'trace'}: no kernels to profile")
+        kernels = ncu.kernel_regex(names)
         click.echo(f"traceforge: ncu will profile the top {len(names)} kernels of {path}: "
                    f"{', '.join(n[:40] for n in names)}", err=True)
         count = LAUNCHES_PER_KERNEL * len(names)

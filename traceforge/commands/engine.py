@@ -7,12 +7,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
 
-from traceforge.engine import ENGINES, SCHEDULER_ENV, Ranked, map_runs
+from traceforge.engine import ENGINES, SCHEDULER_ENV, Ranked, RunPaths, map_runs
 from traceforge.model import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,7 +26,7 @@ class Engine:
     scheduler: str | None = None
     workers: int | None = None
 
-    def ranks(self, paths: Sequence[str | Path] | str | Path, fn: Callable[[Trace], S], *,
+    def ranks(self, paths: RunPaths, fn: Callable[[Trace], S], *,
               steps_from: str | None, kinds: Collection[str] | None = None,
               numbered: bool = False) -> list[Ranked[S]]:
         """``fn`` of every rank of one run, in rank order (one file: in this process);
@@ -35,7 +34,7 @@ class Engine:
         return self.runs([paths], fn, steps_from=steps_from, kinds=kinds,
                          numbered=numbered)[0]
 
-    def runs(self, runs: Sequence[Sequence[str | Path] | str | Path], fn: Callable[[Trace], S],
+    def runs(self, runs: Sequence[RunPaths], fn: Callable[[Trace], S],
              *, steps_from: str | None, kinds: Collection[str] | None = None,
              numbered: bool = False) -> list[list[Ranked[S]]]:
         """``fn`` of every rank of several runs, as one map (files counted on stderr's
@@ -48,7 +47,7 @@ class Engine:
                             numbered=numbered, done=done)
 
 
-    def step_runs(self, runs: Sequence[Sequence[str | Path] | str | Path],
+    def step_runs(self, runs: Sequence[RunPaths],
                   fn: Callable[[Trace], S], *, steps_from: str | None,
                   source: Callable[[S], str]) -> list[list[Ranked[S]]]:
         """``fn`` of every rank of several runs, read without the framework ops

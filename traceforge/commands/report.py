@@ -12,7 +12,6 @@ from traceforge.errors import UsageError
 from traceforge.model import Trace
 from traceforge.output_file import check, refuse_input, wrote
 from traceforge.render.report_file import report_format, write_report
-from traceforge.report.document import Report
 
 
 def _latency_file(path: str) -> dict[str, dict[str, float | str]]:
@@ -87,28 +86,13 @@ def command(traces: tuple[str, ...], output: str, title: str, latency_path: str 
     with phase(f"analysing {len(loaded)} run(s) for the report"):
         rep = build_report(*loaded, top=top, measured=measured, flops_from=eager)
         if counters_path:
+            from traceforge.formats.counter_files import read_counters
+            from traceforge.report.document import with_counters
+
             first = loaded[0]
+            c = read_counters(counters_path)
             rep = with_counters(rep, first if isinstance(first, Trace) else first[0],
-                                counters_path)
+                                c.launches, c.notes)
     with phase(f"writing {output}"):
         write_report(rep, out, title=title)
     wrote(output, f"{len(rep.runs)} run(s), {len(rep.findings)} finding(s)")
-
-
-def with_counters(rep: Report, trace: Trace, path: str) -> Report:
-    """``rep`` with the measured roofline chart of ``trace`` (the first run's first rank)
-    from the counters in ``path``."""
-    from dataclasses import replace
-
-    from traceforge.analyzers.costs.roofline import roofline
-    from traceforge.analyzers.counters.measured import chart_data, measured_kernels
-    from traceforge.formats.counter_files import read_counters
-
-    c = read_counters(path)
-    r = roofline(trace)
-    m = measured_kernels(trace, c.launches, counter_notes=c.notes, device=r.device,
-                         modelled=r.kernels)
-    run0 = rep.runs[0]
-    roof = replace(run0.roofline, measured_chart=chart_data(m, r.device),
-                   measured_notes=m.notes)
-    return replace(rep, runs=(replace(run0, roofline=roof), *rep.runs[1:]))

@@ -14,7 +14,7 @@ import stat
 import zlib
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -41,7 +41,7 @@ def _reader(name: str) -> ModuleType:
 
 #: What a reader raises on damage it did not foresee. :func:`load` turns these into one
 #: line naming the file (exit 2, not an internal error); ``damaged or unexpected`` in that
-#: line is what tests/test_fuzz.py looks for, since each one is a reader bug to fix.
+#: line is what tests/hostile/test_fuzz.py looks for, since each one is a reader bug to fix.
 _DAMAGE: tuple[type[BaseException], ...] = (
     ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError,
     UnicodeError, RecursionError, EOFError, zlib.error, sqlite3.Error, OSError,
@@ -71,10 +71,10 @@ def _sniff(mod: ModuleType, p: Path, head: bytes) -> bool:
 
 
 def _read_with(mod: ModuleType, p: Path, kinds: Collection[str] | None,
-               use_cache: bool = False) -> Trace:
+               k: tuple[Path, str] | None = None) -> Trace:
     with _guard(mod, p):
-        if use_cache:
-            return _read_and_cache(mod, p, kinds)
+        if k is not None:
+            return _read_and_cache(mod, p, kinds, k)
         return _read_kinds(mod, p, kinds)
     raise AssertionError("unreachable")
 
@@ -83,22 +83,23 @@ def _accepts_kinds(name: str) -> bool:
     return name in READERS and bool(getattr(_reader(name), "ACCEPTS_KINDS", False))
 
 
-def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
-    """Read the whole table, store it in the cache, and select ``kinds`` from it exactly
-    as a later cache hit will."""
+def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None,
+                    k: tuple[Path, str]) -> Trace:
+    """Read the whole table, store it in the cache under ``k``, and select ``kinds`` from
+    it exactly as a later cache hit will. ``k`` was taken before parsing (when the file was
+    found): a file changed meanwhile is never stored as current."""
     from traceforge.formats import cache
 
-    k = cache.key(p)  # taken before parsing: a file changed meanwhile is never stored as current
     full: Trace = timestamps.noted(mod.read(p))
     name = mod.__name__.rsplit(".", 1)[-1]
     stored = cache.write(p, full, name, k)
     if stored and kinds is not None:
-        hit = cache.read(p, kinds, _accepts_kinds)
+        hit = cache.read(p, kinds, _accepts_kinds, k)
         if hit is not None:
             return hit
     if kinds is None:
         # The rows a cache hit gives, so derived tables are shared with later runs.
-        return full.with_store(cache.store_for(k)) if stored and k is not None else full
+        return full.with_store(cache.store_for(k)) if stored else full
     if getattr(mod, "ACCEPTS_KINDS", False):
         return cache.select(full, kinds)
     return replace(full, events=full.events[full.events["kind"].isin(list(kinds))])
@@ -140,42 +141,94 @@ def input_stat(p: Path, missing: str = "no such file") -> os.stat_result:
         raise TraceFormatError(p, f"cannot read ({e.strerror or e})") from None
 
 
-def load(path: str | Path, *, kinds: Collection[str] | None = None,
+@dataclass(frozen=True)
+class SourceFile:
+    """A trace input as run discovery found it, handed on to :func:`load` so that nothing
+    is worked out twice: ``path`` (``sample:NAME`` resolved, otherwise as given: it is the
+    trace's ``meta.path``), its ``st`` (one stat), its ``real`` path (the cache key's
+    basis; None when it cannot be resolved) and ``reader``, the format's reader when
+    discovery had to sniff it (a profiler's output folder), else None. A path-like: it
+    stands for ``path`` wherever a path is taken."""
+
+    path: Path
+    st: os.stat_result
+    real: Path | None
+    reader: str | None = None
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    @property
+    def is_dir(self) -> bool:
+        """Whether it is a folder (read whole by a reader that reads folders)."""
+        return stat.S_ISDIR(self.st.st_mode)
+
+    def cache_key(self) -> tuple[Path, str] | None:
+        """The cache entry and key of this file as found (None for a folder)."""
+        from traceforge.formats import cache
+
+        return None if self.real is None or self.is_dir else cache.key_of(self.real, self.st)
+
+
+def identify(path: str | Path | SourceFile, missing: str = "no such file",
+             reader: str | None = None) -> SourceFile:
+    """A :class:`SourceFile` for a trace argument: resolved and stat'ed once, nothing read
+    (one line naming it when it cannot be stat'ed, ``missing`` when it does not exist).
+    A SourceFile is returned as is."""
+    if isinstance(path, SourceFile):
+        return path
+    p = resolve(path)
+    st = input_stat(p, missing)
+    try:
+        real: Path | None = p.resolve(strict=True)
+    except (OSError, RuntimeError):
+        real = None
+    return SourceFile(p, st, real, reader)
+
+
+def load(path: str | Path | SourceFile, *, kinds: Collection[str] | None = None,
          cache: bool | None = None) -> Trace:
     """Read any supported trace file (format sniffed from its content) into a Trace.
 
-    See :func:`_load`; the trace gets a memory provider (:mod:`traceforge.formats.memory`)
-    that reads its allocator events only when ``Trace.memory()`` is called.
+    ``path`` may be ``sample:NAME`` (a bundled sample), or a :class:`SourceFile` from run
+    discovery (:func:`identify`): what it learned (the resolved path, its stat and cache
+    key, the reader of a profiler's folder) is used as is, so a file is resolved, stat'ed
+    and sniffed once on its way from the command line to its reader. A folder is read
+    only when it is a profiler's own output folder (rocprofv3); any other folder is an
+    error that says how many traces it holds, since merging them would mix unrelated runs
+    (``load_run`` reads a folder of one run's ranks). ``kinds`` (values of
+    ``traceforge.model.KINDS``) keeps only those events; readers that can use it build
+    columns for those rows only, which makes a kernel table of a large trace faster.
+    Times stay relative to the first event of any kind.
+
+    ``cache`` (default: on unless ``TRACEFORGE_NO_CACHE=1``) reads and writes the columnar
+    cache of :mod:`traceforge.formats.cache`: the first load of a file stores its table,
+    later loads map it instead of parsing. Directories are never cached. The trace gets a
+    memory provider (:mod:`traceforge.formats.memory`) that reads its allocator events
+    only when ``Trace.memory()`` is called.
     """
     from traceforge.formats import cache as cache_mod
     from traceforge.formats import memory
 
-    trace = _load(path, kinds=kinds, cache=cache)
-    p = resolve(path)
-    k = cache_mod.key(p) if cache_mod.enabled(cache) and not p.is_dir() else None
+    src = identify(path)
+    k = src.cache_key() if cache_mod.enabled(cache) else None
+    trace = _load(src, k, kinds=kinds)
     entry, key = k if k is not None else (None, None)
-    return memory.attach(trace, p, kinds is None, partial(load, p, cache=cache), entry, key)
+    return memory.attach(trace, src.path, kinds is None, partial(load, src.path, cache=cache),
+                         entry, key)
 
 
-def _load(path: str | Path, *, kinds: Collection[str] | None = None,
-          cache: bool | None = None) -> Trace:
-    """Read any supported trace file (format sniffed from its content) into a Trace.
-
-    ``path`` may be ``sample:NAME`` (a bundled sample). A folder is read only when it is a
-    profiler's own output folder (rocprofv3); any other folder is an error that says how
-    many traces it holds, since merging them would mix unrelated runs (``load_run`` reads
-    a folder of one run's ranks). ``kinds`` (values of ``traceforge.model.KINDS``) keeps
-    only those events; readers that can use it build columns for those rows only, which
-    makes a kernel table of a large trace faster. Times stay relative to the first event
-    of any kind.
-
-    ``cache`` (default: on unless ``TRACEFORGE_NO_CACHE=1``) reads and writes the columnar
-    cache of :mod:`traceforge.formats.cache`: the first load of a file stores its table,
-    later loads map it instead of parsing. Directories are never cached.
-    """
-    p = resolve(path)
-    st = input_stat(p)
+def _load(src: SourceFile, k: tuple[Path, str] | None, *,
+          kinds: Collection[str] | None = None) -> Trace:
+    """:func:`load` without the memory provider; ``k``: the cache entry and key of
+    ``src`` (None: the cache is off, or a folder)."""
+    p, st = src.path, src.st
     if stat.S_ISDIR(st.st_mode):
+        if src.reader is not None:  # discovery sniffed this folder already
+            return _read_with(_reader(src.reader), p, kinds)
         for name in READERS:
             mod = _reader(name)
             if getattr(mod, "READS_DIRECTORIES", False) and _sniff(mod, p, b""):
@@ -193,11 +246,10 @@ def _load(path: str | Path, *, kinds: Collection[str] | None = None,
                                "trace file")
     if st.st_size == 0:
         raise TraceFormatError(p, "empty file")
-    from traceforge.formats import cache as cache_mod
+    if k is not None:
+        from traceforge.formats import cache
 
-    use_cache = cache_mod.enabled(cache)
-    if use_cache:
-        hit = cache_mod.read(p, kinds, _accepts_kinds)
+        hit = cache.read(p, kinds, _accepts_kinds, k)
         if hit is not None:
             return hit
     try:
@@ -213,7 +265,7 @@ def _load(path: str | Path, *, kinds: Collection[str] | None = None,
         mod = _reader(name)
         if _sniff(mod, p, head):
             try:
-                return _read_with(mod, p, kinds, use_cache)
+                return _read_with(mod, p, kinds, k)
             except TraceFormatError:
                 if what is None or p.suffix.lower() == ".csv":
                     raise  # the rocprof reader already names its own summaries

@@ -173,14 +173,20 @@ _fingerprint: str | None = None
 
 def _key(path: Path) -> tuple[Path, str] | None:
     """(entry file, key) for a source file, or None when it cannot be stat'ed."""
-    global _fingerprint
-    if _fingerprint is None:
-        _fingerprint = _code_fingerprint()
     try:
         real = path.resolve(strict=True)
         st = real.stat()
     except (OSError, RuntimeError):
         return None
+    return key_of(real, st)
+
+
+def key_of(real: Path, st: os.stat_result) -> tuple[Path, str]:
+    """(entry file, key) for a source file at its real path ``real`` with stat ``st``
+    (taken once, when the file was found: :func:`traceforge.formats.identify`)."""
+    global _fingerprint
+    if _fingerprint is None:
+        _fingerprint = _code_fingerprint()
     name = hashlib.sha1(str(real).encode()).hexdigest()[:24] + SUFFIX
     # The inode too: a file replaced by rename within one tick of the coarse file clock
     # can keep size and mtime; contents are never hashed (that would cost a full read).
@@ -217,10 +223,11 @@ def _open(entry: Path) -> tuple[pa.Table, dict[str, Any]] | None:
     return t, head
 
 
-def read(path: Path, kinds: Collection[str] | None, accepts_kinds: Callable[[str], bool]
-         ) -> Trace | None:
-    """The cached trace of ``path`` (only rows of ``kinds``), or None on a miss."""
-    k = _key(path)
+def read(path: Path, kinds: Collection[str] | None, accepts_kinds: Callable[[str], bool],
+         k: tuple[Path, str] | None = None) -> Trace | None:
+    """The cached trace of ``path`` (only rows of ``kinds``), or None on a miss. ``k``: its
+    entry and key when the caller has them (:func:`key_of`), else taken here."""
+    k = k or _key(path)
     if k is None:
         return None
     entry, key = k

@@ -224,46 +224,58 @@ def read(path: str | Path, kinds: Collection[str] | None = None) -> Trace:
     try:
         p = Path(path)
         wanted = None if kinds is None else frozenset(kinds)
-        try:
-            chunked = _read_chunks(p, wanted)
-        except _OnePiece:
-            chunked = None
-        return chunked if chunked is not None else _read(p, wanted)
+        decoded = None
+        with content(p, private=True) as raw:  # opened (and gunzipped) once
+            try:
+                chunked = _read_chunks(p, raw, wanted)
+            except _OnePiece:
+                chunked = None  # the first chunk was decoded in place: decode afresh below
+            else:
+                if chunked is None:
+                    decoded = _decode(p, raw)
+        if chunked is not None:
+            return chunked
+        return _read(p, wanted) if decoded is None else _from_events(p, decoded, wanted)
     finally:
         if enabled:
             gc.enable()
 
 
-def _read_chunks(p: Path, kinds: frozenset[str] | None) -> Trace | None:
+def _read_chunks(p: Path, raw: Any, kinds: frozenset[str] | None) -> Trace | None:
     n = chunks.workers()
-    with content(p, private=True) as raw:
-        plan = chunks.plan(raw, n)
-        if plan is None:
-            return None
-        groups = plan.groups()
+    plan = chunks.plan(raw, n)
+    if plan is None:
+        return None
+    groups = plan.groups()
 
-        def one(i: int) -> tuple[Columns, Doc | None]:
-            events, tail = chunks.decode(raw, plan, i)
-            return columns(events, kinds), tail
+    def one(i: int) -> tuple[Columns, Doc | None]:
+        events, tail = chunks.decode(raw, plan, i)
+        return columns(events, kinds), tail
 
-        def work(g: int) -> list[tuple[Columns, Doc | None]]:
-            return [one(i) for i in groups[g]]  # one chunk's structs alive at a time
+    def work(g: int) -> list[tuple[Columns, Doc | None]]:
+        return [one(i) for i in groups[g]]  # one chunk's structs alive at a time
 
-        try:
-            if len(groups) == 1:
-                parts = work(0)
-            else:
-                parts = [part for got in forked_map(work, len(groups)) for part in got]
-        except (chunks.ChunkError, ForkError, OverflowError, OSError):
-            # OSError: no fork or in-memory file here (process limit, sandbox, memory).
-            raise _OnePiece from None
+    try:
+        if len(groups) == 1:
+            parts = work(0)
+        else:
+            parts = [part for got in forked_map(work, len(groups)) for part in got]
+    except (chunks.ChunkError, ForkError, OverflowError, OSError):
+        # OSError: no fork or in-memory file here (process limit, sandbox, memory).
+        raise _OnePiece from None
     doc = chunks.document(plan, parts[-1][1])
     return _table(p, join([c for c, _ in parts]), doc, True, kinds, None)
 
 
 def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
     with content(p) as raw:
-        events, doc, typed = _decode(p, raw)
+        decoded = _decode(p, raw)
+    return _from_events(p, decoded, kinds)
+
+
+def _from_events(p: Path, decoded: tuple[list[Any], Doc, bool], kinds: frozenset[str] | None
+                 ) -> Trace:
+    events, doc, typed = decoded
     if not isinstance(events, list):
         raise TraceFormatError(p, "JSON but not a trace (no traceEvents list)")
     try:

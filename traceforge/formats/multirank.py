@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from traceforge.errors import AnalysisError, TraceFormatError
-from traceforge.formats import input_stat, load, resolve, rocprof
+from traceforge.formats import SourceFile, identify, load, rocprof
 from traceforge.formats.folder import scan
 from traceforge.formats.nsys import split_processes
 from traceforge.model import Trace
@@ -34,29 +33,33 @@ R = TypeVar("R")
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 
 
-def rank_from_name(path: str | Path) -> int | None:
+def rank_from_name(path: str | os.PathLike[str]) -> int | None:
     """The rank a file name states (``worker3_step_12...``, ``rank-0.Apr...``), if any."""
     m = _RANK_IN_NAME.search(Path(path).name)
     return int(m.group(1)) if m else None
 
 
-def run_files(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], str | None]:
-    """The files of a run (a directory read at its top level, or the files given) and a
-    note on what a folder held besides them. Nothing is parsed."""
-    if not isinstance(paths, (str, Path)):
-        return [resolve(x) for x in paths], None
-    p = resolve(paths)
-    st = input_stat(p, "no such file or directory")
-    if not stat.S_ISDIR(st.st_mode) or rocprof.sniff(p, b""):
-        return [p], None
-    found = scan(p)
+def run_files(paths: Sequence[str | Path | SourceFile] | str | Path | SourceFile
+              ) -> tuple[list[SourceFile], str | None]:
+    """The files of a run (a directory read at its top level, or the files given), each as
+    a :class:`~traceforge.formats.SourceFile` for :func:`~traceforge.formats.load` (resolved
+    and stat'ed here, once; a rocprofv3 output folder with its reader), and a note on what
+    a folder held besides them. Nothing is parsed."""
+    if not isinstance(paths, (str, Path, SourceFile)):
+        return [identify(x) for x in paths], None
+    src = identify(paths, "no such file or directory")
+    if not src.is_dir:
+        return [src], None
+    if src.reader is not None or rocprof.sniff(src.path, b""):
+        return [replace(src, reader=src.reader or rocprof.__name__.rsplit(".", 1)[-1])], None
+    found = scan(src.path)
     if not found.files:
-        raise TraceFormatError(p, "directory holds no trace files at its top level "
+        raise TraceFormatError(src.path, "directory holds no trace files at its top level "
                                f"(subfolders are not read; {found.note() or 'it is empty'})")
-    return list(found.files), found.note()
+    return [identify(f) for f in found.files], found.note()
 
 
-def rank_traces(path: Path, trace: Trace, *, only_file: bool,
+def rank_traces(path: str | Path | SourceFile, trace: Trace, *, only_file: bool,
                 number: int | None = None) -> list[Trace]:
     """The rank traces one file of a run holds, each with its rank set.
 
@@ -118,14 +121,14 @@ def pool_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequenc
         raise AnalysisError(f"{', '.join(map(str, files))}: {hint}") from None
 
 
-def _load_all(files: list[Path], workers: int | None) -> list[Trace]:
+def _load_all(files: list[SourceFile], workers: int | None) -> list[Trace]:
     n = min(len(files), workers or os.cpu_count() or 1)
     return pool_map(load, files, n, files=files,
                     hint="a reader process died (out of memory?); read them one at a time")
 
 
-def load_run(paths: Sequence[str | Path] | str | Path, *, workers: int | None = None
-             ) -> list[Trace]:
+def load_run(paths: Sequence[str | Path | SourceFile] | str | Path | SourceFile, *,
+             workers: int | None = None) -> list[Trace]:
     """Read the traces of one run (a directory or a list of files), sorted by rank.
 
     A single file holding several processes with GPU work (an nsys report of torchrun)

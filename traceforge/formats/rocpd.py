@@ -4,7 +4,7 @@ Built from the documented schema, not from a real file: the table and view defin
 ROCm/rocprofiler-sdk ``source/share/rocprofiler-sdk-rocpd/`` (``rocpd_tables.sql`` @50c89cbd,
 ``rocpd_views.sql`` @ad31aebb, ``data_views.sql`` @fbb1b80d; schema 3.0.x, the layout whose
 dispatch/copy/region rows carry their own ``start``/``end``) and tested on a synthetic sample
-written to that schema (tests/rocpd_schema.py). No rocpd file from a real run was available;
+written to that schema (tests/support/rocpd_schema.py). No rocpd file from a real run was available;
 treat numbers from real files as unverified until one has been checked against ``rocpd query``.
 
 What is read, preferring rocprofv3's own data views (they resolve ids to strings and OS

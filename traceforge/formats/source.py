@@ -30,13 +30,14 @@ def read_head(path: Path, n: int = 4096) -> bytes:
     """First ``n`` bytes of the file's content, gunzipped when the file is gzip."""
     with path.open("rb") as f:
         head = f.read(n)
-    if head[:2] == b"\x1f\x8b":
+        if head[:2] != b"\x1f\x8b":
+            return head
+        f.seek(0)  # the same open file: opened once
         try:
-            with gzip.open(path, "rb") as g:
+            with gzip.GzipFile(fileobj=f, mode="rb") as g:
                 return g.read(n)
         except (OSError, EOFError, zlib.error) as e:
             raise TraceFormatError(path, f"truncated or corrupt gzip ({e})") from None
-    return head
 
 
 @contextmanager

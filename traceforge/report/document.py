@@ -102,4 +102,21 @@ def build_report(*runs: Trace | Sequence[Trace], top: int = 15,
                   scaling_of(done, loaded), diffs)
 
 
-__all__ = ["Report", "build_report"]
+def with_counters(rep: Report, trace: Trace, launches: pd.DataFrame,
+                  counter_notes: Sequence[str] = ()) -> Report:
+    """``rep`` with the measured roofline chart of ``trace`` (the first run's first rank)
+    from hardware-counter ``launches`` (a counter reader's per-launch table:
+    :func:`traceforge.formats.counter_files.read_counters`)."""
+    from traceforge.analyzers.costs.roofline import roofline
+    from traceforge.analyzers.counters.measured import chart_data, measured_kernels
+
+    r = roofline(trace)
+    m = measured_kernels(trace, launches, counter_notes=counter_notes, device=r.device,
+                         modelled=r.kernels)
+    run0 = rep.runs[0]
+    roof = replace(run0.roofline, measured_chart=chart_data(m, r.device),
+                   measured_notes=m.notes)
+    return replace(rep, runs=(replace(run0, roofline=roof), *rep.runs[1:]))
+
+
+__all__ = ["Report", "build_report", "with_counters"]

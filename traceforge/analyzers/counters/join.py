@@ -122,3 +122,14 @@ def join(trace: Trace, launches: pd.DataFrame, *, skip: int = 0) -> Join:
         notes.append(f"{n} trace launches of {len(left)} kernel name(s) have no profiled launch "
                      "(ncu's launch count, skip or name filter)")
     return Join(pdf, by, tuple(notes))
+
+
+def top_kernels(trace: Trace, top: int) -> list[str]:
+    """Function names (:func:`base_key`) of the ``top`` kernels by total GPU time, most
+    first: what ``capture --backend ncu --top N`` profiles. Empty without kernels."""
+    ev = trace.events
+    k = ev[ev["kind"] == "kernel"]
+    if k.empty:
+        return []
+    tot = k.groupby(k["name"].astype(str).map(base_key))["dur"].sum()
+    return [str(n) for n in tot.sort_values(ascending=False).index[:top] if n]

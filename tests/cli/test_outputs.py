@@ -1,0 +1,119 @@
+"""Outputs are replaced whole or not at all, and never over an input (issue 31, items 11
+and 12): a failure while writing (full disk, Ctrl-C, SIGTERM) leaves the previous good
+output byte for byte and no temporary file; a hard link to the input is refused."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, cli_main
+from traceforge import outputs
+
+GOOD = b'{"traceEvents": []}  previous good output\n'
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def _tiny_trace(tmp_path: Path) -> Path:
+    from tests.hostile.test_hostile_names import write_trace
+
+    return write_trace(tmp_path / "in.json", ["gemm_kernel"])
+
+
+def test_a_write_replaces_the_file_and_keeps_its_mode(tmp_path: Path) -> None:
+    out = tmp_path / "r.md"
+    out.write_bytes(GOOD)
+    out.chmod(0o640)
+    outputs.write(out, "new")
+    assert out.read_text() == "new" and (out.stat().st_mode & 0o777) == 0o640
+    fresh = outputs.write(tmp_path / "new.md", b"x")
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    assert _leftovers(tmp_path) == []
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+@pytest.mark.parametrize("error", [OSError(errno.ENOSPC, "No space left on device"),
+                                   KeyboardInterrupt()])
+def test_an_error_mid_write_keeps_the_previous_output(tmp_path: Path,
+                                                      error: BaseException) -> None:
+    out = tmp_path / "out.json"
+    out.write_bytes(GOOD)
+    with pytest.raises(type(error)), outputs.replacing(out) as tmp:
+        tmp.write_bytes(b"half of the new")
+        raise error
+    assert out.read_bytes() == GOOD and _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("verb", ["annotate", "convert", "report", "tables"])
+def test_a_full_disk_leaves_each_verbs_previous_output(tmp_path: Path, verb: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a good output from before, and a disk that fills up as the new one is flushed
+    src = _tiny_trace(tmp_path)
+    name = {"annotate": "a.json.gz", "convert": "c.json", "report": "r.html",
+            "tables": "tables/summary.csv"}[verb]
+    out = tmp_path / name
+    out.parent.mkdir(exist_ok=True)
+    out.write_bytes(GOOD)
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(outputs.os, "fsync", full)
+    args = {"annotate": ["annotate", str(src), "-o", str(out)],
+            "convert": ["convert", str(src), str(out)],
+            "report": ["report", str(src), "-o", str(out)],
+            "tables": ["idle", str(src), "--format", "csv", "-o", str(out.parent)]}[verb]
+    code, _, err = cli_main(*args)
+    # THEN one line naming the file, exit 2, the old output intact, no temporary file
+    assert code == 2 and "No space left on device" in err and err.count("\n") == 1, err
+    assert out.read_bytes() == GOOD
+    assert _leftovers(out.parent) == []
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_sigterm_during_a_write_keeps_the_previous_output(tmp_path: Path, sig: str) -> None:
+    out = tmp_path / "report.html"
+    out.write_bytes(GOOD)
+    code = textwrap.dedent(f"""
+        import os, signal
+        from traceforge import outputs
+        with outputs.replacing({str(out)!r}) as tmp:
+            tmp.write_bytes(b"half")
+            os.kill(os.getpid(), signal.{sig})
+            tmp.write_bytes(b"never")
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60)
+    assert r.returncode == 128 + getattr(signal, sig), r.stderr
+    assert out.read_bytes() == GOOD and _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("verb", ["annotate", "convert", "report"])
+def test_a_hard_link_to_the_input_is_refused(tmp_path: Path, verb: str) -> None:
+    src = tmp_path / "in.json"
+    src.write_bytes(_tiny_trace(tmp_path).read_bytes())
+    before = src.read_bytes()
+    # the check is on the file, not its name: a report "link.md" is the input trace
+    link = tmp_path / ("link.json" if verb != "report" else "link.md")
+    os.link(src, link)
+    args = {"annotate": ["annotate", str(src), "-o", str(link)],
+            "convert": ["convert", str(src), str(link)],
+            "report": ["report", str(src), "-o", str(link)]}[verb]
+    code, _, err = cli_main(*args)
+    assert code == 2 and "name another output" in err and err.count("\n") == 1, err
+    assert src.read_bytes() == before and src.stat().st_nlink == 2

@@ -1,0 +1,107 @@
+"""The critical path at trace size (issue 30 item 2): steps on forked workers give what one
+process gives, the summed tables equal pandas groupbys of the segments, the step graph
+tables are built when asked for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import traceforge as tf
+from tests.conftest import FIXTURES
+from traceforge.analyzers.critical_path import critical_path
+from traceforge.analyzers.critical_path import step_paths as sp_mod
+from traceforge.forks import ForkError, can_fork, forked_map
+
+FIX = FIXTURES
+EAGER = FIX / "eager.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def eager() -> tf.Trace:
+    return tf.load(EAGER, cache=False)
+
+
+def _frames(r: tf.CriticalPath) -> list[pd.DataFrame]:
+    return [r.steps, r.segments, r.by_category, r.top, r.what_if]
+
+
+def _same(a: tf.CriticalPath, b: tf.CriticalPath) -> None:
+    for x, y in zip(_frames(a), _frames(b), strict=True):
+        pd.testing.assert_frame_equal(x, y, check_exact=True)
+    assert a.notes == b.notes
+
+
+def test_forked_steps_equal_one_process(eager: tf.Trace, monkeypatch: pytest.MonkeyPatch
+                                        ) -> None:
+    if not can_fork():
+        pytest.skip("no fork here")
+    monkeypatch.setattr(sp_mod, "PARALLEL_EDGES", 10**12)
+    here = critical_path(eager, what_if=["gemm=2", "elementwise=1.5"])
+    assert len(here.steps) > 1
+    monkeypatch.setattr(sp_mod, "PARALLEL_EDGES", 0)
+    monkeypatch.setattr(sp_mod, "cores", lambda: 2)
+    calls = []
+    real = forked_map
+
+    def spy(work, n):  # type: ignore[no-untyped-def]
+        calls.append(n)
+        return real(work, n)
+
+    monkeypatch.setattr(sp_mod, "forked_map", spy)
+    forked = critical_path(eager, what_if=["gemm=2", "elementwise=1.5"])
+    assert calls == [2]
+    _same(here, forked)
+
+
+def test_failed_worker_done_here(eager: tf.Trace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sp_mod, "PARALLEL_EDGES", 10**12)
+    here = critical_path(eager)
+
+    def broken(work, n):  # type: ignore[no-untyped-def]
+        raise ForkError("a worker died")
+
+    monkeypatch.setattr(sp_mod, "PARALLEL_EDGES", 0)
+    monkeypatch.setattr(sp_mod, "cores", lambda: 2)
+    monkeypatch.setattr(sp_mod, "can_fork", lambda: True)
+    monkeypatch.setattr(sp_mod, "forked_map", broken)
+    _same(here, critical_path(eager))
+
+
+def test_summed_tables_equal_pandas_groupbys(eager: tf.Trace) -> None:
+    """The oracle: the pandas groupbys the code-based sums replaced, on the segments."""
+    r = critical_path(eager, top_n=7)
+    seg = r.segments
+    g = seg.groupby(["step", "for_rank", "category"], sort=False)["dur"].sum().reset_index(
+        name="ns")
+    tot = g.groupby(["step", "for_rank"])["ns"].transform("sum")
+    g["pct"] = np.where(tot > 0, 100.0 * g["ns"] / tot, 0.0)
+    g = g.sort_values(["step", "for_rank", "ns"], ascending=[True, True, False], kind="stable")
+    pd.testing.assert_frame_equal(r.by_category, g.reset_index(drop=True), check_exact=True)
+    keys = ["step", "for_rank"]
+    work = seg[seg["kind"].isin(("cpu_op", "kernel", "memcpy", "memset"))]
+    tot2 = seg.groupby(keys)["dur"].sum()
+    t = work.groupby([*keys, "kind", "name", "category"], sort=False).agg(
+        ns=("dur", "sum"), count=("row", "nunique")).reset_index()
+    t["pct"] = 100.0 * t["ns"] / tot2.reindex(pd.MultiIndex.from_frame(t[keys])).to_numpy()
+    t = t.sort_values([*keys, "ns"], ascending=[True, True, False], kind="stable")
+    t = t.groupby(keys, sort=False).head(7)
+    cols = ["step", "for_rank", "kind", "name", "category", "ns", "pct", "count"]
+    pd.testing.assert_frame_equal(r.top, t[cols].reset_index(drop=True), check_exact=True)
+    # Every path's pieces add up to its window.
+    lengths = seg.groupby(["step", "for_rank"])["dur"].sum()
+    assert (lengths.to_numpy() == r.steps["length_ns"].to_numpy()).all()
+
+
+def test_graph_tables_built_when_asked(eager: tf.Trace) -> None:
+    r = critical_path(eager)
+    steps = r.steps["step"].tolist()
+    assert list(r.edges) == list(r.nodes) == list(r.graphs) == steps
+    s = steps[0]
+    e = r.edges[s]
+    assert len(e) == int(r.steps.loc[r.steps["step"] == s, "edges"].iloc[0])
+    assert r.graphs[s].number_of_edges() == len(e)
+    assert len(r.nodes[s]) > 0
+    with pytest.raises(KeyError):
+        r.edges[10**9]

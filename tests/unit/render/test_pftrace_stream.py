@@ -1,0 +1,159 @@
+"""``annotate``/``convert`` at trace size: the hand-encoded ``.pftrace`` is byte for byte
+what the ``perfetto`` wheel's message classes serialize (the old encoder, kept verbatim in
+:mod:`tests.support.pftrace_reference`, is the oracle), Chrome JSON encoded in batches is what one
+``orjson.dumps`` writes, the critical-path track merges only touching pieces of one thread
+and kind, and ``annotate --steps/--window`` cut the trace as ``open`` does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import traceforge as tf
+from tests.conftest import REPO
+from traceforge.cli import cli
+from traceforge.render import document as chrome_json
+from traceforge.render.annotate import annotated_document
+from traceforge.render.critical_path import PATH_PID, merged_pieces
+from traceforge.render.perfetto import chrome_to_pftrace
+from traceforge.report.annotations import annotation_data
+
+pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+FIX = REPO / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def annotated() -> dict[str, object]:
+    t = tf.load(FIX / "compiled.pt.trace.json.gz")
+    doc = annotated_document(t, annotation_data(t))
+    # Values the trace itself may lack: a counter, a bool, a nested and a negative arg.
+    doc["traceEvents"] += [  # type: ignore[operator]
+        {"ph": "C", "name": "c", "pid": 1, "tid": 0, "ts": 1.0, "args": {"v": 2.5}},
+        {"ph": "X", "name": "odd", "cat": "x", "pid": "p", "tid": "t", "ts": 2.0, "dur": 1.0,
+         "args": {"b": True, "n": -3, "l": [1, 2], "big": 2**70}},
+    ]
+    return doc
+
+
+def test_pftrace_bytes_equal_the_message_classes(annotated: dict[str, object]) -> None:
+    from tests.support.pftrace_reference import chrome_to_pftrace as reference
+
+    new = chrome_to_pftrace(annotated)
+    assert new == reference(annotated)
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    packets = pb.Trace.FromString(new).packet
+    assert sum(p.HasField("track_event") for p in packets) > 1000
+
+
+def test_chrome_json_batches_equal_one_dumps(annotated: dict[str, object],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chrome_json, "BATCH", 997)
+    doc = {**annotated, "traceEvents": annotated["traceEvents"][:-1]}  # type: ignore[index]
+    got = chrome_json.dumps_chrome(doc)
+    assert got == orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    assert len(orjson.loads(got)["traceEvents"]) > 3 * 997
+
+
+def _seg(rows: list[tuple[int, int, str, int, int, int]]) -> pd.DataFrame:
+    # (order, tid, kind, ts, dur, row) of one step on pid 1.
+    return pd.DataFrame([{"step": 1, "order": o, "kind": k, "name": f"n{o}", "category": k,
+                          "ts": ts, "dur": d, "row": r, "pid": 1, "tid": tid}
+                         for o, tid, k, ts, d, r in rows])
+
+
+def test_merge_only_touching_pieces_of_one_thread_and_kind() -> None:
+    seg = _seg([(0, 1, "cpu_op", 0, 10, 5), (1, 1, "cpu_op", 10, 30, 6),
+                (2, 1, "cpu_op", 40, 5, 7),     # touches: one run of 3, heaviest n1
+                (3, 1, "cpu_op", 50, 5, 8),     # a gap before it: its own slice
+                (4, 1, "runtime", 55, 5, 9),    # another kind
+                (5, 2, "runtime", 60, 5, 10)])  # another thread
+    m = merged_pieces(seg)
+    assert m[["order", "last_order", "pieces", "ts", "dur"]].values.tolist() == [
+        [0, 2, 3, 0, 45], [3, 3, 1, 50, 5], [4, 4, 1, 55, 5], [5, 5, 1, 60, 5]]
+    assert m["name"].tolist() == ["n1", "n3", "n4", "n5"]
+    assert int(m["dur"].sum()) == int(seg["dur"].sum())  # nothing covered twice or added
+    assert merged_pieces(seg.iloc[:0]).empty
+
+
+def test_annotate_steps_and_window(tmp_path: Path) -> None:
+    src = str(FIX / "compiled.pt.trace.json.gz")
+    whole, part = tmp_path / "all.json", tmp_path / "part.json"
+    r = CliRunner().invoke(cli, ["annotate", src, "-o", str(whole)])
+    assert r.exit_code == 0, r.output
+    from traceforge.analyzers.timeline.core import timeline
+
+    one = str(int(timeline(tf.load(src)).steps.ranges["step"].iloc[-1]))
+    r = CliRunner().invoke(cli, ["annotate", src, "-o", str(part), "--steps", one])
+    assert r.exit_code == 0, r.output
+    a, b = tf.load(whole), tf.load(part)
+    assert 0 < len(b.events) < len(a.events)
+    assert (b.events["pid"] == PATH_PID).any()
+    r = CliRunner().invoke(cli, ["annotate", src, "-o", str(part), "--steps", one,
+                                 "--window", "0:1ms"])
+    assert r.exit_code != 0 and "not both" in str(r.exception)
+    r = CliRunner().invoke(cli, ["annotate", src, "-o", str(tmp_path / "w.pftrace"),
+                                 "--window", "0:5ms"])
+    assert r.exit_code == 0, r.output
+
+
+def test_written_in_batches_equals_whole(annotated: dict[str, object], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import gzip
+
+    from traceforge.render import perfetto
+    from traceforge.render.document import write_document
+
+    whole = chrome_to_pftrace(annotated)
+    monkeypatch.setattr(perfetto, "_FLUSH", 4096)
+    writes: list[bytes] = []
+    perfetto.write_pftrace(annotated, writes.append)
+    assert len(writes) > 10 and b"".join(writes) == whole
+    monkeypatch.setattr(chrome_json, "BATCH", 500)
+    doc = {**annotated, "traceEvents": annotated["traceEvents"][:-1]}  # type: ignore[index]
+    out = tmp_path / "a.json.gz"
+    with open(out, "wb") as f:
+        write_document(doc, out, f)
+    assert gzip.decompress(out.read_bytes()) == orjson.dumps(
+        doc, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def test_a_failed_stream_keeps_the_old_file(tmp_path: Path) -> None:
+    from typing import BinaryIO
+
+    from traceforge import output_file as output
+
+    out = tmp_path / "a.pftrace"
+    out.write_bytes(b"good")
+
+    def fill(f: BinaryIO) -> None:
+        f.write(b"half")
+        raise RuntimeError("encoder failed")
+
+    with pytest.raises(RuntimeError):
+        output.stream(out, fill)
+    assert out.read_bytes() == b"good" and sorted(tmp_path.iterdir()) == [out]
+
+
+def test_rows_encoded_from_columns_equal_the_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``annotate``/``convert`` encode the trace's rows from its columns (events built per
+    batch of packets, in write order): the bytes are the old encoder's of the whole dict
+    document, for .pftrace and for Chrome JSON, with batches far smaller than the trace."""
+    from tests.support.pftrace_reference import chrome_to_pftrace as reference
+    from traceforge.render import perfetto
+    from traceforge.render.annotate import annotated_source
+    from traceforge.render.chrome_json import ChromeSource
+
+    t = tf.load(FIX / "compiled.pt.trace.json.gz")
+    monkeypatch.setattr(perfetto, "_CHUNK", 101)
+    monkeypatch.setattr(chrome_json, "BATCH", 97)
+    for src in (annotated_source(t, annotation_data(t)), ChromeSource(t)):
+        doc = src.document()
+        assert src.n > 20 * 101 and any(e["ph"] == "f" for e in src.extra)  # flows bound
+        assert chrome_to_pftrace(src) == reference(doc)
+        assert chrome_json.dumps_chrome(src) == orjson.dumps(
+            doc, option=orjson.OPT_SERIALIZE_NUMPY)

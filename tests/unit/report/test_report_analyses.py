@@ -1,0 +1,341 @@
+"""The report's roofline, FLOPs utilization, critical path, scaling and vendor-neutral
+tables: one definition -- every number equals what the CLI verb (and the library call)
+gives for the same trace -- and the cross-vendor rows line up against the raw files."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import traceforge as tf
+from tests.conftest import FIXTURES, cli_main
+from tests.support import raw_kineto as rk
+from tests.unit.analyzers.runs.test_compare import MODELS, oracle_class, pair
+from traceforge.analyzers.runs.diff import diff
+from traceforge.analyzers.runs.inputs import TraceRun
+from traceforge.analyzers.runs.scaling import scaling
+from traceforge.render.chrome_json import write_chrome
+from traceforge.render.html import render_html
+from traceforge.render.markdown import render_markdown
+from traceforge.report.analysis import analyze
+from traceforge.report.comparison import group_runs, scaling_of
+from traceforge.report.findings import findings
+
+EAGER = FIXTURES / "eager.pt.trace.json.gz"
+COMPILED = FIXTURES / "compiled.pt.trace.json.gz"
+DDP = [FIXTURES / f"capture_h200x2.ddp_train.sdpa.rank{r}.pt.trace.json.gz" for r in (0, 1)]
+
+
+def _need(*paths: Path) -> None:
+    for p in paths:
+        if not p.exists():
+            pytest.skip(f"{p.name} missing")
+
+
+def _json(*args: str) -> Any:
+    code, out, err = cli_main(*args, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+# -- roofline and MFU ---------------------------------------------------------------------
+def test_roofline_and_mfu_in_the_report_equal_the_cli() -> None:
+    _need(EAGER)
+    t = tf.load(EAGER)
+    r = analyze(t)
+    rf = r.roofline
+    # Library: the report's tables are roofline()/mfu() with a rank column.
+    lib = tf.roofline(t).table
+    pd.testing.assert_frame_equal(rf.by_op.drop(columns="rank"),
+                                  lib[[c for c in rf.by_op.columns if c != "rank"]])
+    steps = tf.mfu(t).steps
+    assert rf.mfu["hfu_pct"].tolist() == steps["hfu_pct"].tolist()
+    # CLI: `traceforge roofline` and `traceforge mfu` print the same numbers.
+    rows = {x["op"]: x for x in _json("roofline", str(EAGER), "-n", "0")["rows"]}
+    assert len(rows) == len(rf.by_op)
+    for x in rf.by_op.to_dict("records"):
+        cli = rows[x["op"]]
+        for col in ("tflops_per_s", "tb_per_s", "pct_of_bound"):
+            assert cli[col] == pytest.approx(x[col], rel=1e-12, nan_ok=True), (x["op"], col)
+        for col in ("time_us", "saved_us"):  # JSON: integer ns (render.schema)
+            want = x[col] if x[col] != x[col] else round(x[col] * 1000)
+            assert cli[col[:-3] + "_ns"] == pytest.approx(want, nan_ok=True), (x["op"], col)
+    cli_steps = _json("mfu", str(EAGER))["steps"]
+    assert [s["hfu_pct"] for s in cli_steps] == pytest.approx(rf.mfu["hfu_pct"].tolist(),
+                                                              rel=1e-12)
+    # The run card shows the range of those per-step values, and what it divides.
+    lo, hi = min(s["hfu_pct"] for s in cli_steps), max(s["hfu_pct"] for s in cli_steps)
+    assert (r.facts["hfu_min_pct"], r.facts["hfu_max_pct"]) == (lo, hi)
+    md = render_markdown([r], findings(r))
+    shown = f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}"
+    peak = cli_steps[0]["peak_tflops"]
+    assert "HFU per step" in md and f"{shown}%" in md
+    assert f"GPU window x bf16 {peak:,.1f} TFLOP/s peak" in md
+    # The finding names the ops furthest below their bound with the CLI's numbers.
+    worst = sorted(rows.values(), key=lambda x: -x["saved_ns"])[:3]
+    f = {x.rule: x for x in findings(r)}["ops_below_bound"]
+    for w in worst:
+        assert (f"{w['op']} at {w['pct_of_bound']:.1f}% of its {w['bound']} bound" in f.evidence)
+        assert f"{w['saved_ns'] / 1e6:,.2f} ms of its {w['time_ns'] / 1e6:,.2f} ms" in f.evidence
+    # The GEMM rule quotes `traceforge roofline --by class`'s gemm row.
+    gemm = next(x for x in _json("roofline", str(EAGER), "--by", "class")["rows"]
+                if x["class"] == "gemm")
+    g = {x.rule: x for x in findings(r)}["gemm_below_peak"]
+    assert f"{gemm['pct_of_bound']:.1f}% of their roofline bound" in g.evidence
+    page = render_html([r], findings(r))
+    assert "Roofline: NVIDIA H100" in page and "Ops furthest below their bound" in page
+
+
+def test_a_run_without_shapes_has_no_hfu_card_but_says_why() -> None:
+    _need(COMPILED)
+    r = analyze(tf.load(COMPILED))
+    assert "hfu_min_pct" not in r.facts
+    md = render_markdown([r], [])
+    assert "HFU per step" not in md.split("### Overview")[0]
+    assert "compiled region" in md  # the roofline's note: why the work is unknown
+
+
+# -- critical path --------------------------------------------------------------------------
+def _cli_path(paths: list[Path], step: int, *what_if: str) -> dict[str, Any]:
+    doc = _json("critical-path", *map(str, paths), "--step", str(step),
+                *(["--what-if", *what_if] if what_if else []))
+    assert len(doc["steps"]) == 1
+    return dict(doc["steps"][0])
+
+
+@pytest.mark.parametrize("case", ["eager", "compiled", "ddp"])
+def test_critical_path_in_the_report_equals_the_cli(case: str) -> None:
+    paths = {"eager": [EAGER], "compiled": [COMPILED], "ddp": DDP}[case]
+    _need(*paths)
+    traces = tf.load_run([str(p) for p in paths]) if case == "ddp" else [tf.load(paths[0])]
+    r = analyze(traces)
+    cp = r.critical_path
+    last = max(set.intersection(*(set(tf.timeline(t).windows["step"]) for t in traces)))
+    assert cp.step == last
+    lib = tf.critical_path(traces, steps=[last])
+    crit = lib.steps[lib.steps["critical"]]
+    assert cp.length["length_ns"].tolist() == crit["length_ns"].tolist()
+    assert cp.length["rank"].tolist() == crit["rank"].tolist()
+    scenarios = [s for s in cp.what_if["scenario"] if " " not in s]
+    cli = _cli_path(paths, last, *scenarios)
+    assert cli["length_ns"] == int(cp.length["length_ns"].iloc[0])
+    assert cli["by_category"] == {str(c): int(n) for c, n in zip(cp.bar["category"],
+                                                                 cp.bar["ns"], strict=True)}
+    new = {w["scenario"]: w["new_length_ns"] for w in cli["what_if"]}
+    for w in cp.what_if.to_dict("records"):
+        assert new[w["scenario"]] == w["new_length_ns"]
+    md = render_markdown([r], [])
+    assert f"Path length {int(cli['length_ns']) / 1e6:,.3f} ms" in md
+    if case == "ddp":
+        assert "communication=2" in set(cp.what_if["scenario"])
+        assert "whose window ends last" in md
+    if case == "compiled":
+        # GEMMs set the compiled step: twice as fast GEMMs shorten it, on the graph.
+        gemm = cp.what_if.set_index("scenario").loc["gemm=2"]
+        assert 0 < gemm["saved_ns"] < gemm["length_ns"]
+
+
+# -- vendor-neutral families ----------------------------------------------------------------
+@pytest.mark.parametrize("model", MODELS)
+def test_diff_lines_up_nvidia_and_amd_by_neutral_family(model: str) -> None:
+    paths = pair(model)
+    a, b = tf.load(paths[0]), tf.load(paths[1])
+    d = diff(a, b)
+    nt = d.by_neutral
+    # The raw family table cannot line the vendors up (sm90_xmma vs Cijk) ...
+    fam = d.by_family
+    assert ((fam["a_us"] > 0) & (fam["b_us"] == 0)).any()
+    # ... the neutral one has no group on one side only, except memset: cuBLAS zeroes its
+    # workspace with cudaMemsetAsync on the H100, the MI300X file has no memset at all.
+    one_sided = nt[((nt["a_us"] > 0) != (nt["b_us"] > 0)) & (nt["class"] != "memset")]
+    assert one_sided.empty, one_sided
+    lib = nt.set_index("family")
+    assert "Tensile" in lib.loc["library_gemm", "b_library"]
+    assert lib.loc["library_gemm", "a_library"].startswith(("cuBLAS", "CUTLASS"))
+    # Per-class totals equal sums from the raw files (in-step GPU work, per step).
+    for col, p in (("a_us", paths[0]), ("b_us", paths[1])):
+        raw = rk.load(p)
+        sums: dict[str, float] = {}
+        for g in raw.in_steps():
+            c = oracle_class(g)
+            sums[c] = sums.get(c, 0.0) + (g.end - g.ts) / 1e3 / len(raw.steps)
+        got = nt.groupby("class")[col].sum()
+        for c in set(sums) | set(got.index):
+            assert got.get(c, 0.0) == pytest.approx(sums.get(c, 0.0), abs=1e-6), (c, col)
+    # The same groups as `compare`, which lines runs up the same way.
+    cmp = tf.compare([TraceRun("a", (a,)), TraceRun("b", (b,))]).by_family
+    for run, col in (("a", "a_us"), ("b", "b_us")):
+        ms = cmp[cmp["run"] == run].set_index(["class", "family"])["ms"]
+        mine = nt.set_index(["class", "family"])[col]
+        assert mine.reindex(ms.index, fill_value=0.0).to_numpy() == pytest.approx(
+            ms.to_numpy() * 1e3, abs=1e-6)
+
+
+def test_report_tables_line_up_by_neutral_family() -> None:
+    paths = pair(MODELS[2])
+    runs = [analyze(tf.load(p), label=v) for p, v in zip(paths, ("h100", "mi300"),
+                                                            strict=True)]
+    keys = [set(zip(r.by_neutral["class"], r.by_neutral["family"], strict=True)) - {
+        ("memset", "memset")} for r in runs]
+    assert keys[0] == keys[1] and ("gemm", "library_gemm") in keys[0]
+    libs = [r.by_neutral.set_index("family").loc["library_gemm", "library"] for r in runs]
+    assert "Tensile" in libs[1] and "Tensile" not in libs[0]
+    for r in runs:  # the whole trace, as the class table next to it
+        assert r.by_neutral["total_us"].sum() == pytest.approx(r.by_class["total_us"].sum())
+    d = diff(tf.load(paths[0]), tf.load(paths[1]))
+    md = render_markdown(runs, [], diffs=[("h100", "mi300", d)])
+    assert "### GPU time per step by vendor-neutral family (us)" in md
+    assert "### GPU time per step by kernel family (us)" in md  # the raw table stays
+
+
+# -- scaling --------------------------------------------------------------------------------
+def _one_gpu(tmp_path: Path) -> Path:
+    """Rank 0 of the 2-rank run as a 1-GPU run (its NCCL kernels dropped), as a file."""
+    t0 = tf.load(DDP[0])
+    dist = {**t0.meta.distributed, "world_size": 1}
+    single = replace(t0, events=t0.events[~t0.events["name"].astype(str).str.startswith(
+        "ncclDevKernel")], meta=replace(t0.meta, world_size=1, distributed=dist))
+    out = tmp_path / "n1" / "single.pt.trace.json.gz"
+    out.parent.mkdir()
+    write_chrome(single, out)
+    return out
+
+
+def test_report_adds_scaling_for_runs_at_different_gpu_counts(tmp_path: Path) -> None:
+    _need(*DDP)
+    one = _one_gpu(tmp_path)
+    n2 = tmp_path / "n2"
+    n2.mkdir()
+    for p in DDP:
+        shutil.copy(p, n2 / p.name)
+    want = scaling([TraceRun("n1", (tf.load(one),)), TraceRun("n2", tuple(tf.load_run(
+        [str(p) for p in DDP])))])
+    eff = float(want.runs.set_index("gpus").loc[2, "efficiency_pct"])
+    cli = _json("scaling", str(one.parent), str(n2))
+    assert cli["runs"][1]["efficiency_pct"] == pytest.approx(eff, rel=1e-12)
+    for args, out in (([str(one.parent), str(n2)], "r.md"),
+                      ([str(one), *map(str, DDP)], "r.html")):  # files group by world size
+        code, _, err = cli_main("report", *args, "-o", str(tmp_path / out))
+        assert code == 0, err
+        text = (tmp_path / out).read_text()
+        assert "Scaling per GPU count" in text and f"{eff:,.2f}" in text
+        assert "Where the efficiency went" in text
+    assert (tmp_path / "r.html").read_text().count("<svg") >= 2 + 1  # scaling chart too
+    # One GPU count twice (eager vs compiled): compared, not scaled.
+    ts = [tf.load(EAGER), tf.load(COMPILED)]
+    runs = [analyze(t) for t in ts]
+    assert scaling_of(runs, [[t] for t in ts]) is None
+    assert [len(g) for g in group_runs([tf.load(one), *tf.load_run(list(map(str, DDP)))])] == [
+        1, 2]
+
+
+# -- without matplotlib ---------------------------------------------------------------------
+def test_report_without_matplotlib_says_how_to_get_charts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _need(EAGER)
+    r = analyze(tf.load(EAGER))
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+    page = render_html([r], findings(r))
+    assert re.search(r"charts need matplotlib: pip install \S*traceforge\[charts\]", page)
+    assert "Roofline by operator" in page and "FLOPs utilization per step" in page
+    assert not math.isnan(r.facts["hfu_min_pct"])
+
+
+def test_charts_are_matplotlib_svg_and_reproducible() -> None:
+    pytest.importorskip("matplotlib")
+    from traceforge.render import charts
+
+    svg = charts.hbar(["gemm", "elementwise"], [10.0, 2.5], unit="us")
+    assert svg == charts.hbar(["gemm", "elementwise"], [10.0, 2.5], unit="us")
+    assert "<svg" in svg and "Matplotlib" in svg  # drawn by the library, not by hand
+    assert ">10 us<" in svg and ">2.50 us<" in svg and ">gemm<" in svg  # text stays text
+    _need(COMPILED)
+    r = analyze(tf.load(COMPILED))
+    page = render_html([r], findings(r))
+    assert page == render_html([r], findings(r))  # same run, same bytes
+    assert page.count("<svg") >= 5
+
+
+def test_critical_path_beside_the_other_analyses_changes_nothing(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The report works out the critical path in a forked child (a thread where it may
+    not fork) while the other analyses run: the tables are those of a report made
+    without either (one core); an error there leaves the section empty with the same
+    reason; a child that dies has the path worked out in the report's process."""
+    import os
+    import threading
+
+    from traceforge import forks
+    from traceforge.errors import AnalysisError
+    from traceforge.report import analysis as run_mod
+
+    def tables(r: run_mod.RunAnalysis) -> dict[str, str]:
+        frames = {**vars(r), **{f"path.{k}": v for k, v in vars(r.critical_path).items()}}
+        return {k: v.to_csv() for k, v in frames.items() if isinstance(v, pd.DataFrame)}
+
+    def cores(n: int) -> None:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(n)), raising=False)
+        monkeypatch.setattr(os, "cpu_count", lambda: n)
+
+    real = run_mod.path_tables.gather
+    log = tmp_path / "where"
+
+    def watched(ts: Any) -> Any:
+        with log.open("a") as f:  # a child's memory is its own: it writes where it ran
+            f.write(f"{os.getpid()} {threading.current_thread().name}\n")
+        return real(ts)
+
+    def where() -> str:
+        last = log.read_text().splitlines()[-1].split()
+        return "here" if last == [str(os.getpid()), threading.current_thread().name] else \
+            "thread" if last[0] == str(os.getpid()) else "child"
+
+    def report() -> run_mod.RunAnalysis:
+        return run_mod.analyze(tf.load(EAGER, cache=False))
+
+    monkeypatch.setattr(run_mod.path_tables, "gather", watched)
+    cores(1)
+    alone = tables(report())
+    assert where() == "here"
+    cores(2)
+    ahead = report()
+    assert where() == ("child" if forks.can_fork() else "thread")
+    assert tables(ahead) == alone and len(ahead.critical_path.length)
+    monkeypatch.setattr(run_mod, "can_fork", lambda: False)
+    assert tables(report()) == alone and where() == "thread"
+    monkeypatch.undo()
+    monkeypatch.setattr(run_mod.path_tables, "gather", watched)
+    cores(2)
+
+    if forks.can_fork():
+        parent = os.getpid()
+
+        def dies(ts: Any) -> Any:
+            if os.getpid() != parent:
+                os._exit(3)
+            return watched(ts)
+
+        monkeypatch.setattr(run_mod.path_tables, "gather", dies)
+        assert tables(report()) == alone and where() == "here"
+
+    def fails(ts: Any) -> Any:
+        raise AnalysisError("no path here")
+
+    monkeypatch.setattr(run_mod.path_tables, "gather", fails)
+    got = report()
+    cores(1)
+    want = report()
+    assert got.unavailable == want.unavailable and got.unavailable["critical_path"] == \
+        "no path here"
+    assert tables(got) == tables(want)
