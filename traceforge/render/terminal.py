@@ -13,7 +13,9 @@ numeric columns keep every digit (they never wrap or shorten), and in turn
 3. text columns shorten further, the widest first, down to their header's longest word
    (at least :data:`MIN_TEXT`);
 4. columns close up from :data:`GAP` spaces to one;
-5. a number header's word longer than its numbers breaks;
+5. a number header's word longer than its numbers breaks, unless splitting the columns into
+   blocks printed one under another (each led by the first column, as pandas wraps a wide
+   frame) keeps every header word whole: :func:`column_blocks`;
 
 and a table whose numbers alone are wider is printed whole, as wide as they need. Titles
 and notes wrap at the width too (not when piped).
@@ -144,22 +146,54 @@ def lines(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Seq
     return out
 
 
+def column_blocks(headers: Sequence[str], columns: Sequence[Sequence[str]],
+                  numeric: Sequence[bool], width: int | None) -> list[list[int]]:
+    """The table's columns in blocks printed one under another, each led by the first
+    column, where one block would break a header's word (``kernels`` over ``k``/``e``/...):
+    as pandas wraps a wide frame. One block (all columns) when the table fits."""
+    n = len(headers)
+    if width is None or n < 3 or not _breaks(headers, columns, numeric, width, range(n)):
+        return [list(range(n))]
+    blocks: list[list[int]] = []
+    block = [0]
+    for i in range(1, n):
+        if len(block) > 1 and _breaks(headers, columns, numeric, width, [*block, i]):
+            blocks.append(block)
+            block = [0]
+        block.append(i)
+    blocks.append(block)
+    return blocks
+
+
+def _breaks(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Sequence[bool],
+            width: int, part: Sequence[int]) -> bool:
+    h = [headers[i] for i in part]
+    widths, _ = fit(h, [columns[i] for i in part], [numeric[i] for i in part], width)
+    return any(_word(x) > w for x, w in zip(h, widths, strict=True))
+
+
 def render(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Sequence[bool],
            *, title: str = "", notes: Sequence[str] = (), width: int | None = None) -> str:
     """A table of plain-text cells (already formatted and escaped) fitted to ``width``."""
     from rich.console import Console
     from rich.text import Text
 
-    widths, gap = fit(headers, columns, numeric, width)
-    fitted = [list(col) if num else shorten_all(list(col), w)
-              for col, w, num in zip(columns, widths, numeric, strict=True)]
-    total = sum(widths) + gap * max(len(widths) - 1, 0)
+    blocks = []
+    for part in column_blocks(headers, columns, numeric, width):
+        h = [headers[i] for i in part]
+        cols = [columns[i] for i in part]
+        num = [numeric[i] for i in part]
+        widths, gap = fit(h, cols, num, width)
+        fitted = [list(col) if n else shorten_all(list(col), w)
+                  for col, w, n in zip(cols, widths, num, strict=True)]
+        blocks.append(lines(h, fitted, num, widths, gap))
+    total = max((len(b[-1 if len(b) > 0 else 0]) for b in blocks if b), default=0)
     buf = io.StringIO()
     console = Console(file=buf, width=max(width or 0, total, 20), force_terminal=False,
                       color_system=None, markup=False, emoji=False, highlight=False)
     for line in ([title] if title else []):
         console.print(Text(plain(line)), soft_wrap=width is None)
-    buf.write("".join(x + "\n" for x in lines(headers, fitted, numeric, widths, gap)))
+    buf.write("\n".join("".join(x + "\n" for x in b) for b in blocks))
     for n in notes:
         console.print(Text(plain(n)), soft_wrap=width is None)
     return "\n".join(line.rstrip() for line in buf.getvalue().split("\n"))

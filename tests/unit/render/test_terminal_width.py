@@ -35,7 +35,7 @@ def _checked_render(seen: list[tuple[int, int]]) -> Any:
         out: str = original(headers, columns, numeric, title=title, notes=notes, width=width)
         rows = len(columns[0]) if columns else 0
         lines = out.rstrip("\n").split("\n")
-        rule = next(i for i, ln in enumerate(lines) if ln.startswith("━"))
+        rule = max(i for i, ln in enumerate(lines) if ln.startswith("━"))  # the last block's
         after = lines[rule + 1 + rows:]
         # one line per row: right after the last row come the notes (or nothing)
         if notes:
@@ -70,6 +70,30 @@ def test_names_shorten_in_the_middle_and_numbers_stay_whole() -> None:
     assert "1,234,567" in row and "9.877" in row and "(s)" in out
     # piped (no width): whole rows, whatever their length
     assert "nn_align2" in render_frame(df, "table", width=None).splitlines()[-1]
+
+
+def test_a_table_too_wide_for_its_header_words_prints_in_blocks() -> None:
+    """Where fitting would break header words into letters (compare's 14-column runs table at
+    100 columns read ``g/p/u/s``), the columns print in blocks, each led by the first."""
+    heads = ["run", *[f"metric{i} (ms)" for i in range(12)]]
+    cols = [["h100-eager", "h100-compiled"], *[["1", "22"]] * 12]
+    out = terminal.render(heads, cols, [False, *[True] * 12], width=60)
+    lines = out.splitlines()
+    assert max(len(ln) for ln in lines) <= 60
+    assert sum(ln.startswith("━") for ln in lines) >= 2
+    for i in range(12):  # every header word whole, every column once
+        assert sum(f"metric{i}" in ln.split() for ln in lines) == 1, out
+    assert sum(ln.startswith("h100-c") for ln in lines) == sum(
+        ln.startswith("━") for ln in lines)
+    # a table that fits stays one block
+    one = terminal.render(heads[:3], cols[:3], [False, True, True], width=60)
+    assert sum(ln.startswith("━") for ln in one.splitlines()) == 1
+    # the compare runs table at 100 columns: no header broken into letters
+    code, out, err = cli_main("compare", "sample:h100-eager", "sample:h100-compiled",
+                              "--width", "100")
+    assert code == 0, err
+    assert max(len(ln) for ln in out.splitlines()) <= 100
+    assert "kernels" in out.split() and "speedup" in out.split()
 
 
 #: Three GEMMs of the H100 sample whose names differ only in the middle (issue 25, item 3).
