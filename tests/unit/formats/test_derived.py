@@ -260,3 +260,31 @@ def test_a_warm_report_reads_its_analysis_and_charts_back(
     monkeypatch.setattr(analysis, "_analyze_all", fail)
     monkeypatch.setattr(figures, "new_figure", fail)
     assert run("b.html") == first
+
+
+def test_a_warm_comm_reads_each_ranks_collectives_back(
+        cdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30 item 5: a rank's collective table (sizes decoded from the kernels' args in
+    the source file) is stored with the cached trace; the next ``comm`` decodes nothing
+    and prints the same bytes."""
+    from traceforge.analyzers.communication import instances
+
+    ranks = []
+    for r in (0, 1):
+        name = f"capture_h200x2.ddp_train.sdpa.rank{r}.pt.trace.json.gz"
+        ranks.append(tmp_path / name)
+        shutil.copy(FIXTURES / name, ranks[-1])
+
+    def run() -> str:
+        r = CliRunner().invoke(cli, ["comm", *map(str, ranks), "--format", "json",
+                                     "--workers", "1"])
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    first = run()
+
+    def fail(*a: Any) -> Any:
+        raise AssertionError("collectives computed again: the stored table was not used")
+
+    monkeypatch.setattr(instances, "_comm_summary", fail)
+    assert run() == first

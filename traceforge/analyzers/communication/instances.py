@@ -115,7 +115,13 @@ def _ranks(v: Any) -> str:
 
 
 def comm_summary(trace: Trace) -> CommRank:
-    """One rank's :class:`CommRank` (reduce with :func:`comm_reduce`)."""
+    """One rank's :class:`CommRank` (reduce with :func:`comm_reduce`); a derived table of
+    the trace, so a later run on the cached trace reads it back instead of decoding the
+    collective kernels' args from the source file again."""
+    return trace.derived("comm_summary", lambda: _comm_summary(trace))
+
+
+def _comm_summary(trace: Trace) -> CommRank:
     rank = int(trace.meta.rank or 0)
     acts = timeline(trace).activity
     k = comm_kernels(trace, acts, rank)
