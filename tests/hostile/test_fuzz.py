@@ -41,7 +41,7 @@ import pytest
 import traceforge as tf
 from tests.conftest import EXTERNAL, SHARED
 from tests.support import rocpd_schema
-from tests.support.fuzz_hostile import hostile_mutant
+from tests.support.fuzz_hostile import hostile_mutant, json_nodes
 from tests.unit.formats.test_chrome_reader import kineto_doc
 from traceforge.errors import TraceFormatError
 
@@ -250,25 +250,12 @@ def _bytes_mutation(rng: random.Random, data: bytes) -> tuple[str, bytes]:
     return f"duplicate {i}:{j}", data[:j] + data[i:j] + data[j:]
 
 
-def _nodes(doc: Any) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    todo = [doc]
-    while todo:
-        x = todo.pop()
-        if isinstance(x, dict):
-            out.append(x)
-            todo += list(x.values())
-        elif isinstance(x, list):
-            todo += x
-    return out
-
-
 _DURATION_KEYS = ("dur", "end_timestamp", "EndNs", "End_Timestamp", "ts")
 
 
 def _json_mutation(rng: random.Random, data: bytes) -> tuple[str, bytes]:
     doc = json.loads(data)
-    nodes = [d for d in _nodes(doc) if d]
+    nodes = [d for d in json_nodes(doc) if d]
     op = rng.choice(("delete", "retype", "huge", "nan", "negative", "duplicate", "encoding",
                      "empty-list"))
     if op == "encoding":

@@ -56,7 +56,7 @@ def _bomb(rng: random.Random, plain: bytes, path: Path) -> str:
 
 def _json(rng: random.Random, data: bytes) -> tuple[str, bytes]:
     doc = json.loads(data)
-    nodes = _nodes(doc)
+    nodes = json_nodes(doc)
     timed = [d for d in nodes if any(isinstance(d.get(k), (int, float)) for k in
                                      ("ts", "start_timestamp", "BeginNs"))]
     op = rng.choice(("wild-ts", "wild-ts", "invalid-interval"))
@@ -83,7 +83,8 @@ def _json(rng: random.Random, data: bytes) -> tuple[str, bytes]:
     return "no timed events to make hostile", data
 
 
-def _nodes(doc: Any) -> list[dict[str, Any]]:
+def json_nodes(doc: Any) -> list[dict[str, Any]]:
+    """Every JSON object inside ``doc``, nested ones included (no recursion)."""
     out: list[dict[str, Any]] = []
     todo = [doc]
     while todo:
