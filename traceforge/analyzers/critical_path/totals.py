@@ -69,11 +69,17 @@ class PathPieces:
                          ignore_index=True)
 
     def _frame(self, cols: Sequence[str], parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
+        """The paths' parts as one table of ``cols``, labels decoded, sorted by step,
+        for_rank and most time first (an empty table of ``cols`` when there are none)."""
+        if not parts:
+            return cast("pd.DataFrame", pd.DataFrame(columns=list(cols)))
         data = {c: np.concatenate([p[c] for p in parts]) for c in cols}
         for c in ("kind", "name", "category"):
             if c in data:
                 data[c] = self.labels.values[data[c]]
-        return cast("pd.DataFrame", pd.DataFrame(data))
+        t = pd.DataFrame(data).sort_values(["step", "for_rank", "ns"],
+                                           ascending=[True, True, False], kind="stable")
+        return cast("pd.DataFrame", t.reset_index(drop=True))
 
     def by_category(self) -> pd.DataFrame:
         """step, for_rank, category, ns, pct: each path's time by category."""
@@ -91,12 +97,7 @@ class PathPieces:
             parts.append({"step": np.full(len(ns), p.step, dtype=np.int64),
                           "for_rank": np.full(len(ns), p.for_rank, dtype=np.int64),
                           "category": cat[first], "ns": ns, "pct": pct})
-        if not parts:
-            return cast("pd.DataFrame", pd.DataFrame(columns=list(BY_CATEGORY_COLUMNS)))
-        t = self._frame(BY_CATEGORY_COLUMNS, parts)
-        t = t.sort_values(["step", "for_rank", "ns"], ascending=[True, True, False],
-                          kind="stable")
-        return cast("pd.DataFrame", t.reset_index(drop=True))
+        return self._frame(BY_CATEGORY_COLUMNS, parts)
 
     def top(self, n: int) -> pd.DataFrame:
         """The ``n`` ops and kernels with the most time on each path: step, for_rank,
@@ -118,8 +119,9 @@ class PathPieces:
             ns = _sums(g, p.dur[ok], k)
             # Distinct rows per group.
             row = p.row[ok]
-            pair = _distinct(g * (int(row.max()) - int(row.min()) + 1) + (row - row.min()))
-            count = np.bincount(pair // (int(row.max()) - int(row.min()) + 1), minlength=k)
+            span = int(row.max()) - int(row.min()) + 1
+            pair = _distinct(g * span + (row - row.min()))
+            count = np.bincount(pair // span, minlength=k)
             tot = int(p.dur.sum())
             pct = 100.0 * ns / tot
             keep = np.argsort(-ns, kind="stable")[:n]
@@ -128,9 +130,4 @@ class PathPieces:
                           "kind": kind[first][keep], "name": name[first][keep],
                           "category": cat[first][keep], "ns": ns[keep], "pct": pct[keep],
                           "count": count[keep].astype(np.int64)})
-        if not parts:
-            return cast("pd.DataFrame", pd.DataFrame(columns=list(TOP_COLUMNS)))
-        t = self._frame(TOP_COLUMNS, parts)
-        t = t.sort_values(["step", "for_rank", "ns"], ascending=[True, True, False],
-                          kind="stable")
-        return cast("pd.DataFrame", t.reset_index(drop=True))
+        return self._frame(TOP_COLUMNS, parts)
