@@ -146,30 +146,41 @@ def lines(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Seq
     return out
 
 
+#: A block of a table's columns: their indexes, widths and the spaces between them.
+Block = tuple[list[int], list[int], int]
+
+
 def column_blocks(headers: Sequence[str], columns: Sequence[Sequence[str]],
-                  numeric: Sequence[bool], width: int | None) -> list[list[int]]:
+                  numeric: Sequence[bool], width: int | None) -> list[Block]:
     """The table's columns in blocks printed one under another, each led by the first
     column, where one block would break a header's word (``kernels`` over ``k``/``e``/...):
     as pandas wraps a wide frame. One block (all columns) when the table fits."""
     n = len(headers)
-    if width is None or n < 3 or not _breaks(headers, columns, numeric, width, range(n)):
-        return [list(range(n))]
-    blocks: list[list[int]] = []
-    block = [0]
-    for i in range(1, n):
-        if len(block) > 1 and _breaks(headers, columns, numeric, width, [*block, i]):
+    whole = _block(headers, columns, numeric, width, list(range(n)))
+    if width is None or n < 3 or not _breaks(headers, whole):
+        return [whole]
+    blocks: list[Block] = []
+    block = _block(headers, columns, numeric, width, [0, 1])
+    for i in range(2, n):
+        wider = _block(headers, columns, numeric, width, [*block[0], i])
+        if _breaks(headers, wider):
             blocks.append(block)
-            block = [0]
-        block.append(i)
+            wider = _block(headers, columns, numeric, width, [0, i])
+        block = wider
     blocks.append(block)
     return blocks
 
 
-def _breaks(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Sequence[bool],
-            width: int, part: Sequence[int]) -> bool:
-    h = [headers[i] for i in part]
-    widths, _ = fit(h, [columns[i] for i in part], [numeric[i] for i in part], width)
-    return any(_word(x) > w for x, w in zip(h, widths, strict=True))
+def _block(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Sequence[bool],
+           width: int | None, part: list[int]) -> Block:
+    widths, gap = fit([headers[i] for i in part], [columns[i] for i in part],
+                      [numeric[i] for i in part], width)
+    return part, widths, gap
+
+
+def _breaks(headers: Sequence[str], block: Block) -> bool:
+    """Whether the block's widths break one of its header words."""
+    return any(_word(headers[i]) > w for i, w in zip(block[0], block[1], strict=True))
 
 
 def render(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Sequence[bool],
@@ -179,15 +190,12 @@ def render(headers: Sequence[str], columns: Sequence[Sequence[str]], numeric: Se
     from rich.text import Text
 
     blocks = []
-    for part in column_blocks(headers, columns, numeric, width):
-        h = [headers[i] for i in part]
-        cols = [columns[i] for i in part]
+    for part, widths, gap in column_blocks(headers, columns, numeric, width):
         num = [numeric[i] for i in part]
-        widths, gap = fit(h, cols, num, width)
-        fitted = [list(col) if n else shorten_all(list(col), w)
-                  for col, w, n in zip(cols, widths, num, strict=True)]
-        blocks.append(lines(h, fitted, num, widths, gap))
-    total = max((len(b[-1 if len(b) > 0 else 0]) for b in blocks if b), default=0)
+        fitted = [list(columns[i]) if numeric[i] else shorten_all(list(columns[i]), w)
+                  for i, w in zip(part, widths, strict=True)]
+        blocks.append(lines([headers[i] for i in part], fitted, num, widths, gap))
+    total = max((len(x) for b in blocks for x in b), default=0)
     buf = io.StringIO()
     console = Console(file=buf, width=max(width or 0, total, 20), force_terminal=False,
                       color_system=None, markup=False, emoji=False, highlight=False)
