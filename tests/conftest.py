@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sqlite3
+import sys
+import threading
+import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,56 @@ REAL_HOME = Path.home()
 #: Set (to 1) where the HTA oracle must run: an HTA test that would skip fails instead
 #: (.ci/run sets it in its lowest-versions venv, where HTA 0.5.0 works).
 REQUIRE_HTA = "TRACEFORGE_REQUIRE_HTA"
+
+
+#: No test phase (setup, call, teardown) runs longer than this; the slowest take ~20 s
+#: on CI's 2 cores. One that hangs fails with every thread's stack, where CI would
+#: otherwise wait out its 90 minutes and print nothing about where.
+TEST_TIMEOUT_S = int(os.environ.get("TRACEFORGE_TEST_TIMEOUT", "300"))
+
+
+class TestHang(Exception):
+    """A test phase ran past TEST_TIMEOUT_S."""
+
+
+@contextlib.contextmanager
+def _deadline(nodeid: str) -> Iterator[None]:
+    if (not hasattr(signal, "SIGALRM") or TEST_TIMEOUT_S <= 0
+            or threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        names = {t.ident: t.name for t in threading.enumerate()}
+        stacks = "".join(f"\n--- thread {names.get(tid, tid)}\n" + "".join(
+            traceback.format_stack(f)) for tid, f in sys._current_frames().items())
+        raise TestHang(f"{nodeid} ran past {TEST_TIMEOUT_S} s; every thread's stack:{stacks}")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(TEST_TIMEOUT_S)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _deadline(item.nodeid):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _deadline(item.nodeid):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    with _deadline(item.nodeid):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -34,7 +34,22 @@ T = TypeVar("T")
 
 
 class ForkError(Exception):
-    """A child could not be started, failed, or died: do its work in this process."""
+    """A child could not be started, failed, died or stalled: do its work in this process.
+
+    ``died`` is True when the child ended without a word (killed: out of memory, a
+    signal), False when its work raised or it stopped making progress."""
+
+    def __init__(self, why: str, *, died: bool = False) -> None:
+        super().__init__(why)
+        self.died = died
+
+
+#: Seconds between looks at a child that has not answered yet.
+POLL_S = 1.0
+#: A child that has used no CPU time for this long while its work is not done is taken
+#: as stuck (a lock another thread of this process held when it was forked, which no
+#: one in the child will release): it is stopped and its work done here.
+STALL_S = 30.0
 
 
 def can_fork() -> bool:
@@ -77,8 +92,9 @@ class Child(Generic[T]):
                     stream.flush()
             with warnings.catch_warnings():
                 # Python 3.12+ warns on fork() while other threads exist (numpy's BLAS
-                # pool, a notebook's). The child takes no lock another thread could hold
-                # and exits without cleanup, so the warned-of deadlock cannot occur.
+                # pool, a notebook's, a progress display's). The child exits without
+                # cleanup, and one that still waits on a lock a thread held at the fork
+                # is found stalled (:meth:`result`), stopped, and its work done here.
                 warnings.simplefilter("ignore", DeprecationWarning)
                 self._proc = ctx.Process(target=_run, args=(work, send, self._fd),
                                          daemon=True)
@@ -91,11 +107,13 @@ class Child(Generic[T]):
             send.close()
 
     def result(self) -> T:
-        """The child's result; raises ForkError when it failed or died."""
+        """The child's result; raises ForkError when it failed, died or stalled (no CPU
+        time for :data:`STALL_S` seconds: then it is stopped)."""
+        self._wait()
         try:
             ok, why = self._recv.recv()
         except (EOFError, OSError) as e:
-            raise ForkError(f"a worker died ({e})") from None
+            raise ForkError(f"a worker died ({e})", died=True) from None
         if not ok:
             raise ForkError(why)
         size = os.fstat(self._fd).st_size
@@ -104,6 +122,20 @@ class Child(Generic[T]):
         with mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) as mm:
             value: T = pickle.loads(mm)
         return value
+
+    def _wait(self) -> None:
+        """Wait until the child answers or ends; a child that stalls is stopped."""
+        pid = self._proc.pid
+        seen, still = cpu_ticks(pid), 0.0
+        while not self._recv.poll(POLL_S):
+            now = cpu_ticks(pid)
+            if now is None or now != seen:  # no /proc here, or it is working
+                seen, still = now, 0.0
+                continue
+            still += POLL_S
+            if still >= STALL_S:
+                self._proc.kill()
+                raise ForkError(f"a worker used no CPU time for {STALL_S:.0f} s")
 
     def close(self) -> None:
         """Stop the child if it still runs and free what it used."""
@@ -114,8 +146,27 @@ class Child(Generic[T]):
         if self._proc is not None:
             if self._proc.is_alive():
                 self._proc.terminate()
-            self._proc.join()
+            self._proc.join(STALL_S)
+            if self._proc.is_alive():  # SIGTERM blocked or handled: it cannot refuse this
+                self._proc.kill()
+                self._proc.join()
             self._proc = None
+
+
+def cpu_ticks(pid: int) -> int | None:
+    """CPU time a process has used (user + system, in clock ticks), None where /proc
+    does not tell (not Linux, the process gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # Fields after the command name, which is in parentheses and may hold anything.
+    fields = stat[stat.rfind(b")") + 2:].split()
+    try:
+        return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    except (IndexError, ValueError):
+        return None
 
 
 @contextlib.contextmanager
@@ -149,6 +200,10 @@ def _run(work: Callable[[], Any], conn: Connection, fd: int) -> None:
         conn.send(result)
     finally:
         conn.close()
+        # No cleanup: flushing the standard streams (what multiprocessing does on the way
+        # out) would take their locks, which a thread of the parent (a progress display)
+        # may have held when this process was forked, and wait forever.
+        os._exit(0)
 
 
 def _memory_file() -> int:

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import os
 import re
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
 from traceforge.errors import AnalysisError, TraceFormatError
+from traceforge.forks import Child, ForkError, can_fork
 from traceforge.formats import SourceFile, identify, load, rocprof
 from traceforge.formats.folder import scan
 from traceforge.formats.nsys import split_processes
@@ -100,10 +103,16 @@ def run_facts(trace: Trace) -> dict[str, object]:
 def pool_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequence[object],
              hint: str, done: Callable[[int, int], None] | None = None) -> list[R]:
     """``fn`` over ``items`` in order, on ``n`` processes (here when ``n`` <= 1). Parsing
-    and analysing are CPU-bound and hold the GIL: one process per item. Errors come back
-    pickled (every TraceforgeError pickles); a worker that dies (out of memory, a signal)
-    breaks the pool, which is reported as ``hint`` naming ``files``, not as an
-    internal error. ``done(k, total)`` is called as results arrive (progress)."""
+    and analysing are CPU-bound and hold the GIL: one process per item. A worker that
+    dies (out of memory, a signal) is reported as ``hint`` naming ``files``, not as an
+    internal error; an item whose worker failed or stalled is done again here, so its
+    error is the one this process raises. ``done(k, total)`` is called as results arrive
+    (progress).
+
+    On Linux, from the main thread, each item runs in a child forked for it
+    (:class:`traceforge.forks.Child`, at most ``n`` at once): a child never waits on a
+    lock another thread held at the fork, and one that stalls is stopped. Elsewhere a
+    process pool runs them."""
     tick = done or (lambda k, total: None)
     out: list[R] = []
     if n <= 1:
@@ -111,6 +120,8 @@ def pool_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequenc
             out.append(fn(x))
             tick(len(out), len(items))
         return out
+    if can_fork():
+        return _forked_map(fn, items, n, files=files, hint=hint, tick=tick)
     try:
         with ProcessPoolExecutor(max_workers=n) as pool:
             for r in pool.map(fn, items):
@@ -119,6 +130,46 @@ def pool_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequenc
             return out
     except BrokenProcessPool:
         raise AnalysisError(f"{', '.join(map(str, files))}: {hint}") from None
+
+
+def _forked_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequence[object],
+                hint: str, tick: Callable[[int, int], None]) -> list[R]:
+    out: list[R] = []
+    todo = iter(items)
+    running: deque[tuple[T, Child[R] | None]] = deque()
+
+    def start() -> None:
+        for x in todo:
+            try:
+                running.append((x, Child(partial(fn, x))))
+            except OSError:  # no fork or in-memory file here: this item is done here
+                running.append((x, None))
+            return
+
+    try:
+        for _ in range(n):
+            start()
+        while running:
+            x, kid = running.popleft()
+            if kid is None:
+                r = fn(x)
+            else:
+                try:
+                    r = kid.result()
+                except ForkError as e:
+                    if e.died:
+                        raise AnalysisError(f"{', '.join(map(str, files))}: {hint}") from None
+                    r = fn(x)
+                finally:
+                    kid.close()
+            out.append(r)
+            tick(len(out), len(items))
+            start()
+        return out
+    finally:
+        for _, k in running:
+            if k is not None:
+                k.close()
 
 
 def _load_all(files: list[SourceFile], workers: int | None) -> list[Trace]:

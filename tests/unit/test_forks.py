@@ -1,0 +1,123 @@
+"""Forked children never hang their parent (the CI run of stop 23 hung for an hour in the
+lowest-versions suite): a child that waits on a lock a thread held at the fork is found
+stalled, stopped, and its work done in the parent; a pool item whose child failed is
+done again here, so the error is the parent's own; one whose child died is one line."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from traceforge import forks
+from traceforge.errors import AnalysisError, TraceFormatError
+from traceforge.formats.multirank import pool_map
+
+pytestmark = pytest.mark.skipif(not forks.can_fork(), reason="forks only on Linux")
+
+
+@pytest.fixture
+def held() -> Iterator[threading.Lock]:
+    """A lock another thread holds for 3 s: a child forked meanwhile inherits it held,
+    with nobody in the child to release it."""
+    lock, taken, go = threading.Lock(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            taken.set()
+            go.wait(3)
+
+    t = threading.Thread(target=hold, daemon=True)
+    t.start()
+    taken.wait()
+    yield lock
+    go.set()
+    t.join()
+
+
+@pytest.fixture
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forks, "POLL_S", 0.1)
+    monkeypatch.setattr(forks, "STALL_S", 1.0)
+
+
+def _under_lock(lock: threading.Lock, value: int) -> int:
+    with lock:
+        return value
+
+
+@pytest.mark.usefixtures("quick")
+def test_a_child_stuck_on_an_inherited_lock_is_stopped(held: threading.Lock) -> None:
+    kid = forks.Child(lambda: _under_lock(held, 7))
+    t0 = time.monotonic()
+    with pytest.raises(forks.ForkError, match="no CPU time") as e:
+        kid.result()
+    assert not e.value.died and time.monotonic() - t0 < 10
+    kid.close()
+
+
+@pytest.mark.usefixtures("quick")
+def test_pool_items_whose_child_stalls_are_done_here(held: threading.Lock) -> None:
+    got = pool_map(lambda v: _under_lock(held, v), [1, 2, 3], 2, files=["a", "b", "c"],
+                   hint="h")
+    assert got == [1, 2, 3]
+
+
+def test_a_working_child_is_not_taken_for_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forks, "POLL_S", 0.1)
+    monkeypatch.setattr(forks, "STALL_S", 1.0)
+
+    def busy() -> int:
+        end, n = time.monotonic() + 3.0, 0
+        while time.monotonic() < end:
+            n += 1
+        return 42
+
+    kid = forks.Child(busy)
+    try:
+        assert kid.result() == 42
+    finally:
+        kid.close()
+
+
+def _bad(v: int) -> int:
+    if v == 2:
+        raise TraceFormatError("b.json", f"item {v} is broken")
+    return v
+
+
+def test_a_failing_item_raises_the_parents_own_error() -> None:
+    with pytest.raises(TraceFormatError, match="^b.json: item 2 is broken$"):
+        pool_map(_bad, [1, 2, 3], 2, files=["a", "b", "c"], hint="h")
+    assert pool_map(_bad, [1, 3, 5, 7], 3, files=["a"] * 4, hint="h") == [1, 3, 5, 7]
+
+
+def _die(_: object) -> None:
+    os._exit(3)
+
+
+def test_a_dying_child_is_the_hint_naming_the_files() -> None:
+    with pytest.raises(AnalysisError, match=r"^a\.json, b\.json: worker died$"):
+        pool_map(_die, [1, 2], 2, files=["a.json", "b.json"], hint="worker died")
+
+
+def test_a_child_does_not_flush_the_inherited_standard_streams(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """What the parent had buffered is written once, by the parent."""
+    sys.stdout.write("buffered once")
+    kid = forks.Child(lambda: 1)
+    try:
+        assert kid.result() == 1
+    finally:
+        kid.close()
+    sys.stdout.flush()
+    assert capfd.readouterr().out.count("buffered once") == 1
+
+
+def test_cpu_ticks_of_this_process_and_of_none() -> None:
+    assert (forks.cpu_ticks(os.getpid()) or 0) >= 0
+    assert forks.cpu_ticks(2**31 - 1) is None
