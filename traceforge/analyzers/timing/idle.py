@@ -33,8 +33,8 @@ from traceforge.analyzers.timeline.activity import BLOCKING_SYNC_APIS, STEP_MARK
 from traceforge.analyzers.timeline.core import Timeline, timeline
 from traceforge.analyzers.timeline.stacks import innermost
 from traceforge.analyzers.timeline.steps import window_index
-from traceforge.analyzers.timing.launch import next_activity
-from traceforge.model import Tables, Trace, coded, name_mask, object_frame
+from traceforge.analyzers.timing.launch import next_start
+from traceforge.model import Tables, Trace, coded, name_mask
 
 CAUSES: tuple[str, ...] = ("graph_internal", "host_bound", "launch_latency", "sync", "other")
 
@@ -109,19 +109,30 @@ def idle_gaps(
         for s in levels:
             parts.append(_level_gaps(tl, win, host, dev, s))
             unrec[(dev, s)] = iv.total(iv.intersect(tl.unrecorded(dev), wset))
-    gaps = pd.concat(parts, ignore_index=True)
+    gaps = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
     span = iv.total(wset)
     summary = _summary(gaps, span, unrec)
     hist = _histogram(gaps)
-    shown = gaps[gaps["dur"] >= min_gap_ns].reset_index(drop=True)
-    if 0 < limit < len(shown):
-        longest = np.argsort(-shown["dur"].to_numpy(dtype=np.int64), kind="stable")[:limit]
-        shown = shown.iloc[np.sort(longest)].reset_index(drop=True)
+    dur = gaps["dur"].to_numpy(dtype=np.int64)
+    keep = np.flatnonzero(dur >= min_gap_ns)
+    if 0 < limit < len(keep):
+        longest = np.argsort(-dur[keep], kind="stable")[:limit]
+        keep = keep[np.sort(longest)]
+    shown = gaps.take(keep).reset_index(drop=True)
+    del gaps
+    act = shown.pop("_act").to_numpy(dtype=np.int64)
+    has, at = act >= 0, np.clip(act, 0, None)
+    for col, src in (("next_name", "name"), ("launch_name", "launch_name")):
+        shown[col] = _names(np.where(has, tl.activity[src].iloc[at].to_numpy(), ""))
     tid, mid = shown.pop("_tid").to_numpy(), shown.pop("_mid").to_numpy()
-    shown["cpu_op"] = pd.Series(host.ops.name_at(tid, mid), dtype=object)
-    shown["annotation"] = pd.Series(host.ann.name_at(tid, mid), dtype=object)
+    shown["cpu_op"] = _names(host.ops.name_at(tid, mid))
+    shown["annotation"] = _names(host.ann.name_at(tid, mid))
     return IdleReport(shown[list(GAP_COLUMNS)], summary, hist, span, tl.step_source,
                       (*tl.notes, *step_notes(trace)))
+
+
+def _names(values: np.ndarray) -> pd.Series:
+    return pd.Series(values, dtype=object)
 
 
 @dataclass(frozen=True)
@@ -172,29 +183,40 @@ class _HostView:
         self.main_tid = int(tids[np.argmax(counts)]) if len(tids) else -1
 
 
+#: Each cause once as an object: a gap's cause is a reference to it, not a string per gap.
+_CAUSE_NAMES = np.array(CAUSES, dtype=object)
+_CAUSE_CODE = {c: i for i, c in enumerate(CAUSES)}
+#: What the summary, histogram and selection need of every gap; names are looked up only
+#: for the gaps listed (``_act``: the row in the timeline's activity that ends the gap).
+_LEAN_COLUMNS = ("device", "stream", "step", "ts", "dur", "cause", "launch_ts", "_tid",
+                 "_mid", "_act")
+
+
 def _level_gaps(tl: Timeline, win: pd.DataFrame, host: _HostView, dev: int, stream: int
                 ) -> pd.DataFrame:
+    """Every gap of one device (``stream`` -1) or stream: _LEAN_COLUMNS, a row per gap.
+    Works on the activity's columns at the level's rows, never a copy of its frame (at
+    10M kernels that copy was the largest thing idle allocated)."""
     a = tl.activity
     sel = a["device"].to_numpy() == dev
     if stream >= 0:
         sel &= a["stream"].to_numpy() == stream
-    a = a[sel].reset_index(drop=True)
+    rows = np.flatnonzero(sel)
     wset = iv.merge(win["ts"].to_numpy(), win["end"].to_numpy())
     holes = iv.difference(iv.intersect(iv.gaps(tl.busy(dev, stream), int(wset[0, 0]),
                                                int(wset[-1, 1])), wset),
                           tl.unrecorded(dev)) if len(wset) else iv.EMPTY
-    cols = (*GAP_COLUMNS, "_tid", "_mid")
     if len(holes) == 0:
-        return cast("pd.DataFrame", pd.DataFrame({c: [] for c in cols}))
+        return cast("pd.DataFrame", pd.DataFrame({c: [] for c in _LEAN_COLUMNS}))
     # A hole spanning two windows is two gaps, one per step.
     bounds = np.unique(np.concatenate([win["ts"].to_numpy(), win["end"].to_numpy()]))
     holes = iv.split_at(holes, bounds)
     lo, hi = holes[:, 0], holes[:, 1]
     k = window_index(win, lo)
     step = np.where(k >= 0, win["step"].to_numpy()[np.clip(k, 0, None)], -2)
-    nxt = next_activity(a, hi)
+    nxt = next_start(a["ts"].to_numpy()[rows], hi)
     has = nxt >= 0
-    j = np.clip(nxt, 0, None)
+    j = rows[np.clip(nxt, 0, None)]
     lts = np.where(has, a["launch_ts"].to_numpy()[j], -1)
     ltid = np.where(has & (lts >= 0), a["launch_tid"].to_numpy()[j], host.main_tid)
     inside_graph = iv.covered(tl.in_graph(dev, stream), lo, hi) >= hi - lo
@@ -202,34 +224,33 @@ def _level_gaps(tl: Timeline, win: pd.DataFrame, host: _HostView, dev: int, stre
     # "Traced work" on the host during the part of the gap before the launch call.
     until = np.where(lts >= lo, np.minimum(lts, hi), hi)
     worked = iv.covered(host.work, lo, until) * 2 >= np.maximum(until - lo, 1)
-    cause = np.select(
+    code = np.select(
         [inside_graph, synced, (lts >= lo) & worked, (lts >= 0) & (lts < lo)],
-        ["graph_internal", "sync", "host_bound", "launch_latency"],
-        default="other",
+        [_CAUSE_CODE[c] for c in ("graph_internal", "sync", "host_bound", "launch_latency")],
+        default=_CAUSE_CODE["other"],
     )
-    out: pd.DataFrame = object_frame(
-        {
-            "device": np.full(len(lo), dev, dtype=np.int64),
-            "stream": np.full(len(lo), stream, dtype=np.int64),
-            "step": step,
-            "ts": lo,
-            "dur": hi - lo,
-            "cause": cause.astype(object),
-            "next_name": np.where(has, a["name"].to_numpy()[j], ""),
-            "launch_name": np.where(has, a["launch_name"].to_numpy()[j], ""),
-            "launch_ts": lts,
-            "_tid": ltid,
-            "_mid": lo + (hi - lo) // 2,
-        }
-    )
-    return out
+    return cast("pd.DataFrame", pd.DataFrame({
+        "device": np.full(len(lo), dev, dtype=np.int64),
+        "stream": np.full(len(lo), stream, dtype=np.int64),
+        "step": step,
+        "ts": lo,
+        "dur": hi - lo,
+        "cause": pd.Series(_CAUSE_NAMES[code], dtype=object),
+        "launch_ts": lts,
+        "_tid": ltid,
+        "_mid": lo + (hi - lo) // 2,
+        "_act": np.where(has, j, -1),
+    }))
 
 
 def _summary(gaps: pd.DataFrame, span: int, unrec: dict[tuple[int, int], int]
              ) -> pd.DataFrame:
     rows = []
+    devs, streams = gaps["device"].to_numpy(), gaps["stream"].to_numpy()
+    causes, durs = gaps["cause"].to_numpy(), gaps["dur"].to_numpy()
     for (dev, stream), u in unrec.items():
-        g = gaps[(gaps["device"] == dev) & (gaps["stream"] == stream)]
+        at = (devs == dev) & (streams == stream)
+        cause, dur = causes[at], durs[at]
         recorded = span - u
         idle = 0
 
@@ -237,10 +258,10 @@ def _summary(gaps: pd.DataFrame, span: int, unrec: dict[tuple[int, int], int]
             return 100.0 * ns / recorded if recorded else 0.0
 
         for c in CAUSES:
-            x = g[g["cause"] == c]
-            ns = int(x["dur"].sum())
+            x = cause == c
+            ns = int(dur[x].sum())
             idle += ns
-            rows.append((dev, stream, c, len(x), ns, pct(ns)))
+            rows.append((dev, stream, c, int(x.sum()), ns, pct(ns)))
         rows.append((dev, stream, "busy", 0, recorded - idle, pct(recorded - idle)))
         if u:
             rows.append((dev, stream, "unrecorded", 0, u, float("nan")))

@@ -219,7 +219,11 @@ def host_wait_holes(tl: Timeline, device: int, windows: np.ndarray
 def next_activity(acts: pd.DataFrame, t: np.ndarray) -> np.ndarray:
     """Index (into ``acts``, sorted by ts) of the activity that starts at ``t`` -- the one
     that ends a gap at ``t`` -- or -1 when none does."""
-    starts = acts["ts"].to_numpy()
+    return next_start(acts["ts"].to_numpy(), t)
+
+
+def next_start(starts: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index into the sorted ``starts`` of the one equal to ``t``, or -1 when none is."""
     i = np.searchsorted(starts, t, side="left")
     ok = i < len(starts)
     ok[ok] &= starts[i[ok]] == t[ok]
