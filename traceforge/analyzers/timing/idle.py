@@ -132,7 +132,8 @@ def idle_gaps(
 
 
 def _names(values: np.ndarray) -> pd.Series:
-    return pd.Series(values, dtype=object)
+    out: pd.Series = pd.Series(values, dtype=object)
+    return out
 
 
 @dataclass(frozen=True)
