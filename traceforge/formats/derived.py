@@ -117,7 +117,7 @@ class DiskStore:
         full = f"{self.prefix}|{key}"
         f = self._file(full)
         try:
-            data = encode(full, value)
+            data = pieces(full, value)
         except Exception as e:  # noqa: BLE001 - a value the format does not hold is not kept
             log.debug("derived table %s not kept: %s", key, e)
             return
@@ -125,7 +125,8 @@ class DiskStore:
         try:
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=f.parent)
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                for piece in data:
+                    fh.write(piece)
             if f.is_dir() and not f.is_symlink():
                 shutil.rmtree(f)  # a directory where a table belongs: heal
             os.replace(tmp, f)
@@ -153,8 +154,11 @@ class Unstorable(TypeError):
 
 
 class _Writer:
+    """The tree of a value; its arrays' bytes as views of the arrays themselves (a
+    contiguous column is written to the file from its own memory, never copied)."""
+
     def __init__(self) -> None:
-        self.bufs: list[bytes] = []
+        self.bufs: list[memoryview] = []
 
     def array(self, a: Any) -> list[Any]:
         import numpy as np
@@ -171,7 +175,9 @@ class _Writer:
                         self.array(codes.astype(np.int32 if len(uniques) < 2**31
                                                 else np.int64))]
             return ["ao", list(a.shape), [self.value(x) for x in flat.tolist()]]
-        self.bufs.append(np.ascontiguousarray(a).tobytes())
+        # As bytes whatever the dtype (numpy exports no buffer of datetime64, say).
+        raw: Any = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        self.bufs.append(memoryview(raw))
         return ["a", a.dtype.str, list(a.shape), len(self.bufs) - 1]
 
     def column(self, s: Any) -> list[Any]:
@@ -197,7 +203,7 @@ class _Writer:
                 if b is None:
                     bufs.append(None)
                 else:
-                    self.bufs.append(b.to_pybytes())
+                    self.bufs.append(memoryview(b).cast("B"))
                     bufs.append(len(self.bufs) - 1)
             return ["astr", str(dt), str(arr.type), len(arr), arr.null_count, bufs]
         if isinstance(dt, pd.StringDtype):
@@ -374,28 +380,34 @@ class _Reader:
         raise ValueError(f"unknown tag {tag!r}")
 
 
-def encode(full: str, value: Any) -> bytes:
-    """The bytes of a derived-table file holding ``value`` under the key ``full``
-    (:class:`Unstorable` for a value the format does not hold)."""
+def pieces(full: str, value: Any) -> list[memoryview | bytes]:
+    """The pieces of a derived-table file holding ``value`` under the key ``full``, in
+    order (:class:`Unstorable` for a value the format does not hold): written one after
+    the other, a table's columns go to the file without a copy of the table in memory."""
     import orjson
 
     w = _Writer()
     tree = w.value(value)
     spans, at = [], 0
     for b in w.bufs:
-        spans.append([at, len(b)])
-        at += -(-len(b) // 64) * 64
+        spans.append([at, b.nbytes])
+        at += -(-b.nbytes // 64) * 64
     try:
         head = orjson.dumps({"key": full, "value": tree, "spans": spans})
     except TypeError as e:
         raise Unstorable(str(e)) from e
     start = -(-(len(MAGIC) + 8 + len(head)) // 64) * 64
-    out = bytearray(start + at)
-    out[:len(MAGIC) + 8] = MAGIC + len(head).to_bytes(8, "little")
-    out[len(MAGIC) + 8:len(MAGIC) + 8 + len(head)] = head
-    for (off, size), b in zip(spans, w.bufs, strict=True):
-        out[start + off:start + off + size] = b
-    return bytes(out)
+    out: list[memoryview | bytes] = [MAGIC + len(head).to_bytes(8, "little") + head]
+    out.append(bytes(start - len(out[0])))
+    for b in w.bufs:
+        out.append(b)
+        out.append(bytes(-(-b.nbytes // 64) * 64 - b.nbytes))
+    return out
+
+
+def encode(full: str, value: Any) -> bytes:
+    """:func:`pieces` joined: the whole file's bytes."""
+    return b"".join(pieces(full, value))
 
 
 def decode(data: bytearray, full: str) -> Any | None:
