@@ -170,7 +170,12 @@ def free_positions(label: np.ndarray, addr: np.ndarray, event: np.ndarray) -> np
 
 def memory(trace: Trace, *, top: int = 20) -> MemoryReport:
     """Where the memory goes in ``trace`` (see the module docstring); ``top`` rows of the
-    op and live tables per device."""
+    op and live tables per device. A derived table of the trace: a later run on the
+    cached trace reads it back instead of working it out again."""
+    return trace.derived(f"memory|top={top}", lambda: _memory(trace, top))
+
+
+def _memory(trace: Trace, top: int) -> MemoryReport:
     p = prepare(trace)
     m = p.m
     st = host_steps(trace)
