@@ -314,3 +314,29 @@ def test_a_warm_memory_reads_its_tables_back(cdir: Path, tmp_path: Path,
 
     monkeypatch.setattr(analysis, "_memory", fail)
     assert run() == first
+
+
+def test_a_warm_roofline_reads_its_tables_back(cdir: Path, src: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30 item 5: the roofline of a cached trace is stored per options (warm
+    `roofline` on the 290 MB training trace: +0.43 -> +0.19 s above the import floor);
+    other options are another table, computed."""
+    from traceforge.analyzers.costs import roofline as rl
+
+    def run(*extra: str) -> str:
+        r = CliRunner().invoke(cli, ["roofline", str(src), "--format", "json", *extra])
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    first = run()
+    by_kernel = run("--by", "kernel")
+    real = rl._roofline
+
+    def fail(*a: Any) -> Any:
+        raise AssertionError("roofline computed again: the stored table was not used")
+
+    monkeypatch.setattr(rl, "_roofline", fail)
+    assert run() == first and run("--by", "kernel") == by_kernel
+    with pytest.raises(AssertionError, match="computed again"):
+        rl.roofline(load(src), device="h100")
+    monkeypatch.setattr(rl, "_roofline", real)

@@ -30,6 +30,7 @@ from :mod:`~traceforge.analyzers.costs.activity_work`, the ceilings and ideal ti
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -254,6 +255,19 @@ def roofline(trace: Trace, *, by: str = "op", steps: Sequence[int] | None = None
         raise UsageError(f"--by {by!r}: choose from {', '.join(BY)}")
     if not 0 < target_pct <= 100:
         raise UsageError(f"--target-pct {target_pct}: must be in (0, 100]")
+    if flops_from is not None:
+        return _roofline(trace, by, steps, device, peaks, target_pct, flops_from)
+    # A derived table of the trace: a later run on the cached trace with the same options
+    # (the ceilings by value: a device's or a peaks file's numbers) reads it back.
+    shown = None if steps is None else tuple(int(s) for s in steps)
+    what = hashlib.sha1(repr((device, peaks)).encode()).hexdigest()
+    return trace.derived(f"roofline|{by}|{shown}|{what}|{target_pct!r}",
+                         lambda: _roofline(trace, by, steps, device, peaks, target_pct, None))
+
+
+def _roofline(trace: Trace, by: str, steps: Sequence[int] | None,
+              device: str | DevicePeaks | None, peaks: MeasuredPeaks | None,
+              target_pct: float, flops_from: Trace | None) -> RooflineReport:
     acts, win = timeline(trace)
     acts, _ = select(acts, win, steps, trace.meta.path)
     dev, notes = resolve_device(trace, device, acts)
