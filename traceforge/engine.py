@@ -6,8 +6,10 @@ the verb's answer needs from that rank (its table rows, the start times of its
 collectives, its critical-path graph), and a *reduce* that turns the ranks' summaries
 into the answer. :func:`map_ranks` runs the summaries, one task per file:
 
-* ``local`` (default): a process pool on this machine, one process per core (reading and
-  analysing a trace is CPU-bound and holds the GIL); one file runs in this process.
+* ``local`` (default): processes on this machine, one per core at most (reading and
+  analysing a trace is CPU-bound and holds the GIL): on Linux a child forked per file
+  (:func:`traceforge.formats.multirank.pool_map`), elsewhere a process pool; one file
+  runs in this process.
 * ``dask``: a Dask ``distributed`` cluster: the scheduler at ``scheduler`` or
   ``$DASK_SCHEDULER_ADDRESS`` (the variable Nsight Systems' Dask recipes read too), else a
   ``LocalCluster`` of worker processes started for the call. The workers must see the

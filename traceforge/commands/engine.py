@@ -97,7 +97,7 @@ def engine_options(f: F) -> F:
 
     opts = [
         click.option("--engine", "engine_name", type=click.Choice(ENGINES), default=None,
-                     help="Where the per-rank work runs: a process pool on this machine "
+                     help="Where the per-rank work runs: processes on this machine "
                      "(local), or a Dask cluster (dask: --scheduler, else "
                      f"${SCHEDULER_ENV}, else a LocalCluster of one worker per core; "
                      "needs the dask extra) [default: local]."),
