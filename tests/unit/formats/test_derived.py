@@ -340,3 +340,36 @@ def test_a_warm_roofline_reads_its_tables_back(cdir: Path, src: Path,
     with pytest.raises(AssertionError, match="computed again"):
         rl.roofline(load(src), device="h100")
     monkeypatch.setattr(rl, "_roofline", real)
+
+
+def test_warm_counters_read_neither_the_file_nor_join_again(
+        cdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`top-kernels --counters`: the join is stored with the cached trace, keyed by the
+    counters file (path, size, mtime, inode); a changed file is joined again."""
+    from traceforge.formats import counter_files
+
+    trace, raw = tmp_path / "probe.pt.trace.json.gz", tmp_path / "probe.ncu-raw.csv"
+    shutil.copy(FIXTURES / "counters" / trace.name, trace)
+    shutil.copy(FIXTURES / "counters" / raw.name, raw)
+
+    def run() -> str:
+        r = CliRunner().invoke(cli, ["top-kernels", str(trace), "--counters", str(raw),
+                                     "--format", "csv"])
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    fresh = CliRunner().invoke(cli, ["--no-cache", "top-kernels", str(trace), "--counters",
+                                     str(raw), "--format", "csv"]).output
+    first = run()
+    assert first == fresh and "sm_pct" in first
+    real = counter_files.read_counters
+    read: list[str] = []
+
+    def reading(path: Any) -> Any:
+        read.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(counter_files, "read_counters", reading)
+    assert run() == first and read == []
+    os.utime(raw, ns=(raw.stat().st_atime_ns, raw.stat().st_mtime_ns + 10**9))
+    assert run() == first and read == [str(raw)]
