@@ -168,6 +168,15 @@ def device_options(f: F) -> F:
                              "instead of the trace's metadata.")(f)
 
 
+def file_key(path: str) -> str:
+    """A file as the parse cache keys a trace (real path, size, mtime, inode): part of a
+    derived-table key for what a verb read from it (a counters file). OSError when it
+    cannot be looked at."""
+    p = Path(path)
+    st = p.stat()
+    return f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+
+
 def read_peaks(path: str | None) -> MeasuredPeaks | None:
     """``--peaks FILE`` read (None when not given)."""
     from traceforge.analyzers.costs.devices import load_peaks

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import click
 import pandas as pd
 
@@ -12,6 +14,7 @@ from traceforge.commands import values
 from traceforge.commands.options import (
     device_options,
     emit,
+    file_key,
     format_option,
     load_trace,
     read_peaks,
@@ -180,7 +183,24 @@ def measured_view(t: Trace, r: RooflineReport, path: str | None, skip: int
     """The measured table of ``--measured FILE`` (None without it)."""
     if not path:
         return None
-    counters = read_counters(path)
-    rows = r.kernels.loc[r.kernels["kind"] == "kernel", "row"].to_numpy()
-    return measured_kernels(t, counters.launches, counter_notes=counters.notes,
-                            device=r.device, skip=skip, modelled=r.kernels, rows=rows)
+
+    def join() -> Measured:
+        counters = read_counters(path)
+        rows = r.kernels.loc[r.kernels["kind"] == "kernel", "row"].to_numpy()
+        return measured_kernels(t, counters.launches, counter_notes=counters.notes,
+                                device=r.device, skip=skip, modelled=r.kernels, rows=rows)
+
+    # A derived table of the cached trace, keyed by the counters file and by what the join
+    # reads of the roofline (its kernels' rows and modelled work, the device's ceilings).
+    try:
+        key = f"roofline.measured|{file_key(path)}|skip={skip}|{_modelled_key(r)}"
+    except OSError:
+        return join()  # names the file and its problem
+    return t.derived(key, join)
+
+
+def _modelled_key(r: RooflineReport) -> str:
+    k = r.kernels[["row", "kind", "flops", "bytes", "modelled"]]
+    h = hashlib.sha1(repr(r.device).encode())
+    h.update(pd.util.hash_pandas_object(k, index=False).to_numpy().tobytes())
+    return h.hexdigest()

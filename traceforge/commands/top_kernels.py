@@ -18,6 +18,7 @@ from traceforge.commands import values
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
     emit,
+    file_key,
     format_option,
     load_trace,
     resolve_steps,
@@ -104,17 +105,14 @@ def command(
             c = read_counters(counters_path)
             return measured_kernels(t, c.launches, counter_notes=c.notes, skip=launch_skip)
 
-        # A derived table of the cached trace, keyed by the counters file as the cache
-        # keys a trace (real path, size, mtime, inode): a warm run reads neither the
-        # counters file nor joins again.
-        src = Path(counters_path)
+        # A derived table of the cached trace, keyed by the counters file: a warm run
+        # reads neither the counters file nor joins again.
         try:
-            st = src.stat()
-            key = (f"top_kernels.counters|{src.resolve()}|{st.st_size}|{st.st_mtime_ns}|"
-                   f"{st.st_ino}|skip={launch_skip}")
-            m = t.derived(key, join)
+            key = f"top_kernels.counters|{file_key(counters_path)}|skip={launch_skip}"
         except OSError:
             m = join()  # names the file and its problem
+        else:
+            m = t.derived(key, join)
         df = df.merge(m.table[["full_name", *COUNTER_COLUMNS]], on="full_name", how="left")
         df["matched"] = df["matched"].fillna(0).astype("int64")
         extra = list(COUNTER_COLUMNS)

@@ -373,3 +373,36 @@ def test_warm_counters_read_neither_the_file_nor_join_again(
     assert run() == first and read == []
     os.utime(raw, ns=(raw.stat().st_atime_ns, raw.stat().st_mtime_ns + 10**9))
     assert run() == first and read == [str(raw)]
+
+
+def test_warm_roofline_measured_reads_neither_the_file_nor_joins_again(
+        cdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`roofline --measured`: the join is stored keyed by the counters file and by the
+    roofline it was joined to; other ceilings (another `--device`) join again."""
+    from traceforge.commands import roofline as roofline_cmd
+
+    trace, raw = tmp_path / "probe.pt.trace.json.gz", tmp_path / "probe.ncu-raw.csv"
+    shutil.copy(FIXTURES / "counters" / trace.name, trace)
+    shutil.copy(FIXTURES / "counters" / raw.name, raw)
+
+    def run(*extra: str) -> str:
+        r = CliRunner().invoke(cli, ["roofline", str(trace), "--by", "kernel", "--measured",
+                                     str(raw), "--format", "json", *extra])
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    fresh = CliRunner().invoke(cli, ["--no-cache", "roofline", str(trace), "--by", "kernel",
+                                     "--measured", str(raw), "--format", "json"]).output
+    first = run()
+    assert first == fresh and '"measured"' in first
+    real = roofline_cmd.read_counters
+    read: list[str] = []
+
+    def reading(path: Any) -> Any:
+        read.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(roofline_cmd, "read_counters", reading)
+    assert run() == first and read == []
+    run("--device", "a100")
+    assert read == [str(raw)]
