@@ -24,6 +24,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -83,6 +84,8 @@ class Child(Generic[T]):
         recv, send = ctx.Pipe(duplex=False)
         self._recv: Connection = recv
         self._fd = -1
+        self._ticks: int | None = None
+        self._since = time.monotonic()
         try:
             self._fd = _memory_file()
             # What this process has buffered but not written would be written again by
@@ -125,17 +128,31 @@ class Child(Generic[T]):
 
     def _wait(self) -> None:
         """Wait until the child answers or ends; a child that stalls is stopped."""
-        pid = self._proc.pid
-        seen, still = cpu_ticks(pid), 0.0
         while not self._recv.poll(POLL_S):
-            now = cpu_ticks(pid)
-            if now is None or now != seen:  # no /proc here, or it is working
-                seen, still = now, 0.0
-                continue
-            still += POLL_S
-            if still >= STALL_S:
+            if self.stalled():
                 self._proc.kill()
                 raise ForkError(f"a worker used no CPU time for {STALL_S:.0f} s")
+
+    @property
+    def connection(self) -> Connection:
+        """What the child answers on: ready to read once it has (or has ended);
+        :func:`multiprocessing.connection.wait` waits on several."""
+        return self._recv
+
+    def ready(self) -> bool:
+        """Whether :meth:`result` would return (or raise) at once."""
+        return self._recv.poll(0)
+
+    def stalled(self) -> bool:
+        """Whether the child has used no CPU time for :data:`STALL_S` seconds (it is
+        waiting on something no one in it will release); False where /proc cannot tell.
+        Called at least every few seconds while waiting."""
+        now = time.monotonic()
+        ticks = cpu_ticks(self._proc.pid)
+        if ticks is None or ticks != self._ticks:
+            self._ticks, self._since = ticks, now
+            return False
+        return now - self._since >= STALL_S
 
     def close(self) -> None:
         """Stop the child if it still runs and free what it used."""

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,23 @@ def test_a_child_does_not_flush_the_inherited_standard_streams(
 def test_cpu_ticks_of_this_process_and_of_none() -> None:
     assert (forks.cpu_ticks(os.getpid()) or 0) >= 0
     assert forks.cpu_ticks(2**31 - 1) is None
+
+
+def test_a_free_slot_takes_the_next_item_while_a_slow_one_runs(tmp_path: Any) -> None:
+    """At most n children at once, and a slot is refilled as soon as its child answers,
+    not in item order; results still come back in item order."""
+    log = tmp_path / "log"
+
+    def work(i: int) -> int:
+        with open(log, "a") as f:
+            f.write(f"start {i} {time.monotonic()}\n")
+        if i == 0:
+            time.sleep(2.0)
+        with open(log, "a") as f:
+            f.write(f"end {i} {time.monotonic()}\n")
+        return i * 10
+
+    assert pool_map(work, [0, 1, 2, 3], 2, files=["f"] * 4, hint="h") == [0, 10, 20, 30]
+    at = {(w, int(i)): float(t) for w, i, t in (line.split() for line in
+                                                   log.read_text().splitlines())}
+    assert at[("start", 2)] < at[("end", 0)] and at[("start", 3)] < at[("end", 0)]

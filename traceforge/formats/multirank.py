@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from functools import partial
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import TypeVar
 
 from traceforge.errors import AnalysisError, TraceFormatError
-from traceforge.forks import Child, ForkError, can_fork
+from traceforge.forks import POLL_S, Child, ForkError, can_fork
 from traceforge.formats import SourceFile, identify, load, rocprof
 from traceforge.formats.folder import scan
 from traceforge.formats.nsys import split_processes
@@ -134,42 +134,48 @@ def pool_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequenc
 
 def _forked_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequence[object],
                 hint: str, tick: Callable[[int, int], None]) -> list[R]:
-    out: list[R] = []
-    todo = iter(items)
-    running: deque[tuple[T, Child[R] | None]] = deque()
+    got: dict[int, R] = {}
+    running: dict[int, Child[R]] = {}
+    total, nxt = len(items), 0
+
+    def here(i: int) -> None:
+        got[i] = fn(items[i])
+        tick(len(got), total)
 
     def start() -> None:
-        for x in todo:
-            try:
-                running.append((x, Child(partial(fn, x))))
-            except OSError:  # no fork or in-memory file here: this item is done here
-                running.append((x, None))
-            return
+        nonlocal nxt
+        i, nxt = nxt, nxt + 1
+        try:
+            running[i] = Child(partial(fn, items[i]))
+        except OSError:  # no fork or in-memory file here: this item is done here
+            here(i)
 
     try:
-        for _ in range(n):
+        while nxt < total and len(running) < n:
             start()
         while running:
-            x, kid = running.popleft()
-            if kid is None:
-                r = fn(x)
-            else:
+            wait([k.connection for k in running.values()], timeout=POLL_S)
+            for i, kid in list(running.items()):
+                if not kid.ready() and not kid.stalled():
+                    continue
+                del running[i]
                 try:
-                    r = kid.result()
+                    if not kid.ready():
+                        raise ForkError("a worker used no CPU time")  # stalled
+                    got[i] = kid.result()
+                    tick(len(got), total)
                 except ForkError as e:
                     if e.died:
                         raise AnalysisError(f"{', '.join(map(str, files))}: {hint}") from None
-                    r = fn(x)
+                    here(i)  # failed or stalled: its error, if any, is this process's own
                 finally:
                     kid.close()
-            out.append(r)
-            tick(len(out), len(items))
-            start()
-        return out
+                while nxt < total and len(running) < n:
+                    start()
+        return [got[i] for i in range(total)]
     finally:
-        for _, k in running:
-            if k is not None:
-                k.close()
+        for k in running.values():
+            k.close()
 
 
 def _load_all(files: list[SourceFile], workers: int | None) -> list[Trace]:
