@@ -1,16 +1,20 @@
 """Work done in a forked child process while this one goes on, its result read back.
 
-Two places run independent work on two or more cores at once: the Kineto reader's chunks
-(:mod:`traceforge.formats.kineto_chunks`) and the report's critical path, worked out
-beside its other analyses (:mod:`traceforge.report.analysis`). A thread would not do: both are
-mostly Python and pandas work that holds the GIL (a first report of a 288 MB trace took
-2.42 s wall with its critical path on a thread, 1.89 s with it in a child). Children are
-forked, not spawned: they need this process's memory (the mapped file, the loaded
-trace) and its imported modules, and a spawned interpreter would spend longer importing
-numpy than the work takes.
+Independent work runs on two or more cores at once in children: the Kineto reader's
+chunks (:mod:`traceforge.formats.kineto_chunks`), the critical path's steps, the report's
+critical path, worked out beside its other analyses (:mod:`traceforge.report.analysis`),
+and a run's rank files (:func:`traceforge.formats.multirank.pool_map`). A thread would not
+do: all are mostly Python and pandas work that holds the GIL (a first report of a 288 MB
+trace took 2.42 s wall with its critical path on a thread, 1.89 s with it in a child).
+Children are forked, not spawned: they need this process's memory (the mapped file, the
+loaded trace) and its imported modules, and a spawned interpreter would spend longer
+importing numpy than the work takes.
 
 A child's failure never becomes the user's error: callers catch :class:`ForkError` and
-do the work here instead, so a result never depends on whether a child ran it.
+do the work here instead, so a result never depends on whether a child ran it. Nor can a
+child hang its parent: one forked while another thread held a lock it then needs (a
+progress display writing, a Dask scheduler in a notebook) waits forever, so a child that
+has used no CPU time for :data:`STALL_S` seconds is killed and its work done here.
 """
 
 from __future__ import annotations

@@ -110,9 +110,9 @@ def pool_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequenc
     (progress).
 
     On Linux, from the main thread, each item runs in a child forked for it
-    (:class:`traceforge.forks.Child`, at most ``n`` at once): a child never waits on a
-    lock another thread held at the fork, and one that stalls is stopped. Elsewhere a
-    process pool runs them."""
+    (:class:`traceforge.forks.Child`, at most ``n`` at once, a slot refilled as soon as
+    its child answers): a child that stalls (waiting on a lock another thread held at the
+    fork) is stopped and its item done here. Elsewhere a process pool runs them."""
     tick = done or (lambda k, total: None)
     out: list[R] = []
     if n <= 1:
