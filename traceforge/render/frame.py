@@ -164,7 +164,8 @@ def _machine(obj: Any) -> Any:
         out: dict[Any, Any] = {}
         for k, v in obj.items():
             target = ns_name(k) if isinstance(k, str) else None
-            if hasattr(v, "item") and not isinstance(v, pd.DataFrame | pd.Series):
+            if (type(v) not in _LEAVES and hasattr(v, "item")
+                    and not isinstance(v, pd.DataFrame | pd.Series)):
                 v = v.item()
             if (target is not None and target not in obj and (v is None or (
                     isinstance(v, int | float) and not isinstance(v, bool)))):
@@ -172,11 +173,15 @@ def _machine(obj: Any) -> Any:
                                                     math.isfinite(v)) else (
                     -1 if v == -1 else int(round(v * TIME_SUFFIXES[k[-3:]])))
             else:
-                out[k] = _machine(v)
+                out[k] = v if type(v) in _LEAVES else _machine(v)
         return out
     if isinstance(obj, list | tuple):
-        return [_machine(v) for v in obj]
+        return [v if type(v) in _LEAVES else _machine(v) for v in obj]
     return obj
+
+
+#: Values :func:`_machine` hands on as they are (a long path's records are mostly these).
+_LEAVES = frozenset((int, float, str, bool, type(None)))
 
 
 def to_json_bytes(obj: Any, schema: bool = True) -> bytes:

@@ -19,6 +19,7 @@ Terminal tables, Markdown and HTML show the same columns in humane units (see
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -36,6 +37,7 @@ def is_fraction_column(name: str) -> bool:
     return name in _FRACTIONS or name.endswith(tuple(f"_{f}" for f in _FRACTIONS))
 
 
+@functools.lru_cache(maxsize=8192)  # the same column names, once per row of a document
 def ns_name(name: str) -> str | None:
     """``total_us`` -> ``total_ns``; None for a column that is not a derived time (or a
     name that is no lower-case identifier: a kernel's name used as a key stays as is)."""
