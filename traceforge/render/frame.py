@@ -143,18 +143,31 @@ def human(df: pd.DataFrame, digits: int = 2) -> tuple[list[str], list[list[str]]
 
 
 def _records(frame: pd.DataFrame, schema: bool = True) -> list[dict[str, Any]]:
+    """Rows as dicts of plain values (missing: None), taken column by column."""
     df = machine_frame(frame) if schema else frame
-    out = []
-    for row in df.itertuples(index=False, name=None):
-        rec = {}
-        for col, v in zip(df.columns, row, strict=True):
-            if hasattr(v, "item"):
-                v = v.item()
-            if v is pd.NA or (isinstance(v, float) and math.isnan(v)):
-                v = None
-            rec[str(col)] = v
-        out.append(rec)
-    return out
+    if df.shape[1] == 0:
+        return [{} for _ in range(len(df))]
+    names = [str(c) for c in df.columns]
+    columns = [_plain_values(df.iloc[:, i]) for i in range(df.shape[1])]
+    return [dict(zip(names, vals, strict=True)) for vals in zip(*columns, strict=True)]
+
+
+def _plain_values(s: pd.Series) -> list[Any]:
+    vals: list[Any] = s.tolist()
+    kind = s.dtype.kind if isinstance(s.dtype, np.dtype) else "O"
+    if kind in "iub":  # Python ints and bools already, nothing missing
+        return vals
+    if kind == "f":
+        return [None if v != v else v for v in vals]
+    return [_plain(v) for v in vals]
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "item"):
+        v = v.item()
+    if v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v
 
 
 def _machine(obj: Any) -> Any:
