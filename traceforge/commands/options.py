@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from traceforge.model import Trace
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def format_option(f: F) -> F:
@@ -168,13 +169,18 @@ def device_options(f: F) -> F:
                              "instead of the trace's metadata.")(f)
 
 
-def file_key(path: str) -> str:
-    """A file as the parse cache keys a trace (real path, size, mtime, inode): part of a
-    derived-table key for what a verb read from it (a counters file). OSError when it
-    cannot be looked at."""
+def derived_with_file(trace: Trace, what: str, path: str, make: Callable[[], T]) -> T:
+    """``make()`` as a derived table of ``trace`` keyed by ``what`` and by the file it
+    reads as the parse cache keys a trace (real path, size, mtime, inode), so a warm run
+    reads neither the file nor works it out again; computed every time when the file
+    cannot be looked at (``make`` then names it and its problem)."""
     p = Path(path)
-    st = p.stat()
-    return f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+    try:
+        st = p.stat()
+        key = f"{what}|{p.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+    except OSError:
+        return make()
+    return trace.derived(key, make)
 
 
 def read_peaks(path: str | None) -> MeasuredPeaks | None:

@@ -12,9 +12,9 @@ from traceforge.analyzers.costs.roofline import BY, TARGET_PCT, RooflineReport, 
 from traceforge.analyzers.counters.measured import Measured, measured_kernels
 from traceforge.commands import values
 from traceforge.commands.options import (
+    derived_with_file,
     device_options,
     emit,
-    file_key,
     format_option,
     load_trace,
     read_peaks,
@@ -190,13 +190,10 @@ def measured_view(t: Trace, r: RooflineReport, path: str | None, skip: int
         return measured_kernels(t, counters.launches, counter_notes=counters.notes,
                                 device=r.device, skip=skip, modelled=r.kernels, rows=rows)
 
-    # A derived table of the cached trace, keyed by the counters file and by what the join
-    # reads of the roofline (its kernels' rows and modelled work, the device's ceilings).
-    try:
-        key = f"roofline.measured|{file_key(path)}|skip={skip}|{_modelled_key(r)}"
-    except OSError:
-        return join()  # names the file and its problem
-    return t.derived(key, join)
+    # Keyed by the counters file and by what the join reads of the roofline (its kernels'
+    # rows and modelled work, the device's ceilings).
+    return derived_with_file(t, f"roofline.measured|skip={skip}|{_modelled_key(r)}", path,
+                             join)
 
 
 def _modelled_key(r: RooflineReport) -> str:

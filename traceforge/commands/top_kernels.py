@@ -17,8 +17,8 @@ from traceforge.analyzers.timing.kernels import (
 from traceforge.commands import values
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
+    derived_with_file,
     emit,
-    file_key,
     format_option,
     load_trace,
     resolve_steps,
@@ -105,14 +105,8 @@ def command(
             c = read_counters(counters_path)
             return measured_kernels(t, c.launches, counter_notes=c.notes, skip=launch_skip)
 
-        # A derived table of the cached trace, keyed by the counters file: a warm run
-        # reads neither the counters file nor joins again.
-        try:
-            key = f"top_kernels.counters|{file_key(counters_path)}|skip={launch_skip}"
-        except OSError:
-            m = join()  # names the file and its problem
-        else:
-            m = t.derived(key, join)
+        m = derived_with_file(t, f"top_kernels.counters|skip={launch_skip}", counters_path,
+                              join)
         df = df.merge(m.table[["full_name", *COUNTER_COLUMNS]], on="full_name", how="left")
         df["matched"] = df["matched"].fillna(0).astype("int64")
         extra = list(COUNTER_COLUMNS)
