@@ -53,14 +53,6 @@ def _short(names: pd.Series) -> pd.Series:
     return names.astype(str).map(lambda n: short_name(n) if len(n) > 60 else n)
 
 
-def _plain_records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows as dicts of plain Python values, taken column by column (``to_dict("records")``
-    boxes every cell: 3 s of a 200k-kernel path's JSON, against 0.2 s)."""
-    cols = [str(c) for c in df.columns]
-    return [dict(zip(cols, vals, strict=True))
-            for vals in zip(*(df[c].tolist() for c in df.columns), strict=True)]
-
-
 def _json(r: Any) -> dict[str, Any]:
     seg_cols = ["rank", "kind", "name", "category", "ts", "dur", "row", "pid", "tid"]
     out = []
@@ -73,8 +65,9 @@ def _json(r: Any) -> dict[str, Any]:
                     "length_ns": st["length_ns"], "ts": st["ts"], "end": st["end"],
                     "by_category": {str(c): int(n) for c, n in zip(cat["category"], cat["ns"],
                                                                    strict=True)},
-                    # Plain records (native ints): a long path serializes at orjson's speed.
-                    "segments": _plain_records(r.segments.loc[key, seg_cols]),
+                    # The frame: to_json_bytes writes its records column by column
+                    # (to_dict boxed every cell: 3 s of a 200k-kernel path's JSON).
+                    "segments": r.segments.loc[key, seg_cols],
                     "what_if": wi[["scenario", "new_length_ns", "saved_ns", "saved_pct"]]
                     .to_dict("records")})
     crit = [s for s in out if s["critical"]]
