@@ -259,9 +259,9 @@ def roofline(trace: Trace, *, by: str = "op", steps: Sequence[int] | None = None
         return _roofline(trace, by, steps, device, peaks, target_pct, flops_from)
     # A derived table of the trace: a later run on the cached trace with the same options
     # (the ceilings by value: a device's or a peaks file's numbers) reads it back.
-    shown = None if steps is None else tuple(int(s) for s in steps)
-    what = hashlib.sha1(repr((device, peaks)).encode()).hexdigest()
-    return trace.derived(f"roofline|{by}|{shown}|{what}|{target_pct!r}",
+    step_key = None if steps is None else tuple(int(s) for s in steps)
+    ceilings = hashlib.sha1(repr((device, peaks)).encode()).hexdigest()
+    return trace.derived(f"roofline|{by}|{step_key}|{ceilings}|{target_pct!r}",
                          lambda: _roofline(trace, by, steps, device, peaks, target_pct, None))
 
 
