@@ -68,10 +68,8 @@ def test_pool_items_whose_child_stalls_are_done_here(held: threading.Lock) -> No
     assert got == [1, 2, 3]
 
 
-def test_a_working_child_is_not_taken_for_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(forks, "POLL_S", 0.1)
-    monkeypatch.setattr(forks, "STALL_S", 1.0)
-
+@pytest.mark.usefixtures("quick")
+def test_a_working_child_is_not_taken_for_stalled() -> None:
     def busy() -> int:
         end, n = time.monotonic() + 3.0, 0
         while time.monotonic() < end:

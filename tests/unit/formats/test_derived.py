@@ -330,7 +330,6 @@ def test_a_warm_roofline_reads_its_tables_back(cdir: Path, src: Path,
 
     first = run()
     by_kernel = run("--by", "kernel")
-    real = rl._roofline
 
     def fail(*a: Any) -> Any:
         raise AssertionError("roofline computed again: the stored table was not used")
@@ -339,18 +338,37 @@ def test_a_warm_roofline_reads_its_tables_back(cdir: Path, src: Path,
     assert run() == first and run("--by", "kernel") == by_kernel
     with pytest.raises(AssertionError, match="computed again"):
         rl.roofline(load(src), device="h100")
-    monkeypatch.setattr(rl, "_roofline", real)
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the counters fixtures' trace and its ncu raw CSV."""
+    trace, raw = tmp_path / "probe.pt.trace.json.gz", tmp_path / "probe.ncu-raw.csv"
+    shutil.copy(FIXTURES / "counters" / trace.name, trace)
+    shutil.copy(FIXTURES / "counters" / raw.name, raw)
+    return trace, raw
+
+
+def _spy_reads(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[str]:
+    """``module.read_counters`` records each path it reads; returns the record."""
+    real = module.read_counters
+    read: list[str] = []
+
+    def reading(path: Any) -> Any:
+        read.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(module, "read_counters", reading)
+    return read
 
 
 def test_warm_counters_read_neither_the_file_nor_join_again(
-        cdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        cdir: Path, probe: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """`top-kernels --counters`: the join is stored with the cached trace, keyed by the
     counters file (path, size, mtime, inode); a changed file is joined again."""
     from traceforge.formats import counter_files
 
-    trace, raw = tmp_path / "probe.pt.trace.json.gz", tmp_path / "probe.ncu-raw.csv"
-    shutil.copy(FIXTURES / "counters" / trace.name, trace)
-    shutil.copy(FIXTURES / "counters" / raw.name, raw)
+    trace, raw = probe
 
     def run() -> str:
         r = CliRunner().invoke(cli, ["top-kernels", str(trace), "--counters", str(raw),
@@ -362,28 +380,19 @@ def test_warm_counters_read_neither_the_file_nor_join_again(
                                      str(raw), "--format", "csv"]).output
     first = run()
     assert first == fresh and "sm_pct" in first
-    real = counter_files.read_counters
-    read: list[str] = []
-
-    def reading(path: Any) -> Any:
-        read.append(str(path))
-        return real(path)
-
-    monkeypatch.setattr(counter_files, "read_counters", reading)
+    read = _spy_reads(monkeypatch, counter_files)
     assert run() == first and read == []
     os.utime(raw, ns=(raw.stat().st_atime_ns, raw.stat().st_mtime_ns + 10**9))
     assert run() == first and read == [str(raw)]
 
 
 def test_warm_roofline_measured_reads_neither_the_file_nor_joins_again(
-        cdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        cdir: Path, probe: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """`roofline --measured`: the join is stored keyed by the counters file and by the
     roofline it was joined to; other ceilings (another `--device`) join again."""
     from traceforge.commands import roofline as roofline_cmd
 
-    trace, raw = tmp_path / "probe.pt.trace.json.gz", tmp_path / "probe.ncu-raw.csv"
-    shutil.copy(FIXTURES / "counters" / trace.name, trace)
-    shutil.copy(FIXTURES / "counters" / raw.name, raw)
+    trace, raw = probe
 
     def run(*extra: str) -> str:
         r = CliRunner().invoke(cli, ["roofline", str(trace), "--by", "kernel", "--measured",
@@ -395,14 +404,7 @@ def test_warm_roofline_measured_reads_neither_the_file_nor_joins_again(
                                      "--measured", str(raw), "--format", "json"]).output
     first = run()
     assert first == fresh and '"measured"' in first
-    real = roofline_cmd.read_counters
-    read: list[str] = []
-
-    def reading(path: Any) -> Any:
-        read.append(str(path))
-        return real(path)
-
-    monkeypatch.setattr(roofline_cmd, "read_counters", reading)
+    read = _spy_reads(monkeypatch, roofline_cmd)
     assert run() == first and read == []
     run("--device", "a100")
     assert read == [str(raw)]
