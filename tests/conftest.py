@@ -109,12 +109,38 @@ def hta_module(name: str = "hta.trace_analysis", *, pandas3_ok: bool = True) -> 
                "the lowest-versions CI run (pandas 2.1) runs this comparison")
     else:
         try:
-            return importlib.import_module(name)
+            module = importlib.import_module(name)
+            _hta_in_process()
+            return module
         except ImportError as e:
             why = f"{name} not importable ({e}): pip install 'traceforge[hta]'"
     if os.environ.get(REQUIRE_HTA):
         pytest.fail(f"${REQUIRE_HTA} is set but the HTA oracle cannot run: {why}")
     pytest.skip(why)
+
+
+def _hta_in_process() -> None:
+    """HTA parses a multi-rank folder in a ``fork`` multiprocessing Pool by default. Forked
+    from an xdist worker (execnet's receiver thread runs beside the test), a pool worker can
+    inherit a lock held mid-fork and never exit; ``Pool.__exit__`` then waits on it for
+    ever (CI, 2026-11-26: test_hta_timeline's DDP pair sat in Pool.terminate -> join until
+    the test deadline). The oracle parses its ranks one after another in the test process
+    instead: the same parse, no fork."""
+    import functools
+
+    from hta.common.trace import Trace as HtaTrace
+
+    load = HtaTrace.load_traces
+    if getattr(load, "in_process", False):
+        return
+
+    @functools.wraps(load)
+    def load_traces(self: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs["use_multiprocessing"] = False
+        return load(self, *args, **kwargs)
+
+    load_traces.in_process = True  # type: ignore[attr-defined]
+    HtaTrace.load_traces = load_traces  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")

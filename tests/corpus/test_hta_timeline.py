@@ -94,3 +94,16 @@ def test_hta_rounding_explains_ddp_difference(monkeypatch: pytest.MonkeyPatch) -
     assert ours.loc[0, "overlap_pct"] == pytest.approx(exact[0], abs=0.05)
     # Rounding to whole us moves HTA's own answer by more than our tolerance.
     assert abs(rounded[0] - exact[0]) > 0.5
+
+
+def test_hta_oracle_parses_ranks_without_forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The oracle loads a multi-rank folder with no multiprocessing Pool (conftest's
+    _hta_in_process): HTA's default fork pool, started from an xdist worker, hung CI."""
+    import multiprocessing.pool
+
+    def no_pool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("HTA started a multiprocessing Pool in the test process")
+
+    monkeypatch.setattr(multiprocessing.pool.Pool, "__init__", no_pool)
+    ov, _ = _hta(str(shared("h200-ddp")))
+    assert sorted(ov) == [0, 1]
