@@ -206,9 +206,20 @@ def _terminated(signum: int, frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI; errors become one line on stderr and an exit code, never a traceback."""
-    if (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+    installed = (threading.current_thread() is threading.main_thread()
+                 and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+    if installed:
         signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _run(argv)
+    finally:
+        # Called in process (a notebook, a test), the caller's SIGTERM handling comes back:
+        # a process forked from it later (a multiprocessing pool) must die on SIGTERM.
+        if installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _run(argv: list[str] | None) -> Any:
     try:
         return cli.main(args=argv, prog_name="traceforge", standalone_mode=False)
     except TraceforgeError as e:

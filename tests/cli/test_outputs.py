@@ -103,6 +103,17 @@ def test_sigterm_during_a_write_keeps_the_previous_output(tmp_path: Path, sig: s
     assert out.read_bytes() == GOOD and _leftovers(tmp_path) == []
 
 
+def test_an_in_process_run_leaves_sigterm_as_it_found_it() -> None:
+    """main() unwinds on SIGTERM while it runs; called in process (a notebook, a test) it
+    hands the default back, else a pool forked later by the caller inherits a handler that
+    turns SIGTERM into SystemExit and Pool.terminate can wait on it for ever."""
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    code, _, _ = cli_main("--help")
+    assert code == 0 and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    code, _, _ = cli_main("info", "/no/such/trace.json")
+    assert code == 2 and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
 @pytest.mark.parametrize("verb", ["annotate", "convert", "report"])
 def test_a_hard_link_to_the_input_is_refused(tmp_path: Path, verb: str) -> None:
     src = tmp_path / "in.json"
