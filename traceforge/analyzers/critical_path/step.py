@@ -51,6 +51,8 @@ class StepGraph:
     ref2: np.ndarray
     erank: np.ndarray
     notes: list[str]
+    #: The run's node times (global clock), shared, not copied: the topological order.
+    run_ts: np.ndarray
     dag: _Dag | None = None
     keys: tuple[int, np.ndarray, np.ndarray] | None = None
     ids: np.ndarray | None = None
@@ -87,53 +89,100 @@ class StepGraph:
                                       strict=True))
         return g
 
+    def times(self, ids: np.ndarray) -> np.ndarray:
+        """The time of each node id: S the window start, a rank's end its window end."""
+        ts = self.run_ts[np.clip(ids, 0, None)]
+        ts = np.where(ids == S_NODE, self.lo, ts)
+        return np.where(ids < S_NODE, self.w1[np.clip(-2 - ids, 0, None)], ts)
+
     def order(self) -> _Dag:
         """The graph's topological order and in-edge lists, computed once."""
         if self.dag is None:
-            self.dag = _Dag.of(self.node_ids, self.u, self.v)
+            ids = self.node_ids
+            self.dag = _Dag.of(ids, self.u, self.v, self.times(ids))
         return self.dag
 
 
 @dataclass(eq=False)
 class _Dag:
     """Node ids; each edge's end points as node positions; the edges into each node in edge
-    order (``into_a[indptr[i]:indptr[i + 1]]``); a topological order of node positions."""
+    order (``into_a[indptr[i]:indptr[i + 1]]``); a topological order of node positions.
+    Arrays, not lists: a step's graph is kept for its what-ifs (8 bytes a node, not ~36)."""
 
     ids: np.ndarray
     ui: np.ndarray
     vi: np.ndarray
-    indptr: list[int]
-    topo: list[int]
+    indptr: np.ndarray
+    topo: np.ndarray
     into_a: np.ndarray
 
     @classmethod
-    def of(cls, ids: np.ndarray, u: np.ndarray, v: np.ndarray) -> _Dag:
+    def of(cls, ids: np.ndarray, u: np.ndarray, v: np.ndarray, ts: np.ndarray) -> _Dag:
         n = len(ids)
         ui = np.searchsorted(ids, u)
         vi = np.searchsorted(ids, v)
         by_v = np.argsort(vi, kind="stable")  # edges into a node keep their order
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(vi, minlength=n), out=indptr[1:])
-        by_u = np.argsort(ui, kind="stable")
-        outptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(ui, minlength=n), out=outptr[1:])
-        out_v = vi[by_u].tolist()
-        optr = outptr.tolist()
-        indeg = np.bincount(vi, minlength=n).tolist()
-        # Kahn's algorithm: a node once everything into it is placed.
-        topo = [i for i in range(n) if indeg[i] == 0]
-        k = 0
-        while k < len(topo):
-            x = topo[k]
-            k += 1
-            for y in out_v[optr[x]:optr[x + 1]]:
-                indeg[y] -= 1
-                if indeg[y] == 0:
-                    topo.append(y)
-        del out_v, optr, indeg
-        if len(topo) != n:
-            raise ValueError("the step graph has a cycle")
-        return cls(ids, ui, vi, indptr.tolist(), topo, by_v)
+        topo = _time_order(ui, vi, ts)
+        if topo is None:
+            topo = _kahn(n, ui, vi)
+        return cls(ids, ui, vi, indptr, topo, by_v)
+
+
+#: Rounds of the equal-time depth pass before the time order gives way to Kahn's algorithm.
+_TIE_ROUNDS = 64
+
+
+def _time_order(ui: np.ndarray, vi: np.ndarray, ts: np.ndarray) -> np.ndarray | None:
+    """A topological order from the nodes' times: every edge's source is no later than its
+    target, so nodes by time, those at one time by their depth in the graph of edges
+    between them. None where that is no topological order (an edge back in time: clocks
+    of ranks that disagree) or the equal-time chains are too deep: Kahn's algorithm then.
+    Any topological order gives the same longest path (distances and each node's first
+    best in-edge do not depend on it)."""
+    n = len(ts)
+    if np.any(ts[ui] > ts[vi]):
+        return None
+    tie = np.flatnonzero(ts[ui] == ts[vi])
+    depth = np.zeros(n, dtype=np.int64)
+    tu, tv = ui[tie], vi[tie]
+    for _ in range(_TIE_ROUNDS):
+        nxt = depth.copy()
+        np.maximum.at(nxt, tv, depth[tu] + 1)
+        if np.array_equal(nxt, depth):
+            break
+        depth = nxt
+    else:
+        return None
+    topo = np.lexsort((depth, ts))
+    pos = np.empty(n, dtype=np.int64)
+    pos[topo] = np.arange(n, dtype=np.int64)
+    if np.any(pos[ui] >= pos[vi]):
+        return None
+    return topo.astype(np.int64)
+
+
+def _kahn(n: int, ui: np.ndarray, vi: np.ndarray) -> np.ndarray:
+    """Kahn's algorithm: a node once everything into it is placed."""
+    by_u = np.argsort(ui, kind="stable")
+    outptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ui, minlength=n), out=outptr[1:])
+    out_v = vi[by_u].tolist()
+    optr = outptr.tolist()
+    indeg = np.bincount(vi, minlength=n).tolist()
+    topo = [i for i in range(n) if indeg[i] == 0]
+    k = 0
+    while k < len(topo):
+        x = topo[k]
+        k += 1
+        for y in out_v[optr[x]:optr[x + 1]]:
+            indeg[y] -= 1
+            if indeg[y] == 0:
+                topo.append(y)
+    if len(topo) != n:
+        raise ValueError("the step graph has a cycle")
+    return np.asarray(topo, dtype=np.int64)
 
 
 def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
@@ -186,7 +235,7 @@ def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
     ref = np.concatenate([ref, np.full(len(orphan) + len(te), -1)])
     ref2 = np.concatenate([ref2, np.full(len(orphan) + len(te), -1)])
     erk = np.concatenate([erk, run.node_rank[orphan], tr])
-    return StepGraph(step, w0s, w1s, lo, nodes, u, v, w, t, ref, ref2, erk, notes)
+    return StepGraph(step, w0s, w1s, lo, nodes, u, v, w, t, ref, ref2, erk, notes, ts)
 
 
 def longest_into(sp: StepGraph, ri: int, weights: np.ndarray | None = None) -> list[int]:
@@ -207,14 +256,75 @@ def longest_into(sp: StepGraph, ri: int, weights: np.ndarray | None = None) -> l
     for tj in range(len(sp.w0)):
         p = int(np.searchsorted(dag.ids, t_node(tj)))
         wa[into_a[dag.indptr[p]:dag.indptr[p + 1]]] = big if tj == ri else 0
+    tight = _tight(sp, dag, wa[into_a]) if weights is None else None
+    path_pos = _path_back(tight) if tight is not None else _relaxed(dag, wa[into_a], t_pos)
+    path: list[int] = dag.ids[path_pos].tolist()
+    t = t_node(ri)
+    if not path or path[-1] != t:
+        path.append(t)
+    if path[0] != S_NODE:
+        path.insert(0, S_NODE)
+    return path
+
+
+def _tight(sp: StepGraph, dag: _Dag, w_in: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """The longest path's predecessors and end, vectorized, where the step's times say
+    them: every node's time is the latest of its in-edges' source time + weight (the
+    graph is built so), so its distance is its time from the window start, and its
+    predecessor the first in-edge, in edge order, that reaches it then: what the
+    relaxation in topological order finds. Checked for every node (the rank ends' take
+    the latest of their in-edges); None where a time contradicts its edges (the
+    relaxation then) or for a what-if's weights (no times for those)."""
+    n = len(dag.ids)
+    indptr = dag.indptr
+    src = dag.ui[dag.into_a]
+    dist = sp.times(dag.ids) - sp.lo
+    has_in = indptr[1:] > indptr[:-1]
+    t_pos = np.searchsorted(dag.ids, [t_node(tj) for tj in range(len(sp.w0))])
+    reach = dist[src] + w_in
+    starts = indptr[:-1][has_in]  # each node's in-edges: one run of the edges, in order
+    best = np.maximum.reduceat(reach, starts) if len(starts) else reach[:0]
+    # The rank ends (no edges out of them) are as far as their weighted in-edges say.
+    at = np.cumsum(has_in) - 1
+    t_in = t_pos[has_in[t_pos]]
+    dist[t_in] = best[at[t_in]]
+    if dist.min(initial=0) < 0 or np.any(dist[~has_in] != 0) or np.any(best != dist[has_in]):
+        return None
+    k = np.where(reach == np.repeat(dist, np.diff(indptr)), np.arange(len(src)), len(src))
+    prev = np.arange(n, dtype=np.int64)
+    if len(starts):
+        prev[has_in] = src[np.minimum.reduceat(k, starts)]
+    # The end with the longest distance, the first in topological order on ties.
+    ends = np.flatnonzero(dist == dist.max(initial=0))
+    pos = np.empty(n, dtype=np.int64)
+    pos[dag.topo] = np.arange(n, dtype=np.int64)
+    return prev, int(ends[np.argmin(pos[ends])]) if len(ends) else 0
+
+
+def _path_back(tight: tuple[np.ndarray, int]) -> np.ndarray:
+    """Node positions from the first node to ``end``, following the predecessors."""
+    prev, x = tight
+    out = [x]
+    while True:
+        y = int(prev[x])
+        if y == x:
+            return np.array(out[::-1], dtype=np.int64)
+        out.append(y)
+        x = y
+
+
+def _relaxed(dag: _Dag, w_in: np.ndarray, t_pos: int) -> np.ndarray:
+    """:func:`longest_into`'s path by relaxing each node in topological order (Python
+    lists: any weights)."""
     # Per node, its in-edges' sources and weights in edge order (one list per node).
-    src = dag.ui[into_a].tolist()
-    wt = wa[into_a].tolist()
+    src = dag.ui[dag.into_a].tolist()
+    wt = w_in.tolist()
     n = len(dag.ids)
     dist = [0] * n
     prev = list(range(n))
-    indptr = dag.indptr
-    for x in dag.topo:
+    indptr = dag.indptr.tolist()
+    topo = dag.topo.tolist()
+    for x in topo:
         lo, hi = indptr[x], indptr[x + 1]
         if lo == hi:
             continue
@@ -231,7 +341,8 @@ def longest_into(sp: StepGraph, ri: int, weights: np.ndarray | None = None) -> l
         if best >= 0:
             dist[x], prev[x] = best, bu
     # The end with the longest distance, the first in topological order on ties.
-    top = max(dag.topo, key=dist.__getitem__) if dag.topo else t_pos
+    top = max(topo, key=dist.__getitem__) if topo else t_pos
+    del topo, indptr, src, wt
     path_pos: list[int] = []
     cur: int | None = None
     x = top
@@ -239,13 +350,7 @@ def longest_into(sp: StepGraph, ri: int, weights: np.ndarray | None = None) -> l
         path_pos.append(x)
         cur = x
         x = prev[x]
-    path: list[int] = dag.ids[np.array(path_pos[::-1], dtype=np.int64)].tolist()
-    t = t_node(ri)
-    if not path or path[-1] != t:
-        path.append(t)
-    if path[0] != S_NODE:
-        path.insert(0, S_NODE)
-    return path
+    return np.array(path_pos[::-1], dtype=np.int64)
 
 
 def _keys(sp: StepGraph) -> tuple[int, np.ndarray, np.ndarray]:

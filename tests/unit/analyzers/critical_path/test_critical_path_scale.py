@@ -4,6 +4,8 @@ tables are built when asked for."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -105,3 +107,78 @@ def test_graph_tables_built_when_asked(eager: tf.Trace) -> None:
     assert len(r.nodes[s]) > 0
     with pytest.raises(KeyError):
         r.edges[10**9]
+
+
+@pytest.mark.parametrize("names", [
+    ["eager.pt.trace.json.gz"], ["compiled.pt.trace.json.gz"],
+    ["capture_h100.policy_infer.compiled.pt.trace.json.gz"],
+    ["capture_h200x2.ddp_train.sdpa.rank0.pt.trace.json.gz",
+     "capture_h200x2.ddp_train.sdpa.rank1.pt.trace.json.gz"],
+])
+def test_vectorized_paths_equal_the_relaxation(names: list[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step graph's topological order comes from the nodes' times, and each path's
+    predecessors from the times too (both vectorized); the oracles are what they replaced,
+    Kahn's algorithm and the relaxation of every node in topological order: every table
+    equal, what-ifs (always relaxed) included, and the vectorized ways were the ones used
+    (not their fallbacks)."""
+    from traceforge.analyzers.critical_path import step as step_mod
+
+    traces = [tf.load(FIX / n, cache=False) for n in names]
+    used: list[bool] = []
+
+    def spy(real: Any) -> Any:
+        def call(*args: Any) -> Any:
+            out = real(*args)
+            used.append(out is not None)
+            return out
+        return call
+
+    monkeypatch.setattr(step_mod, "_time_order", spy(step_mod._time_order))
+    monkeypatch.setattr(step_mod, "_tight", spy(step_mod._tight))
+    fast = critical_path(traces, what_if=["gemm=2", "attention=1.5"])
+    assert len(used) > len(names) and all(used)
+    monkeypatch.setattr(step_mod, "_time_order", lambda *a: None)
+    monkeypatch.setattr(step_mod, "_tight", lambda *a: None)
+    _same(fast, critical_path(traces, what_if=["gemm=2", "attention=1.5"]))
+
+
+def test_a_time_that_contradicts_its_edges_is_relaxed() -> None:
+    """A node later than any of its in-edges reach (a gap no edge explains) is no tight
+    path: the relaxation, not the times, gives its distance."""
+    from traceforge.analyzers.critical_path import step as step_mod
+
+    def graph(ts: list[int]) -> step_mod.StepGraph:
+        u = np.array([-1, 0, 1], dtype=np.int64)  # S -> 0 -> 1 -> T
+        v = np.array([0, 1, -2], dtype=np.int64)
+        w = np.array([0, 5, 0], dtype=np.int64)
+        z = np.zeros(3, dtype=np.int64)
+        return step_mod.StepGraph(0, np.array([0]), np.array([ts[1]]), 0, np.arange(2), u, v,
+                                  w, z.astype(np.int8), z, z, z, [], np.array(ts))
+
+    ok = graph([0, 5])
+    assert step_mod._tight(ok, ok.order(), ok.w[ok.order().into_a]) is not None
+    assert step_mod.longest_into(ok, 0) == [-1, 0, 1, -2]
+    late = graph([0, 7])  # 1 is at 7, but 0 -> 1 takes 5
+    assert step_mod._tight(late, late.order(), late.w[late.order().into_a]) is None
+    assert step_mod.longest_into(late, 0) == [-1, 0, 1, -2]
+
+
+def test_time_order_refuses_what_is_no_topological_order() -> None:
+    """Both ways a time order can fail: an edge back in time (ranks whose clocks disagree)
+    and a chain of equal-time edges deeper than the rounds allowed; a tie chain within
+    them is ordered by depth."""
+    from traceforge.analyzers.critical_path import step as step_mod
+
+    ts = np.array([0, 5, 5, 5, 9], dtype=np.int64)
+    ui = np.array([0, 3, 2, 1], dtype=np.int64)  # 0 -> 3 -> 2 -> 1 -> 4, 3..1 at one time
+    vi = np.array([3, 2, 1, 4], dtype=np.int64)
+    topo = step_mod._time_order(ui, vi, ts)
+    assert topo is not None and topo.tolist() == [0, 3, 2, 1, 4]
+    assert step_mod._kahn(5, ui, vi).tolist() == [0, 3, 2, 1, 4]
+    back = np.array([0, 5, 5, 5, 4], dtype=np.int64)  # 1 -> 4 goes back in time
+    assert step_mod._time_order(ui, vi, back) is None
+    n = step_mod._TIE_ROUNDS + 2
+    chain = np.arange(n - 1, dtype=np.int64)
+    assert step_mod._time_order(chain, chain + 1, np.zeros(n, np.int64)) is None
+    assert step_mod._kahn(n, chain, chain + 1).tolist() == list(range(n))
