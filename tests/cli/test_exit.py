@@ -1,0 +1,86 @@
+"""How the ``traceforge`` program ends (``cli.run``): without the interpreter's teardown,
+but with everything an ordinary exit does that anyone can see: exit handlers run, output
+flushed whole, the exit code of the command, a reader that went away is no error, and a
+thread still running is waited for."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.conftest import FIXTURES, REPO
+
+EAGER = FIXTURES / "eager.pt.trace.json.gz"
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "TRACEFORGE_CACHE": str(tmp_path / "c")}
+
+
+def _run(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess[str]:
+    code = textwrap.dedent(body)
+    return subprocess.run([sys.executable, "-c", code, *args], env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_output_is_whole_and_exit_handlers_run(tmp_path: Path) -> None:
+    mark = tmp_path / "atexit-ran"
+    r = _run(tmp_path, f"""
+        import atexit, sys
+        atexit.register(lambda: open({str(mark)!r}, "w").write("yes"))
+        sys.argv = ["traceforge", *sys.argv[1:]]
+        from traceforge.cli import run
+        run()
+        """, "ops", str(EAGER), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)  # every byte of a long JSON document written
+    assert mark.read_text() == "yes"
+
+
+def test_exit_codes_are_the_commands(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "traceforge", "info", str(tmp_path / "none")],
+                       env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    r = _run(tmp_path, """
+        import sys
+        import traceforge.cli as cli
+        def main(): sys.exit("a message, not a number")
+        cli.main = main
+        cli.run()
+        """)
+    assert r.returncode == 1 and r.stderr == "a message, not a number\n"
+
+
+def test_a_reader_that_went_away_is_no_error(tmp_path: Path) -> None:
+    """``traceforge critical-path X --format json | head -c 10`` (13 MB, past any pipe
+    buffer): exit 0 and nothing on stderr, no 'Exception ignored' from a flush at exit."""
+    p = subprocess.Popen([sys.executable, "-m", "traceforge", "critical-path", str(EAGER),
+                          "--format", "json"], env=_env(tmp_path), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.read(10)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(120) == 0 and err == "", err
+
+
+def test_a_thread_still_running_is_waited_for(tmp_path: Path) -> None:
+    mark = tmp_path / "thread-done"
+    r = _run(tmp_path, f"""
+        import sys, threading, time
+        import traceforge.cli as cli
+        def later():
+            time.sleep(0.5)
+            open({str(mark)!r}, "w").write("done")
+        def main():
+            threading.Thread(target=later).start()
+            sys.exit(3)
+        cli.main = main
+        cli.run()
+        """)
+    assert r.returncode == 3, r.stderr
+    assert mark.read_text() == "done"
