@@ -93,7 +93,7 @@ def verb(module: str, *args: str) -> str:
     return f"""
 import importlib, io, contextlib, sys, time
 import numpy, pandas, pyarrow
-from traceforge.cli import main
+from traceforge.cli import end as END, main
 importlib.import_module('traceforge.commands.{module}')
 sys.argv = {argv!r}
 sys.argv = [a.replace('@P', P).replace('@OUT', OUT) for a in sys.argv]
@@ -123,7 +123,9 @@ def run_case(code: str, trace: Path, env: dict[str, str], out: Path,
                 "import json, resource\n"
                 "RSS = sum(resource.getrusage(w).ru_maxrss for w in "
                 "(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
-                f"json.dump([INPROC, RSS], open({res.name!r}, 'w'))")
+                f"json.dump([INPROC, RSS], open({res.name!r}, 'w'))\n"
+                # A traceforge case ends as the program does (cli.end: no teardown).
+                "if 'END' in globals(): END(0)")
         cmd = [sys.executable, "-c", prog]
         if cgroup is not None:  # join the cgroup first, then become the interpreter
             cmd = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *cmd]

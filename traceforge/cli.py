@@ -259,17 +259,23 @@ def _run(argv: list[str] | None) -> Any:
 
 
 def run() -> NoReturn:
-    """The ``traceforge`` program (``python -m traceforge`` too): :func:`main`, then the
-    process ends without tearing the interpreter down. That teardown frees every module
-    and object one by one (~0.1 s once pandas and pyarrow are loaded) for nothing once the
-    output is written: exit handlers run and the standard streams are flushed first, as
-    they are at an ordinary exit. Where another thread still runs, the ordinary exit (it
-    waits for that thread)."""
+    """The ``traceforge`` program (``python -m traceforge`` too): :func:`main`, then
+    :func:`end` with its exit code."""
     try:
         main()
         code: object = 0
     except SystemExit as e:
         code = e.code
+    end(code)
+
+
+def end(code: object = 0) -> NoReturn:
+    """End this process as the program does: without tearing the interpreter down. That
+    teardown frees every module and object one by one (~0.1 s once pandas and pyarrow are
+    loaded) for nothing once the output is written: exit handlers run and the standard
+    streams are flushed first, as at an ordinary exit, and ``code`` is read as
+    ``sys.exit`` reads it. Where another thread still runs, the ordinary exit (it waits
+    for that thread)."""
     if code is None:
         code = 0
     elif not isinstance(code, int):
