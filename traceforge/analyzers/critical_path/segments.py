@@ -75,7 +75,7 @@ class Pieces:
     tid: np.ndarray
 
 
-def path_pieces(run: RunGraph, lab: Labels, sp: StepGraph, path: Sequence[int],
+def path_pieces(run: RunGraph, lab: Labels, sp: StepGraph, path: Sequence[int] | np.ndarray,
                 ri_end: int) -> Pieces:
     """The path's edges as named pieces of time, from rank ``ri_end``'s window start."""
     e = edge_index(sp, path)
@@ -181,7 +181,7 @@ def pieces_frame(p: Pieces, lab: Labels) -> pd.DataFrame:
     return cast("pd.DataFrame", out[list(SEGMENT_COLUMNS)])
 
 
-def path_segments(run: RunGraph, sp: StepGraph, path: Sequence[int], ri_end: int,
+def path_segments(run: RunGraph, sp: StepGraph, path: Sequence[int] | np.ndarray, ri_end: int,
                   lab: Labels | None = None) -> pd.DataFrame:
     """The path's edges as named pieces of time, from rank ``ri_end``'s window start."""
     lab = lab if lab is not None else run_labels(run)

@@ -238,9 +238,9 @@ def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
     return StepGraph(step, w0s, w1s, lo, nodes, u, v, w, t, ref, ref2, erk, notes, ts)
 
 
-def longest_into(sp: StepGraph, ri: int, weights: np.ndarray | None = None) -> list[int]:
-    """The longest path into rank ``ri``'s window end (``weights``: the edges' weights,
-    ``sp.w`` when None; a what-if passes its own, on the same graph).
+def longest_into(sp: StepGraph, ri: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """The longest path into rank ``ri``'s window end, its node ids in order (``weights``:
+    the edges' weights, ``sp.w`` when None; a what-if passes its own, on the same graph).
 
     As ``nx.dag_longest_path`` on the step graph while the edges into this rank's end
     weigh more than all weights together (so that the longest path ends there): each node
@@ -258,13 +258,13 @@ def longest_into(sp: StepGraph, ri: int, weights: np.ndarray | None = None) -> l
         wa[into_a[dag.indptr[p]:dag.indptr[p + 1]]] = big if tj == ri else 0
     tight = _tight(sp, dag, wa[into_a]) if weights is None else None
     path_pos = _path_back(tight) if tight is not None else _relaxed(dag, wa[into_a], t_pos)
-    path: list[int] = dag.ids[path_pos].tolist()
+    path = dag.ids[path_pos]
     t = t_node(ri)
-    if not path or path[-1] != t:
-        path.append(t)
+    if not len(path) or path[-1] != t:
+        path = np.append(path, t)
     if path[0] != S_NODE:
-        path.insert(0, S_NODE)
-    return path
+        path = np.insert(path, 0, S_NODE)
+    return np.asarray(path, dtype=np.int64)
 
 
 def _tight(sp: StepGraph, dag: _Dag, w_in: np.ndarray) -> tuple[np.ndarray, int] | None:
@@ -381,7 +381,7 @@ def edge_index_pairs(sp: StepGraph, pairs: Sequence[tuple[int, int]]) -> np.ndar
     return _find(sp, q)
 
 
-def edge_index(sp: StepGraph, path: Sequence[int]) -> np.ndarray:
+def edge_index(sp: StepGraph, path: Sequence[int] | np.ndarray) -> np.ndarray:
     """Row of each consecutive path pair in the step's edge arrays (-1: not an edge)."""
     p = np.asarray(path, dtype=np.int64) + sp.shift
     n = _keys(sp)[0]
