@@ -275,14 +275,16 @@ def end(code: object = 0) -> NoReturn:
     loaded) for nothing once the output is written: exit handlers run and the standard
     streams are flushed first, as at an ordinary exit, and ``code`` is read as
     ``sys.exit`` reads it. Where another thread still runs, the ordinary exit (it waits
-    for that thread)."""
+    for that thread); also under a profiler or tracer (``python -m cProfile -m
+    traceforge`` writes its profile after the program returns)."""
     if code is None:
         code = 0
     elif not isinstance(code, int):
         print(code, file=sys.stderr)  # as Python prints a non-integer exit code
         code = 1
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate()
-           if t is not threading.current_thread()):
+    if sys.getprofile() is not None or sys.gettrace() is not None or any(
+            t.is_alive() and not t.daemon for t in threading.enumerate()
+            if t is not threading.current_thread()):
         sys.exit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):

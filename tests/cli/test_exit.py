@@ -84,3 +84,14 @@ def test_a_thread_still_running_is_waited_for(tmp_path: Path) -> None:
         """)
     assert r.returncode == 3, r.stderr
     assert mark.read_text() == "done"
+
+
+def test_a_profiler_gets_its_profile(tmp_path: Path) -> None:
+    """``python -m cProfile -o X -m traceforge ...`` writes X after the program returns:
+    under a profiler the program ends the ordinary way."""
+    prof = tmp_path / "tf.prof"
+    r = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "traceforge",
+                        "info", str(EAGER)], env=_env(tmp_path), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert prof.stat().st_size > 0
