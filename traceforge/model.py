@@ -374,6 +374,16 @@ class Trace:
         arr = np.atleast_1d(np.asarray(rows if not isinstance(rows, int) else [rows]))
         return self.args_provider(arr.astype(np.int64))
 
+    def raw_args(self, rows: Iterable[int]) -> list[dict[str, Any]] | None:
+        """:meth:`args` with each value left as its JSON text (``msgspec.Raw``: decode it
+        with ``msgspec.json.decode``), where the source can give them so (Kineto JSON);
+        None where it cannot. For writers that meet the same values many times."""
+        fn = getattr(self.args_provider, "raw", None)
+        if fn is None:
+            return None
+        got: list[dict[str, Any]] | None = fn(np.asarray(rows, dtype=np.int64).reshape(-1))
+        return got
+
     def distinct_args(self, rows: Iterable[int], keys: Sequence[str]
                       ) -> tuple[np.ndarray, list[dict[str, Any]]]:
         """``(codes, uniques)``: the distinct values of ``keys`` in the rows' args, as

@@ -129,6 +129,16 @@ class CachedArgs:
         r = np.asarray(rows, dtype=np.int64)
         return inner(r if self.rows is None else self.rows[r])
 
+    def raw(self, rows: np.ndarray) -> list[dict[str, Any]] | None:
+        """The rebuilt provider's ``raw`` (values as JSON text), None where it has none."""
+        inner = self._provider()
+        fn = getattr(inner, "raw", None)
+        if fn is None:
+            return None
+        r = np.asarray(rows, dtype=np.int64)
+        got: list[dict[str, Any]] | None = fn(r if self.rows is None else self.rows[r])
+        return got
+
     def distinct(self, rows: np.ndarray, keys: Sequence[str]
                  ) -> tuple[np.ndarray, list[dict[str, Any]]]:
         """:func:`traceforge.model.distinct_args` of the rebuilt provider."""

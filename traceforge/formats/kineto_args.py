@@ -129,6 +129,19 @@ class LazyArgs:
                 uniques.append(d)
         return merged[dense[codes]], uniques
 
+    def raw(self, rows: np.ndarray) -> list[dict[str, msgspec.Raw]] | None:
+        """The args of ``rows`` with each value left as its JSON text (None where one is
+        not an object): for a writer that encodes the values it meets again only once."""
+        raws = self._load()
+        src = self.src_index[np.asarray(rows, dtype=np.int64)]
+        parts = [bytes(rw) or b"{}" for rw in map(raws.__getitem__, src.tolist())]
+        try:
+            got: list[dict[str, msgspec.Raw]] = msgspec.json.decode(
+                b"[" + b",".join(parts) + b"]", type=list[dict[str, msgspec.Raw]])
+        except msgspec.ValidationError:
+            return None
+        return got
+
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
         raws = self._load()
         src = self.src_index[np.asarray(rows, dtype=np.int64)]

@@ -128,28 +128,35 @@ class ChromeSource:
         if m.path:
             self.tail["traceName"] = m.path
 
-    def row_args(self, rows: np.ndarray) -> list[dict[str, Any]]:
+    def row_args(self, rows: np.ndarray, json_values: bool = False) -> list[dict[str, Any]]:
         """The ``args`` of the events of rows ``rows`` (positions): the source's own, then
-        the ids, then the tags."""
-        src: list[dict[str, Any]] = (
-            self.trace.args(self.labels[rows]) if self.with_source_args and len(rows)
-            else [{} for _ in range(len(rows))]
-        )
+        the ids, then the tags. ``json_values``: the source's values may be left as their
+        JSON text (``msgspec.Raw``), where the trace can give them so."""
+        src: list[dict[str, Any]] | None = None
+        if self.with_source_args and len(rows):
+            if json_values:
+                src = self.trace.raw_args(self.labels[rows])
+            if src is None:
+                src = self.trace.args(self.labels[rows])
+        else:
+            src = [{} for _ in range(len(rows))]
         for key, values in self.ids.items():
             v = values[rows]
             for i in np.flatnonzero(v >= 0).tolist():
                 src[i][key] = int(v[i])
         return src
 
-    def events(self, rows: np.ndarray) -> list[dict[str, Any]]:
-        """The ``X`` events of rows ``rows`` (positions), as :func:`trace_to_chrome` writes them."""
+    def events(self, rows: np.ndarray, json_values: bool = False) -> list[dict[str, Any]]:
+        """The ``X`` events of rows ``rows`` (positions), as :func:`trace_to_chrome` writes
+        them (``json_values``: see :meth:`row_args`)."""
         names, cats = self.names, self.cats
         out = [{"ph": "X", "cat": cats[c], "name": names[n], "pid": p, "tid": t, "ts": s,
                 "dur": d, "args": a}
                for c, n, p, t, s, d, a in zip(
                    self.cat_codes[rows].tolist(), self.name_codes[rows].tolist(),
                    self.pid[rows].tolist(), self.tid[rows].tolist(),
-                   self.ts_us[rows].tolist(), self.dur_us[rows].tolist(), self.row_args(rows),
+                   self.ts_us[rows].tolist(), self.dur_us[rows].tolist(),
+                   self.row_args(rows, json_values),
                    strict=True)]
         if self.tags is not None:
             self.tags(rows, out)

@@ -21,6 +21,7 @@ import struct
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
+import msgspec
 import numpy as np
 
 from traceforge.render.pftrace_layout import bind_flows, lane
@@ -122,18 +123,33 @@ class PacketEncoder:
         te = bytearray()
         if args:
             keys, seen = self.keys, self.seen
+            pair: tuple[Any, ...] | None
             for k, v in args.items():
                 t = type(v)
-                # Repeated args (a stream, a device, a kind, op shapes) are encoded once;
-                # a list by its repr (equal reprs of decoded JSON: equal values and types).
-                # Large ints (ids, unique per event) are not kept.
-                pair = (k, v) if t is str or (t is int and -256 <= v < 65536) else \
-                    (k, _LIST, repr(v)) if t is list else None
-                if pair is not None:
+                if t is _RawJSON:
+                    # A value still as its JSON text: equal texts, equal values. Decoded
+                    # (and encoded) once per text where it is kept (as below).
+                    text = bytes(v)
+                    pair = (k, _RAW, text)
                     enc = seen.get(pair)
                     if enc is not None:
                         te += enc
                         continue
+                    v = _DECODE(text)
+                    t = type(v)
+                    if not (t is str or t is list or (t is int and -256 <= v < 65536)):
+                        pair = None
+                else:
+                    # Repeated args (a stream, a device, a kind, op shapes) are encoded once;
+                    # a list by its repr (equal reprs of decoded JSON: equal values and
+                    # types). Large ints (ids, unique per event) are not kept.
+                    pair = (k, v) if t is str or (t is int and -256 <= v < 65536) else \
+                        (k, _LIST, repr(v)) if t is list else None
+                    if pair is not None:
+                        enc = seen.get(pair)
+                        if enc is not None:
+                            te += enc
+                            continue
                 kb = keys.get(k)
                 if kb is None:
                     kb = keys[k] = _bytes(10, str(k).encode())
@@ -181,6 +197,9 @@ class PacketEncoder:
 
 _U64 = 2**64 - 1
 _LIST = object()  # marks a list arg's (key, _LIST, repr) among the encoded args
+_RAW = object()  # marks an arg given as JSON text: (key, _RAW, text)
+_RawJSON = msgspec.Raw
+_DECODE = msgspec.json.decode
 
 
 def _varints(ns: np.ndarray) -> list[bytes]:
@@ -306,7 +325,8 @@ class Rows(Protocol):
     extra: list[dict[str, Any]]
     base_ns: int
 
-    def events(self, rows: np.ndarray) -> list[dict[str, Any]]: ...
+    def events(self, rows: np.ndarray, json_values: bool = False
+               ) -> list[dict[str, Any]]: ...
 
 
 def chrome_to_pftrace(doc: Mapping[str, Any] | list[Any] | Rows) -> bytes:
@@ -432,7 +452,8 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
         cs, rs = code_all[a:a + _CHUNK], ref_all[a:a + _CHUNK]
         idx = np.where(cs < 2, order[np.where(cs < 2, rs, 0)], -1)
         begins = idx[(cs == 0) & (idx < nr)]
-        built = iter(rows.events(begins) if rows is not None and len(begins) else ())
+        built = iter(rows.events(begins, json_values=True) if rows is not None and len(begins)
+                     else ())
         trk = np.where(cs < 2, track[np.where(cs < 2, rs, 0)], 0)
         tsv = _varints(ts_all[a:a + _CHUNK].astype(np.uint64) + np.uint64(base & _U64))
         for c, r, i, t, u in zip(cs.tolist(), rs.tolist(), idx.tolist(), tsv, trk.tolist(),

@@ -157,3 +157,49 @@ def test_rows_encoded_from_columns_equal_the_document(monkeypatch: pytest.Monkey
         assert chrome_to_pftrace(src) == reference(doc)
         assert chrome_json.dumps_chrome(src) == orjson.dumps(
             doc, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+_ODD_ARGS = ('{"s": "a\\"b\\\\c \\u00e9 na\\u00efve", "i": 7, "neg": -3, "big": 12345678901234, '
+             '"f": 1.5, "e": 1e300, "t": true, "no": false, "null": null, '
+             '"l": [[1, 2], [3]], "d": {"x": 1, "y": [1.5, "z"]}}')
+
+
+def _odd_trace(path: Path, last_args: str) -> Path:
+    """A Kineto trace whose ops and kernels carry every kind of JSON value, the same
+    values written with other spacing on another row, and ``last_args`` on the last."""
+    spaced = _ODD_ARGS.replace(", ", ",   ").replace(": ", ":")
+    evs = [f'{{"ph": "X", "cat": "{c}", "name": "{n}", "pid": 1, "tid": {t}, "ts": {ts}, '
+           f'"dur": 2, "args": {a}}}'
+           for c, n, t, ts, a in [("cpu_op", "aten::mm", 1, 10, _ODD_ARGS),
+                                  ("cpu_op", "aten::mm", 1, 20, spaced),
+                                  ("kernel", "gemm_k", 7, 12, _ODD_ARGS),
+                                  ("kernel", "gemm_k", 7, 22, last_args)]]
+    path.write_text('{"traceEvents": [' + ", ".join(evs) + "]}")
+    return path
+
+
+@pytest.mark.parametrize("last_args", [_ODD_ARGS, "5"])
+@pytest.mark.parametrize("cached", [False, True])
+def test_source_args_as_json_text_encode_as_decoded(tmp_path: Path, last_args: str,
+                                                    cached: bool,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``convert``/``annotate`` to .pftrace take the source's args with each value still
+    as its JSON text and decode each distinct text once: the bytes are those of the
+    decoded args (the message-class encoder the oracle), from the source file and from a
+    cache hit; a row whose args are no object ("5") makes that batch decode as before."""
+    from tests.support.pftrace_reference import chrome_to_pftrace as reference
+    from traceforge.model import Trace
+    from traceforge.render.chrome_json import ChromeSource
+
+    path = _odd_trace(tmp_path / "odd.json", last_args)
+    if cached:
+        tf.load(path)  # fills the cache: the next load is a hit
+    t = tf.load(path, cache=cached)
+    raw = t.raw_args(t.events.index.to_numpy())
+    assert (raw is None) == (last_args == "5")
+    fast = chrome_to_pftrace(ChromeSource(t))
+    with monkeypatch.context() as m:
+        m.setattr(Trace, "raw_args", lambda self, rows: None)
+        slow = chrome_to_pftrace(ChromeSource(t))
+    assert fast == slow
+    assert fast == reference(ChromeSource(t).document())
