@@ -8,6 +8,7 @@ re-reads the unchanged file when asked. The columnar cache stores the same sourc
 
 from __future__ import annotations
 
+import mmap
 import threading
 from collections.abc import Sequence
 from itertools import count
@@ -18,6 +19,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from traceforge.formats import kineto_chunks as chunks
 from traceforge.formats.kineto_schema import ArgsDoc, ArgsOnly
 from traceforge.formats.source import first_byte, view
 from traceforge.model import factorize_args
@@ -64,6 +66,13 @@ class LazyArgs:
 
     def _load_once(self) -> list[msgspec.Raw]:
         if self._raws is None:
+            try:
+                self._raws = _scan_in_chunks(self.path)
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
+                    OSError, ValueError):
+                self._raws = None  # read whole below: the lenient path names no error here
+            if self._raws is not None:
+                return self._raws
             # A map, not a copy: the Raw slices keep referencing it (closed when freed).
             raw = view(self.path)
             try:
@@ -135,6 +144,7 @@ class LazyArgs:
         raws = self._load()
         src = self.src_index[np.asarray(rows, dtype=np.int64)]
         parts = [bytes(rw) or b"{}" for rw in map(raws.__getitem__, src.tolist())]
+        _drop_pages(raws)
         try:
             got: list[dict[str, msgspec.Raw]] = msgspec.json.decode(
                 b"[" + b",".join(parts) + b"]", type=list[dict[str, msgspec.Raw]])
@@ -148,5 +158,68 @@ class LazyArgs:
         # One decode of all requested slices as a JSON array: per-row decode calls cost
         # more than the decoding itself when an analysis asks for ~100k rows.
         parts = [bytes(rw) or b"{}" for rw in map(raws.__getitem__, src.tolist())]
+        _drop_pages(raws)
         vals = msgspec.json.decode(b"[" + b",".join(parts) + b"]") if parts else []
         return [v if isinstance(v, dict) else {} for v in vals]
+
+
+class _Scanned(list):  # type: ignore[type-arg]
+    """The Raw slices of a scan in chunks, and the private map they reference."""
+
+    source_map: mmap.mmap | None = None
+
+
+def _scan_in_chunks(path: Path) -> list[msgspec.Raw] | None:
+    """Every event's args as a Raw slice of a private (copy-on-write) map of the file,
+    decoded ~2 MB at a time (the events array cut where the chunked reader cuts it), each
+    chunk's pages handed back as soon as it is decoded: the slices reference the map, not
+    copies, and this process holds only the pages being read, not the whole file (a
+    mapped page counts in its memory as long as it is mapped). None where the file is no
+    plain file or too small to cut: decode it whole."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+    with path.open("rb") as f:
+        if f.read(2) == b"\x1f\x8b" or f.seek(0, 2) == 0:
+            return None
+        raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    plan = chunks.plan(raw, 1)
+    if plan is None:
+        return None
+    out = _Scanned()
+    out.source_map = raw
+    mv = memoryview(raw)
+    last = len(plan.cuts)
+    for i in range(last + 1):
+        begin = plan.start - 1 if i == 0 else plan.cuts[i - 1]  # "[" or the comma before
+        if i < last:
+            end = plan.cuts[i] + 1
+            # Brackets over the commas around the chunk (this process's copy of the two
+            # pages; no args text is there): the chunk decodes as a list where it lies.
+            raw[begin] = ord("[")
+            raw[end - 1] = ord("]")
+            # (The slices reference this view of the map: it lives as long as they do.)
+            items = msgspec.json.decode(mv[begin:end], type=list[ArgsOnly])
+        else:
+            # The last chunk holds the document's end: decoded from a copy (its opening
+            # would go over the args of the chunk before).
+            end = len(raw)
+            with mv[begin + 1:end] as body:
+                head = b'{"traceEvents":[' if plan.head is not None else b"["
+                text_copy = head + bytes(body)
+            items = (msgspec.json.decode(text_copy, type=ArgsDoc).traceEvents
+                     if plan.head is not None else
+                     msgspec.json.decode(text_copy, type=list[ArgsOnly]))
+        out.extend([it.args for it in items])
+        del items
+        page = mmap.PAGESIZE
+        lo, hi = begin // page * page, end // page * page
+        if hi > lo:
+            raw.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+    return out
+
+
+def _drop_pages(raws: list[msgspec.Raw]) -> None:
+    """Hand back the map pages the slices just read touched (they are copied out)."""
+    m = getattr(raws, "source_map", None)
+    if m is not None:
+        m.madvise(mmap.MADV_DONTNEED)

@@ -413,3 +413,55 @@ def test_files_past_chunk_bytes_are_decoded_one_chunk_at_a_time(
     assert [i for g in groups for i in g] == list(range(plan.chunks)) and len(groups) == 3
     monkeypatch.setenv("TRACEFORGE_PARSE_WORKERS", "3")
     assert_same(chrome.read(p), whole)
+
+
+@pytest.mark.parametrize("layout", ["document", "indented", "bare list", "cut in a string"])
+def test_args_are_scanned_a_chunk_at_a_time_as_in_one_piece(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """``LazyArgs`` scans a plain file's args ~CHUNK_BYTES at a time in a private map,
+    handing each chunk's pages back once decoded (a 288 MB trace's pages no longer all
+    count in the process at once): every row's args and raw args are those of the
+    one-piece scan, the file is unchanged, and a cut that lands in a string makes the scan
+    one piece again."""
+    from traceforge.formats import kineto_args
+
+    evs = events(300, name="}, {" * 50 if layout == "cut in a string" else "k")
+    for i, e in enumerate(evs):  # args of every JSON kind, some big
+        e.setdefault("args", {}).update({"s": "a\"b\\ é", "l": [[i, 2], [3]], "f": 1.5,
+                                         "t": True, "null": None, "pad": "x" * (i % 97)})
+    doc: Any = evs if layout == "bare list" else {"traceEvents": evs, "traceName": "t"}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc, indent=2 if layout == "indented" else None))
+    before = p.read_bytes()
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
+    t = one_piece(p)
+    rows = np.arange(len(t.events), dtype=np.int64)
+    scanned, drops = [], []
+    real_scan, real_drop = kineto_args._scan_in_chunks, kineto_args._drop_pages
+
+    def scan(path: Path) -> Any:
+        try:
+            got = real_scan(path)
+        except Exception:
+            scanned.append(None)
+            raise
+        scanned.append(got)
+        return got
+
+    monkeypatch.setattr(kineto_args, "_scan_in_chunks", scan)
+    monkeypatch.setattr(kineto_args, "_drop_pages", lambda r: drops.append(r) or real_drop(r))
+    src = t.args_provider.src_index  # type: ignore[attr-defined]
+    chunked = kineto_args.LazyArgs(p, src)
+    got, got_raw = chunked(rows), chunked.raw(rows)
+    if layout == "cut in a string":
+        assert scanned == [None]  # the cut was refused: decoded in one piece
+    else:
+        assert scanned and scanned[0] is not None and drops
+    monkeypatch.setattr(kineto_args, "_scan_in_chunks", lambda path: None)
+    whole = kineto_args.LazyArgs(p, src)
+    assert got == whole(rows) and len(got) == len(rows) == 600
+    raw_whole = whole.raw(rows)
+    assert got_raw is not None and raw_whole is not None
+    assert [{k: bytes(v) for k, v in d.items()} for d in got_raw] == \
+        [{k: bytes(v) for k, v in d.items()} for d in raw_whole]
+    assert p.read_bytes() == before
