@@ -141,8 +141,12 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
         comm = cls[idx] == "communication"
         has = op_row[idx] >= 0
         replayed = acts["replay"].to_numpy()[idx] >= 0
-        reason[idx[~has]] = np.where(comm[~has], _COMM, np.where(
-            replayed[~has], REPLAY, "no launching op in the trace"))
+        # Object arrays of the few strings (np.where on str makes fixed-width unicode
+        # arrays: ~110 bytes a kernel, twice, on 1M kernels without ops).
+        why_none = np.full(int((~has).sum()), "no launching op in the trace", dtype=object)
+        why_none[replayed[~has]] = REPLAY
+        why_none[comm[~has]] = _COMM
+        reason[idx[~has]] = why_none
         j, shj, cntj, comm = idx[has], sh[has], cnt[has], comm[has]
         code = calls.codes[np.searchsorted(rows, op_row[j])]
         share[j], per_op[j] = shj, cntj
