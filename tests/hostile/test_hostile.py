@@ -460,3 +460,21 @@ def test_memory_in_use_is_measured() -> None:
     del block
     assert limits.parse_limit("0") == 0 and limits.parse_limit("2GB") == 2 * 10**9
     assert limits.parse_limit(None) is None
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_run_ended_mid_decode_keeps_its_own_error(tmp_path: Path, gz: bool) -> None:
+    """A run ended while a view of the mapped file is still held (the memory guard or
+    Ctrl-C in the middle of a decode: the traceback's frames keep the views) ends with
+    its own error, not with the BufferError of closing a map that is still in use."""
+    from traceforge.formats.source import content
+    from traceforge.limits import MemoryLimitError
+
+    p = tmp_path / ("t.json.gz" if gz else "t.json")
+    body = json.dumps({"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "dur": 1}]})
+    p.write_bytes(gzip.compress(body.encode()) if gz else body.encode())
+    held: list[memoryview] = []
+    with pytest.raises(MemoryLimitError), content(p, private=True) as raw:
+        held.append(memoryview(raw)[1:5])  # a decode's slice, alive in a frame
+        raise MemoryLimitError("limit")
+    assert bytes(held[0]) == body.encode()[1:5]

@@ -7,7 +7,7 @@ import gzip
 import mmap
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from traceforge.errors import TraceFormatError
@@ -66,7 +66,7 @@ def content(path: Path, private: bool = False) -> Iterator[bytes | mmap.mmap]:
                 yield gm
             finally:
                 if isinstance(gm, mmap.mmap):
-                    gm.close()
+                    _close(gm)
             return
         try:
             mm = mmap.mmap(f.fileno(), 0,
@@ -77,6 +77,15 @@ def content(path: Path, private: bool = False) -> Iterator[bytes | mmap.mmap]:
     try:
         yield mm
     finally:
+        _close(mm)
+
+
+def _close(mm: mmap.mmap) -> None:
+    """Close ``mm`` unless something still references it: a run ended mid-decode (Ctrl-C,
+    the memory guard) leaves views of it in the traceback's frames, and the BufferError
+    would take the place of that run's own error. The map then closes with its last view.
+    """
+    with suppress(BufferError):
         mm.close()
 
 
