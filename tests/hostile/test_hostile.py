@@ -478,3 +478,20 @@ def test_a_run_ended_mid_decode_keeps_its_own_error(tmp_path: Path, gz: bool) ->
         held.append(memoryview(raw)[1:5])  # a decode's slice, alive in a frame
         raise MemoryLimitError("limit")
     assert bytes(held[0]) == body.encode()[1:5]
+
+
+@pytest.mark.parametrize("out", ["x.pftrace", "x.json"])
+@pytest.mark.parametrize("verb", ["convert", "annotate"])
+def test_args_a_number_out_of_range_is_one_line(tmp_path: Path, verb: str, out: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """An args value msgspec cannot hold (1e400) is skipped by the reader and met when the
+    args are read: one line naming the file, exit 2 (it was an internal error), whether
+    the values are decoded (JSON) or kept as their text (.pftrace)."""
+    p = tmp_path / "t.json"
+    p.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, '
+                 '"tid": 7, "ts": 1, "dur": 1, "args": {"device": 0, "a": 1e400}}]}')
+    o = str(tmp_path / out)
+    args = [str(p), o] if verb == "convert" else [str(p), "-o", o]
+    rc, _, err = run_cli(capsys, verb, *args)
+    one_line_error(rc, err, p.name)
+    assert "Number out of range" in err and "$[" not in err, err

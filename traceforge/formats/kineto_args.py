@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from traceforge.errors import TraceFormatError
 from traceforge.formats import kineto_chunks as chunks
 from traceforge.formats.kineto_schema import ArgsDoc, ArgsOnly
 from traceforge.formats.source import first_byte, view
@@ -131,8 +132,11 @@ class LazyArgs:
         merged = np.empty(len(pos), dtype=np.int64)
         uniques: list[dict[str, Any]] = []
         for j, p in enumerate(pos.tolist()):
-            d = {k: msgspec.json.decode(r) for k, r in zip(keys, get(vals[p]), strict=True)
-                 if len(r)}
+            try:
+                d = {k: msgspec.json.decode(r) for k, r in zip(keys, get(vals[p]), strict=True)
+                     if len(r)}
+            except msgspec.MsgspecError as e:
+                raise TraceFormatError(self.path, _unreadable(e)) from None
             merged[j] = canon.setdefault(msgspec.json.encode(d), len(uniques))
             if merged[j] == len(uniques):
                 uniques.append(d)
@@ -159,8 +163,16 @@ class LazyArgs:
         # more than the decoding itself when an analysis asks for ~100k rows.
         parts = [bytes(rw) or b"{}" for rw in map(raws.__getitem__, src.tolist())]
         _drop_pages(raws)
-        vals = msgspec.json.decode(b"[" + b",".join(parts) + b"]") if parts else []
+        try:
+            vals = msgspec.json.decode(b"[" + b",".join(parts) + b"]") if parts else []
+        except msgspec.MsgspecError as e:  # e.g. a number out of range: the reader skips args
+            raise TraceFormatError(self.path, _unreadable(e)) from None
         return [v if isinstance(v, dict) else {} for v in vals]
+
+
+def _unreadable(e: Exception) -> str:
+    """The problem of args msgspec cannot decode (without its place in our batch)."""
+    return f"an event's args cannot be read ({str(e).split(' - at ')[0]})"
 
 
 class _Scanned(list):  # type: ignore[type-arg]

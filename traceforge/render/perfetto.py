@@ -456,25 +456,32 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
                      else ())
         trk = np.where(cs < 2, track[np.where(cs < 2, rs, 0)], 0)
         tsv = _varints(ts_all[a:a + _CHUNK].astype(np.uint64) + np.uint64(base & _U64))
-        for c, r, i, t, u in zip(cs.tolist(), rs.tolist(), idx.tolist(), tsv, trk.tolist(),
-                                 strict=True):
-            if c == 1:
-                mid = end_of.get(u)
-                if mid is None or w.first:
-                    w.end(t, u)
-                    mid = end_of[u] = w.end_tail(u) + b"\x68" + _v(_NEEDS)
-                    continue
-                # What w.end writes, inline: most packets are slice ends.
-                buf += b"\x0a" + _VS[1 + len(t) + len(mid)] + b"\x40" + t + mid
-                if len(buf) >= _FLUSH:
-                    w.flush()
-            elif c == 0:
-                e = next(built) if i < nr else xs[i - nr]
-                fl, ends = flows_at.get(i, ((), ()))
-                w.event(t, u, _SLICE_BEGIN, str(e.get("name", "")),
-                        str(e.get("cat", "")), e.get("args"), fl, ends)
-            else:
-                w.event(*rest[r])
+        try:
+            for c, r, i, t, u in zip(cs.tolist(), rs.tolist(), idx.tolist(), tsv, trk.tolist(),
+                                     strict=True):
+                if c == 1:
+                    mid = end_of.get(u)
+                    if mid is None or w.first:
+                        w.end(t, u)
+                        mid = end_of[u] = w.end_tail(u) + b"\x68" + _v(_NEEDS)
+                        continue
+                    # What w.end writes, inline: most packets are slice ends.
+                    buf += b"\x0a" + _VS[1 + len(t) + len(mid)] + b"\x40" + t + mid
+                    if len(buf) >= _FLUSH:
+                        w.flush()
+                elif c == 0:
+                    e = next(built) if i < nr else xs[i - nr]
+                    fl, ends = flows_at.get(i, ((), ()))
+                    w.event(t, u, _SLICE_BEGIN, str(e.get("name", "")),
+                            str(e.get("cat", "")), e.get("args"), fl, ends)
+                else:
+                    w.event(*rest[r])
+        except msgspec.MsgspecError:
+            # An args value as JSON text that does not decode (a number out of range):
+            # the source's decoded args name the file and the problem.
+            if rows is not None and len(begins):
+                rows.events(begins)
+            raise
     w.flush()
 
 
