@@ -20,6 +20,8 @@ from typing import Any, Protocol, TypeVar, cast
 import numpy as np
 import pandas as pd
 
+from traceforge.args_provider import ArgsProvider, distinct_args, no_args
+
 #: Every value the ``kind`` column may hold.
 KINDS: tuple[str, ...] = (
     "kernel",  # GPU kernel execution
@@ -106,7 +108,6 @@ class TraceMeta:
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the ``traceforge`` capture block
 
 
-ArgsProvider = Callable[[np.ndarray], list[dict[str, Any]]]
 T = TypeVar("T")
 
 
@@ -119,49 +120,6 @@ class Store(Protocol):
     def get(self, key: str) -> Any | None: ...
 
     def put(self, key: str, value: Any) -> None: ...
-
-
-def no_args(rows: np.ndarray) -> list[dict[str, Any]]:
-    """The args provider of a trace whose source records none: an empty dict per row."""
-    return [{} for _ in range(len(rows))]
-
-
-def distinct_args(provider: ArgsProvider, rows: np.ndarray, keys: Sequence[str]
-                  ) -> tuple[np.ndarray, list[dict[str, Any]]]:
-    """The args of ``rows`` reduced to ``keys``, factorized: ``(codes, uniques)`` with
-    ``uniques[codes[i]]`` the present ``keys`` of row ``rows[i]`` (shared dicts: read them,
-    do not change them).
-
-    A provider with a ``distinct(rows, keys)`` method answers itself (the Kineto reader
-    compares the raw JSON of the keys and decodes each distinct value once: a model's
-    500k op calls hold a few hundred distinct shapes); any other is asked for whole dicts.
-    """
-    own = getattr(provider, "distinct", None)
-    if own is not None:
-        return cast(tuple[np.ndarray, list[dict[str, Any]]], own(rows, keys))
-    return factorize_args(provider, rows, keys)
-
-
-def factorize_args(provider: ArgsProvider, rows: np.ndarray, keys: Sequence[str]
-                   ) -> tuple[np.ndarray, list[dict[str, Any]]]:
-    """:func:`distinct_args` from whole dicts (any provider)."""
-    import msgspec
-
-    first: dict[bytes | str, int] = {}
-    uniques: list[dict[str, Any]] = []
-    codes = np.empty(len(rows), dtype=np.int64)
-    for i, a in enumerate(provider(rows)):
-        sub = {k: a[k] for k in keys if k in a}
-        try:
-            key: bytes | str = msgspec.json.encode(sub)
-        except (TypeError, msgspec.EncodeError):
-            key = repr(sub)
-        c = first.get(key)
-        if c is None:
-            c = first[key] = len(uniques)
-            uniques.append(sub)
-        codes[i] = c
-    return codes, uniques
 
 
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:

@@ -21,7 +21,9 @@ ALLOWED = {
     # Strings capture writes and the step reader recognizes (a leaf, for the capture
     # wrapper inside the profiled process).
     "step_marks": set(),
-    "model": set(),
+    # How a trace's args are handed over (the model holds a provider; readers make them).
+    "args_provider": set(),
+    "model": {"args_provider"},
     "errors": set(),
     "samples": set(),
     "executables": set(),
@@ -33,7 +35,7 @@ ALLOWED = {
     "forks": set(),
     # Output files replaced whole or not at all (a leaf: every layer that writes uses it).
     "outputs": set(),
-    "formats": {"model", "errors", "samples", "executables", "forks"},
+    "formats": {"model", "errors", "samples", "executables", "forks", "args_provider"},
     "capture": {"model", "errors", "executables", "step_marks", "outputs", "step_time"},
     # Many-rank runs: reads rank files (formats) on a process pool or Dask and runs the
     # per-rank summary a verb hands it; it never imports analyzers, whose split

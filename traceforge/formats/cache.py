@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge import model
+from traceforge.args_provider import no_args
 from traceforge.formats import arrow_frames, cache_meta, derived
 from traceforge.formats.cache_args import (
     ARGS_PREFIX,
@@ -68,7 +69,6 @@ from traceforge.model import (
     Trace,
     TraceMeta,
     empty_frame,
-    no_args,
 )
 
 if TYPE_CHECKING:

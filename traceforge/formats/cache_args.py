@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from traceforge import model
-from traceforge.model import Trace, no_args
+from traceforge.args_provider import distinct_args, no_args
+from traceforge.model import Trace
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -141,9 +141,9 @@ class CachedArgs:
 
     def distinct(self, rows: np.ndarray, keys: Sequence[str]
                  ) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """:func:`traceforge.model.distinct_args` of the rebuilt provider."""
+        """:func:`traceforge.args_provider.distinct_args` of the rebuilt provider."""
         r = np.asarray(rows, dtype=np.int64)
-        return model.distinct_args(self._provider(), r if self.rows is None else self.rows[r],
+        return distinct_args(self._provider(), r if self.rows is None else self.rows[r],
                                    keys)
 
 

@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceforge.model import Trace, distinct_args, factorize_args
+from traceforge.args_provider import distinct_args, factorize_args
+from traceforge.model import Trace
 
 #: Itanium symbols start with ``_Z``; Mach-O adds one more underscore.
 _PREFIXES = ("_Z", "__Z")

@@ -415,9 +415,9 @@ def test_args_providers_decode_once_when_threads_ask_together() -> None:
     import threading
     import time
 
+    from traceforge.args_provider import no_args
     from traceforge.formats import kineto_args
     from traceforge.formats.cache_args import CachedArgs, Provider
-    from traceforge.model import no_args
 
     built: list[int] = []
 

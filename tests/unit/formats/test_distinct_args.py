@@ -17,8 +17,8 @@ import pytest
 from tests.conftest import FIXTURES, SHARED, ev, make_trace
 from traceforge import load
 from traceforge.analyzers.costs.flops import ARG_KEYS
+from traceforge.args_provider import factorize_args
 from traceforge.formats import cache
-from traceforge.model import factorize_args
 
 
 def _expected(trace: Any, rows: np.ndarray, keys: tuple[str, ...]) -> list[dict[str, Any]]:
