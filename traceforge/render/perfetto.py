@@ -16,9 +16,7 @@ overflow track, google/perfetto#4280), so a partially overlapping slice goes to 
 
 from __future__ import annotations
 
-import json
-import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -26,241 +24,20 @@ import numpy as np
 
 from traceforge.render.pftrace_layout import bind_flows, lane
 from traceforge.render.pftrace_layout import ns as _ns
+from traceforge.render.pftrace_packets import (
+    COUNTER,
+    INSTANT,
+    NEEDS_INCREMENTAL_STATE,
+    SLICE_BEGIN,
+    SLICE_END,
+    U64_MASK,
+    VARINT_TABLE,
+    PacketEncoder,
+    varint,
+    varints,
+)
 
-_SEQ = 1  # trusted_packet_sequence_id of every packet we write
 _INT32 = 2**31
-
-
-def _varint(n: int) -> bytes:
-    if n < 0x80:
-        return _SMALL[n]
-    if n < 0x4000:
-        return bytes((n & 0x7F | 0x80, n >> 7))
-    if n < 0x200000:
-        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
-    if n < 0x10000000:
-        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14 & 0x7F | 0x80, n >> 21))
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-_SMALL = [bytes((i,)) for i in range(0x80)]
-_VS = [_varint(i) for i in range(0x4000)]
-
-
-def _v(n: int) -> bytes:
-    """:func:`_varint` of a non-negative ``n``, from a table below 16384."""
-    return _VS[n] if n < 0x4000 else _varint(n)
-
-
-class PacketEncoder:
-    """Encodes TracePackets by hand (varints, no message objects) into one growing buffer,
-    each framed as ``Trace.packet`` (field 1, length-delimited); fields in field-number
-    order, as protobuf serializes them. Event names are interned per sequence."""
-
-    def __init__(self, sink: Callable[[bytes], Any] | None = None) -> None:
-        self.sink = sink
-        self.buf = bytearray()
-        self.names: dict[str, int] = {}
-        self.keys: dict[Any, bytes] = {}
-        self.cats: dict[str, bytes] = {}
-        self.seen: dict[tuple[Any, ...], bytes] = {}
-        self.first = True
-
-    def _packet(self, body: bytes, flags: int = 0, tail: bytes = b"") -> None:
-        if self.first:
-            flags |= _CLEARED
-            self.first = False
-        pkt = body + (b"\x68" + _varint(flags) if flags else b"") + tail
-        n = len(pkt)
-        self.buf += b"\x0a" + (_VS[n] if n < 0x4000 else _varint(n)) + pkt
-        if self.sink is not None and len(self.buf) >= _FLUSH:
-            self.flush()
-
-    def flush(self) -> None:
-        """Hand the packets so far to the sink (packets are written in batches)."""
-        if self.sink is not None and self.buf:
-            self.sink(bytes(self.buf))
-            self.buf.clear()
-
-    def track(self, uuid: int, *, parent: int | None = None, name: str | None = None,
-              process: tuple[int, str | None] | None = None,
-              thread: tuple[int, int, str | None] | None = None,
-              counter: bool = False) -> None:
-        """A TrackDescriptor packet."""
-        td = _key(1, 0) + _varint(uuid)
-        if name is not None:
-            td += _bytes(2, name.encode())
-        if process is not None:
-            pd = _key(1, 0) + _varint(process[0])
-            if process[1]:
-                pd += _bytes(6, process[1].encode())
-            td += _bytes(3, pd)
-        if thread is not None:
-            th = _key(1, 0) + _varint(thread[0]) + _key(2, 0) + _varint(thread[1])
-            if thread[2]:
-                th += _bytes(5, thread[2].encode())
-            td += _bytes(4, th)
-        if parent is not None:
-            td += _key(5, 0) + _varint(parent)
-        if counter:
-            td += _bytes(8, b"")
-        self._packet(_SEQ_FIELD, 0, _bytes(60, td))
-
-    def event(self, ts: int | bytes, track: int, typ: int, name: str | None = None,
-              cat: str = "", args: Mapping[str, Any] | None = None,
-              flows: Iterable[int] = (), ends: Iterable[int] = (),
-              value: float | None = None) -> None:
-        """A TrackEvent packet (its name interned, with the interning in the same packet);
-        ``ts`` in ns, or already its varint (:func:`_varints`)."""
-        te = bytearray()
-        if args:
-            keys, seen = self.keys, self.seen
-            pair: tuple[Any, ...] | None
-            for k, v in args.items():
-                t = type(v)
-                if t is _RawJSON:
-                    # A value still as its JSON text: equal texts, equal values. Decoded
-                    # (and encoded) once per text where it is kept (as below).
-                    text = bytes(v)
-                    pair = (k, _RAW, text)
-                    enc = seen.get(pair)
-                    if enc is not None:
-                        te += enc
-                        continue
-                    v = _DECODE(text)
-                    t = type(v)
-                    if not (t is str or t is list or (t is int and -256 <= v < 65536)):
-                        pair = None
-                else:
-                    # Repeated args (a stream, a device, a kind, op shapes) are encoded once;
-                    # a list by its repr (equal reprs of decoded JSON: equal values and
-                    # types). Large ints (ids, unique per event) are not kept.
-                    pair = (k, v) if t is str or (t is int and -256 <= v < 65536) else \
-                        (k, _LIST, repr(v)) if t is list else None
-                    if pair is not None:
-                        enc = seen.get(pair)
-                        if enc is not None:
-                            te += enc
-                            continue
-                kb = keys.get(k)
-                if kb is None:
-                    kb = keys[k] = _bytes(10, str(k).encode())
-                a = _annotation(v) + kb
-                enc = _ANN + _v(len(a)) + a
-                te += enc
-                if pair is not None and len(seen) < _SEEN:
-                    seen[pair] = enc
-        te += _TYPE[typ]
-        interned = b""
-        if name is not None:
-            iid = self.names.get(name)
-            if iid is None:
-                iid = self.names[name] = len(self.names) + 1
-                interned = _bytes(12, _bytes(2, _key(1, 0) + _v(iid)
-                                             + _bytes(2, name.encode())))
-            te += b"\x50" + (_VS[iid] if iid < 0x4000 else _varint(iid))
-        te += b"\x58" + (_VS[track] if track < 0x4000 else _varint(track))
-        if cat:
-            cb = self.cats.get(cat)
-            if cb is None:
-                cb = self.cats[cat] = _bytes(22, cat.encode())
-            te += cb
-        if value is not None:
-            te += _VALUE + _DOUBLE(value)
-        for f in flows:
-            te += _FLOW + _FIXED(f & _U64)
-        for f in ends:
-            te += _END + _FIXED(f & _U64)
-        tsb = ts if type(ts) is bytes else _varint(int(ts) & _U64)
-        n = len(te)
-        body = (b"\x40" + tsb + _SEQ_FIELD + _TRACK_EVENT + (_VS[n] if n < 0x4000 else _varint(n))
-                + te + interned)
-        self._packet(body, _NEEDS)
-
-    def end_tail(self, track: int) -> bytes:
-        """What follows the timestamp in a SLICE_END packet on ``track``, flags aside."""
-        te = _TYPE[_SLICE_END] + b"\x58" + _v(track)
-        return _SEQ_FIELD + _TRACK_EVENT + _v(len(te)) + te
-
-    def end(self, ts: bytes, track: int) -> None:
-        """A SLICE_END packet at ``ts`` (its varint) (what :meth:`event` writes, faster)."""
-        self._packet(b"\x40" + ts + self.end_tail(track), _NEEDS)
-
-
-_U64 = 2**64 - 1
-_LIST = object()  # marks a list arg's (key, _LIST, repr) among the encoded args
-_RAW = object()  # marks an arg given as JSON text: (key, _RAW, text)
-_RawJSON = msgspec.Raw
-_DECODE = msgspec.json.decode
-
-
-def _varints(ns: np.ndarray) -> list[bytes]:
-    """The varints of int64 values taken mod 2**64 (``_varint(v & _U64)`` of each)."""
-    rest = ns.astype(np.uint64)
-    m = np.empty((len(rest), 10), dtype=np.uint8)
-    length = np.ones(len(rest), dtype=np.int64)
-    for j in range(10):
-        m[:, j] = (rest & np.uint64(0x7F)).astype(np.uint8)
-        rest = rest >> np.uint64(7)
-        more = rest != 0
-        m[more, j] |= 0x80
-        length += more
-    buf = m.tobytes()
-    return [buf[i:i + n] for i, n in zip(range(0, 10 * len(length), 10), length.tolist(),
-                                         strict=True)]
-
-
-_FLUSH = 8 << 20  # bytes of packets per write to the sink
-_SEEN = 1 << 18  # encoded (key, value) args kept for reuse
-_CLEARED, _NEEDS = 1, 2  # TracePacket.SequenceFlags
-
-
-def _key(field: int, wire: int) -> bytes:
-    return _varint(field << 3 | wire)
-
-
-def _bytes(field: int, data: bytes) -> bytes:
-    return _key(field, 2) + _varint(len(data)) + data
-
-
-_SEQ_FIELD = _key(10, 0) + _varint(_SEQ)
-_FLOW, _END = _key(47, 1), _key(48, 1)
-_ANN, _TRACK_EVENT, _VALUE = _key(4, 2), _key(11, 2), _key(44, 1)
-_TYPE = {t: _key(9, 0) + _varint(t) for t in range(1, 5)}
-_DOUBLE = struct.Struct("<d").pack
-_FIXED = struct.Struct("<Q").pack
-
-
-def _annotation(v: Any) -> bytes:
-    """A DebugAnnotation's value field (its ``name``, field 10, follows it)."""
-    if v is True or v is False:
-        return b"\x10\x01" if v else b"\x10\x00"
-    t = type(v)
-    if t is int and -(2**63) <= v < 2**63:
-        return b"\x20" + _varint(v & _U64)
-    if t is float:
-        return b"\x29" + _DOUBLE(v)
-    if t is str:
-        return _bytes(6, v.encode())
-    if isinstance(v, int) and -(2**63) <= v < 2**63:
-        return b"\x20" + _varint(v & _U64)
-    if isinstance(v, float):
-        return b"\x29" + _DOUBLE(v)
-    if isinstance(v, str):
-        return _bytes(6, v.encode())
-    return _bytes(9, _JSON(v).encode())
-
-
-#: ``json.dumps(v, default=str)``, its encoder made once.
-_JSON = json.JSONEncoder(default=str).encode
 
 
 class _Tracks:
@@ -307,10 +84,6 @@ class _Tracks:
         if key in self.uuids:
             return self.uuids[key]
         return self._new(key, parent=self.process(pid), name=name, counter=True)
-
-
-#: TrackEvent.Type values.
-_SLICE_BEGIN, _SLICE_END, _INSTANT, _COUNTER = 1, 2, 3, 4
 
 
 class Rows(Protocol):
@@ -455,7 +228,7 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
         built = iter(rows.events(begins, json_values=True) if rows is not None and len(begins)
                      else ())
         trk = np.where(cs < 2, track[np.where(cs < 2, rs, 0)], 0)
-        tsv = _varints(ts_all[a:a + _CHUNK].astype(np.uint64) + np.uint64(base & _U64))
+        tsv = varints(ts_all[a:a + _CHUNK].astype(np.uint64) + np.uint64(base & U64_MASK))
         try:
             for c, r, i, t, u in zip(cs.tolist(), rs.tolist(), idx.tolist(), tsv, trk.tolist(),
                                      strict=True):
@@ -463,16 +236,16 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
                     mid = end_of.get(u)
                     if mid is None or w.first:
                         w.end(t, u)
-                        mid = end_of[u] = w.end_tail(u) + b"\x68" + _v(_NEEDS)
+                        mid = end_of[u] = w.end_tail(u) + b"\x68" + varint(NEEDS_INCREMENTAL_STATE)
                         continue
                     # What w.end writes, inline: most packets are slice ends.
-                    buf += b"\x0a" + _VS[1 + len(t) + len(mid)] + b"\x40" + t + mid
-                    if len(buf) >= _FLUSH:
+                    buf += b"\x0a" + VARINT_TABLE[1 + len(t) + len(mid)] + b"\x40" + t + mid
+                    if len(buf) >= w.flush_bytes:
                         w.flush()
                 elif c == 0:
                     e = next(built) if i < nr else xs[i - nr]
                     fl, ends = flows_at.get(i, ((), ()))
-                    w.event(t, u, _SLICE_BEGIN, str(e.get("name", "")),
+                    w.event(t, u, SLICE_BEGIN, str(e.get("name", "")),
                             str(e.get("cat", "")), e.get("args"), fl, ends)
                 else:
                     w.event(*rest[r])
@@ -498,7 +271,7 @@ def _other(other: list[Mapping[str, Any]], tracks: _Tracks, base: int, n: int
         ts = _ns(e["ts"])
         seq += 1
         if ph in ("B", "E"):
-            typ = _SLICE_BEGIN if ph == "B" else _SLICE_END
+            typ = SLICE_BEGIN if ph == "B" else SLICE_END
             bname = str(e.get("name", "")) if ph == "B" else None
             k0.append(ts)
             k1.append(0 if ph == "E" else 1)
@@ -510,7 +283,7 @@ def _other(other: list[Mapping[str, Any]], tracks: _Tracks, base: int, n: int
             k0.append(ts)
             k1.append(1)
             k2.append(seq)
-            rest.append((ts + base, track, _INSTANT, str(e.get("name", "")),
+            rest.append((ts + base, track, INSTANT, str(e.get("name", "")),
                          str(e.get("cat", "")), e.get("args")))
         elif ph == "C":
             for series, v in (e.get("args") or {}).items():
@@ -520,6 +293,6 @@ def _other(other: list[Mapping[str, Any]], tracks: _Tracks, base: int, n: int
                     k0.append(ts)
                     k1.append(1)
                     k2.append(seq)
-                    rest.append((ts + base, tracks.counter(pid, name), _COUNTER, None, "",
+                    rest.append((ts + base, tracks.counter(pid, name), COUNTER, None, "",
                                  None, (), (), float(v)))
     return rest, k0, k1, k2

@@ -105,11 +105,11 @@ def test_written_in_batches_equals_whole(annotated: dict[str, object], tmp_path:
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import gzip
 
-    from traceforge.render import perfetto
+    from traceforge.render import perfetto, pftrace_packets
     from traceforge.render.document import write_document
 
     whole = chrome_to_pftrace(annotated)
-    monkeypatch.setattr(perfetto, "_FLUSH", 4096)
+    monkeypatch.setattr(pftrace_packets, "FLUSH_BYTES", 4096)
     writes: list[bytes] = []
     perfetto.write_pftrace(annotated, writes.append)
     assert len(writes) > 10 and b"".join(writes) == whole
