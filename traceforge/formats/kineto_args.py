@@ -19,11 +19,11 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from traceforge.args_provider import factorize_args
 from traceforge.errors import TraceFormatError
 from traceforge.formats import kineto_chunks as chunks
 from traceforge.formats.kineto_schema import ArgsDoc, ArgsOnly
 from traceforge.formats.source import first_byte, view
-from traceforge.model import factorize_args
 
 
 def args_from_cache(path: Path, columns: dict[str, np.ndarray]) -> LazyArgs:
@@ -99,7 +99,7 @@ class LazyArgs:
 
     def distinct(self, rows: np.ndarray, keys: Sequence[str]
                  ) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """:func:`traceforge.model.distinct_args` without decoding every row: the rows'
+        """:func:`traceforge.args_provider.distinct_args` without decoding every row: the rows'
         slices are decoded once into a struct holding each key as raw JSON, rows are
         grouped by those bytes, and one row per group is decoded (~10x faster than
         :meth:`__call__` on a model's op calls)."""
@@ -145,10 +145,7 @@ class LazyArgs:
     def raw(self, rows: np.ndarray) -> list[dict[str, msgspec.Raw]] | None:
         """The args of ``rows`` with each value left as its JSON text (None where one is
         not an object): for a writer that encodes the values it meets again only once."""
-        raws = self._load()
-        src = self.src_index[np.asarray(rows, dtype=np.int64)]
-        parts = [bytes(rw) or b"{}" for rw in map(raws.__getitem__, src.tolist())]
-        _drop_pages(raws)
+        parts = self._slices(rows)
         try:
             got: list[dict[str, msgspec.Raw]] = msgspec.json.decode(
                 b"[" + b",".join(parts) + b"]", type=list[dict[str, msgspec.Raw]])
@@ -156,13 +153,18 @@ class LazyArgs:
             return None
         return got
 
-    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
+    def _slices(self, rows: np.ndarray) -> list[bytes]:
+        """Each row's args JSON, copied out of the file (its map's pages handed back)."""
         raws = self._load()
         src = self.src_index[np.asarray(rows, dtype=np.int64)]
-        # One decode of all requested slices as a JSON array: per-row decode calls cost
-        # more than the decoding itself when an analysis asks for ~100k rows.
         parts = [bytes(rw) or b"{}" for rw in map(raws.__getitem__, src.tolist())]
         _drop_pages(raws)
+        return parts
+
+    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        # One decode of all requested slices as a JSON array: per-row decode calls cost
+        # more than the decoding itself when an analysis asks for ~100k rows.
+        parts = self._slices(rows)
         try:
             vals = msgspec.json.decode(b"[" + b",".join(parts) + b"]") if parts else []
         except msgspec.MsgspecError as e:  # e.g. a number out of range: the reader skips args
