@@ -182,25 +182,25 @@ class RowTags:
             at[pos[ok]] = np.flatnonzero(ok)
             self.parts.append((at, make(table)))
 
-    def __call__(self, rows: np.ndarray, events: list[dict[str, Any]]) -> None:
-        """Add the tags of ``rows`` (positions) to their ``events`` in place."""
+    def __call__(self, rows: np.ndarray, names: list[str], cats: list[str],
+                 args: list[dict[str, Any]]) -> None:
+        """Add the tags of ``rows`` (positions) to their ``args`` in place."""
         classes, rank_of = self.classes, self.rank_of
-        for e in events:
-            if str(e.get("cat", "")).lower() != "kernel":
+        for name, cat, a in zip(names, cats, args, strict=True):
+            if cat.lower() != "kernel":
                 continue
-            info = classes.get(str(e.get("name")))
+            info = classes.get(name)
             if info is None:
                 continue
-            args = e.setdefault("args", {})
-            args["class"], args["family"] = info[0], info[1]
+            a["class"], a["family"] = info[0], info[1]
             if info[2]:
-                args["detail"] = info[2]
-            if e["name"] in rank_of:
-                args["top_kernel"] = rank_of[e["name"]]
+                a["detail"] = info[2]
+            if name in rank_of:
+                a["top_kernel"] = rank_of[name]
         for at, make in self.parts:
             for k, i in enumerate(at[rows].tolist()):
                 if i >= 0 and (got := make(i)):
-                    events[k].setdefault("args", {}).update(got)
+                    args[k].update(got)
 
 
 def path_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:

@@ -86,13 +86,14 @@ class ChromeSource:
     :meth:`document` is the whole dict (what :func:`trace_to_chrome` returns). The rows'
     columns (``pid``, ``tid``, ``ts_us``, ``dur_us``, name and cat codes) are what the
     Perfetto writer reads directly; ``extra`` holds the other events (flows, names, the
-    caller's ``extra_events``) as dicts; ``tags(rows, events)`` adds args to row events
-    in place (``render.annotate``'s analysis).
+    caller's ``extra_events``) as dicts; ``tags(rows, names, cats, args)`` adds to the rows'
+    args in place (``render.annotate``'s analysis).
     """
 
     def __init__(self, trace: Trace, extra_events: Iterable[Mapping[str, Any]] | None = None,
                  *, with_source_args: bool = True,
-                 tags: Callable[[np.ndarray, list[dict[str, Any]]], None] | None = None
+                 tags: Callable[[np.ndarray, list[str], list[str], list[dict[str, Any]]], None]
+                 | None = None
                  ) -> None:
         ev = trace.events
         self.trace, self.with_source_args, self.tags = trace, with_source_args, tags
@@ -146,21 +147,27 @@ class ChromeSource:
                 src[i][key] = int(v[i])
         return src
 
+    def slices(self, rows: np.ndarray, json_values: bool = False
+               ) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+        """(names, cats, args) of the ``X`` events of rows ``rows`` (positions), tags
+        added (``json_values``: see :meth:`row_args`)."""
+        names = list(map(self.names.__getitem__, self.name_codes[rows].tolist()))
+        cats = list(map(self.cats.__getitem__, self.cat_codes[rows].tolist()))
+        args = self.row_args(rows, json_values)
+        if self.tags is not None:
+            self.tags(rows, names, cats, args)
+        return names, cats, args
+
     def events(self, rows: np.ndarray, json_values: bool = False) -> list[dict[str, Any]]:
         """The ``X`` events of rows ``rows`` (positions), as :func:`trace_to_chrome` writes
         them (``json_values``: see :meth:`row_args`)."""
-        names, cats = self.names, self.cats
-        out = [{"ph": "X", "cat": cats[c], "name": names[n], "pid": p, "tid": t, "ts": s,
-                "dur": d, "args": a}
-               for c, n, p, t, s, d, a in zip(
-                   self.cat_codes[rows].tolist(), self.name_codes[rows].tolist(),
-                   self.pid[rows].tolist(), self.tid[rows].tolist(),
-                   self.ts_us[rows].tolist(), self.dur_us[rows].tolist(),
-                   self.row_args(rows, json_values),
-                   strict=True)]
-        if self.tags is not None:
-            self.tags(rows, out)
-        return out
+        names, cats, args = self.slices(rows, json_values)
+        return [{"ph": "X", "cat": c, "name": n, "pid": p, "tid": t, "ts": s, "dur": d,
+                 "args": a}
+                for c, n, p, t, s, d, a in zip(
+                    cats, names, self.pid[rows].tolist(), self.tid[rows].tolist(),
+                    self.ts_us[rows].tolist(), self.dur_us[rows].tolist(), args,
+                    strict=True)]
 
     def batches(self, size: int) -> Iterable[list[dict[str, Any]]]:
         """``traceEvents`` in order, ``size`` events at a time."""

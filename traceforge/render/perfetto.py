@@ -17,6 +17,7 @@ overflow track, google/perfetto#4280), so a partially overlapping slice goes to 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Protocol
 
 import msgspec
@@ -27,15 +28,13 @@ from traceforge.render.pftrace_layout import ns as _ns
 from traceforge.render.pftrace_packets import (
     COUNTER,
     INSTANT,
-    NEEDS_INCREMENTAL_STATE,
     SLICE_BEGIN,
     SLICE_END,
     U64_MASK,
-    VARINT_TABLE,
     PacketEncoder,
-    varint,
-    varints,
+    varint_pieces,
 )
+from traceforge.render.pftrace_slices import SliceBatch, flow_fields, objects
 
 _INT32 = 2**31
 
@@ -87,8 +86,9 @@ class _Tracks:
 
 
 class Rows(Protocol):
-    """A document whose trace rows are columns (``chrome_json.ChromeSource``): the rows'
-    ``X`` events are built by :meth:`events` only for the packets being written."""
+    """A document whose trace rows are columns (``chrome_json.ChromeSource``): the names,
+    cats and args of the rows' ``X`` events are built by :meth:`slices` only for the
+    packets being written."""
 
     n: int
     pid: np.ndarray
@@ -98,8 +98,8 @@ class Rows(Protocol):
     extra: list[dict[str, Any]]
     base_ns: int
 
-    def events(self, rows: np.ndarray, json_values: bool = False
-               ) -> list[dict[str, Any]]: ...
+    def slices(self, rows: np.ndarray, json_values: bool = False
+               ) -> tuple[list[str], list[str], list[dict[str, Any]]]: ...
 
 
 def chrome_to_pftrace(doc: Mapping[str, Any] | list[Any] | Rows) -> bytes:
@@ -179,8 +179,8 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     end = start + np.maximum(dur, 0)
     n = len(start)
     thread_of = list(keys)
-    flows_at = bind_flows(th, start, start + dur, keys,
-                           [e for e in other if e["ph"] in ("s", "t", "f")])
+    flows_at = flow_fields(*bind_flows(th, start, start + dur, keys,
+                                       [e for e in other if e["ph"] in ("s", "t", "f")]))
 
     # Each thread's slices by (start, longest first); the k-th of them all is seq k.
     order = np.lexsort((np.arange(n), -dur, start, th))
@@ -220,40 +220,38 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     ts_all = ts_all[emit]
     code_all, ref_all = np.concatenate(code)[emit], np.concatenate(ref)[emit]
     del k0, k1, k2, code, ref, start, dur, end, s0, s1, seq, pos, th  # only what is written
-    buf, end_of = w.buf, dict[int, bytes]()
+    batch = SliceBatch(w, flows_at)
     for a in range(0, len(emit), _CHUNK):
         cs, rs = code_all[a:a + _CHUNK], ref_all[a:a + _CHUNK]
-        idx = np.where(cs < 2, order[np.where(cs < 2, rs, 0)], -1)
-        begins = idx[(cs == 0) & (idx < nr)]
-        built = iter(rows.events(begins, json_values=True) if rows is not None and len(begins)
-                     else ())
-        trk = np.where(cs < 2, track[np.where(cs < 2, rs, 0)], 0)
-        tsv = varints(ts_all[a:a + _CHUNK].astype(np.uint64) + np.uint64(base & U64_MASK))
+        is_slice = cs < 2
+        sl = np.where(is_slice, rs, 0)
+        idx = np.where(is_slice, order[sl], -1)
+        trk = np.where(is_slice, track[sl], 0)
+        ib = idx[cs == 0]
+        from_rows = ib < nr
+        begins = ib[from_rows]
+        names, cats, args = (np.empty(len(ib), dtype=object) for _ in range(3))
+        if rows is not None and len(begins):
+            got_names, got_cats, got_args = rows.slices(begins, json_values=True)
+            names[from_rows] = objects(got_names)
+            cats[from_rows] = objects(got_cats)
+            args[from_rows] = objects(got_args)
+        if not from_rows.all():
+            own = [xs[i - nr] for i in ib[~from_rows].tolist()]
+            names[~from_rows] = objects([str(e.get("name", "")) for e in own])
+            cats[~from_rows] = objects([str(e.get("cat", "")) for e in own])
+            args[~from_rows] = objects([e.get("args") for e in own])
+        tsv, tsl = varint_pieces(ts_all[a:a + _CHUNK].astype(np.uint64)
+                                 + np.uint64(base & U64_MASK))
+        made = [partial(w.event_packet, *rest[i]) for i in rs[cs == 2].tolist()]
         try:
-            for c, r, i, t, u in zip(cs.tolist(), rs.tolist(), idx.tolist(), tsv, trk.tolist(),
-                                     strict=True):
-                if c == 1:
-                    mid = end_of.get(u)
-                    if mid is None or w.first:
-                        w.end(t, u)
-                        mid = end_of[u] = w.end_tail(u) + b"\x68" + varint(NEEDS_INCREMENTAL_STATE)
-                        continue
-                    # What w.end writes, inline: most packets are slice ends.
-                    buf += b"\x0a" + VARINT_TABLE[1 + len(t) + len(mid)] + b"\x40" + t + mid
-                    if len(buf) >= w.flush_bytes:
-                        w.flush()
-                elif c == 0:
-                    e = next(built) if i < nr else xs[i - nr]
-                    fl, ends = flows_at.get(i, ((), ()))
-                    w.event(t, u, SLICE_BEGIN, str(e.get("name", "")),
-                            str(e.get("cat", "")), e.get("args"), fl, ends)
-                else:
-                    w.event(*rest[r])
+            w.write(batch.packets(cs, idx, trk, tsv, tsl,
+                                  (names.tolist(), cats.tolist(), args.tolist()), made))
         except msgspec.MsgspecError:
             # An args value as JSON text that does not decode (a number out of range):
             # the source's decoded args name the file and the problem.
             if rows is not None and len(begins):
-                rows.events(begins)
+                rows.slices(begins)
             raise
     w.flush()
 

@@ -28,12 +28,15 @@ def lane(lanes: list[list[int]], t0: int, t1: int) -> int:
 
 
 def bind_flows(th: np.ndarray, start: np.ndarray, stop: np.ndarray,
-                keys: dict[tuple[Any, Any], int], flows: list[Mapping[str, Any]]
-                ) -> dict[int, tuple[list[int], list[int]]]:
+               keys: dict[tuple[Any, Any], int], flows: list[Mapping[str, Any]]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Attach each flow point to the slice it binds to (same thread, enclosing ``ts``):
-    slice number -> (flow ids it starts, flow ids it ends)."""
+    (slice numbers, flow ids, whether the point ends its flow), one per bound point,
+    ordered by slice, the points that start a flow first, then the flows' order. Flow
+    ids number (cat, id) pairs from 1 in the order they are first bound."""
+    none = np.zeros(0, dtype=np.int64)
     if not flows:
-        return {}
+        return none, none, none.astype(bool)
     by = np.lexsort((np.arange(len(th)), start, th))
     th_s, t_s, e_s = th[by], start[by], stop[by]
     lo = np.searchsorted(th_s, np.arange(len(keys)), side="left")
@@ -44,18 +47,22 @@ def bind_flows(th: np.ndarray, start: np.ndarray, stop: np.ndarray,
     for h in np.unique(fth[fth >= 0]).tolist():
         m = fth == h
         at[m] = lo[h] + np.searchsorted(t_s[lo[h]:hi[h]], fts[m], side="right") - 1
-    ids: dict[tuple[str, Any], int] = {}
-    out: dict[int, tuple[list[int], list[int]]] = {}
-    for f, h, k, ts in zip(flows, fth.tolist(), at.tolist(), fts.tolist(), strict=True):
-        if h < 0:
-            continue
-        first = int(lo[h])
-        # Walk back to the innermost slice that still contains ts (bp "e": enclosing).
-        while k >= first and e_s[k] < ts:
-            k -= 1
-        if k < first:
-            continue
-        fid = ids.setdefault((str(f.get("cat", "")), f.get("id")), len(ids) + 1)
-        slot = out.setdefault(int(by[k]), ([], []))
-        (slot[1] if f["ph"] == "f" else slot[0]).append(fid)
-    return out
+    # Walk back to the innermost slice that still contains ts (bp "e": enclosing), all
+    # flows a step at a time.
+    first = np.where(fth >= 0, lo[np.maximum(fth, 0)] if len(lo) else 0, 0)
+    live = np.flatnonzero(fth >= 0)
+    live = live[at[live] >= first[live]]
+    while len(live):
+        back = live[e_s[at[live]] < fts[live]]
+        at[back] -= 1
+        live = back[at[back] >= first[back]]
+    bound = np.flatnonzero((fth >= 0) & (at >= first))
+    if not len(bound):
+        return none, none, none.astype(bool)
+    pairs = [(str(flows[i].get("cat", "")), flows[i].get("id")) for i in bound.tolist()]
+    number = {k: j + 1 for j, k in enumerate(dict.fromkeys(pairs))}
+    fid = np.fromiter(map(number.__getitem__, pairs), dtype=np.int64, count=len(pairs))
+    end = np.asarray([flows[i]["ph"] == "f" for i in bound.tolist()], dtype=bool)
+    slice_no = by[at[bound]]
+    o = np.lexsort((np.arange(len(bound)), end, slice_no))
+    return slice_no[o], fid[o], end[o]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable, Iterable, Mapping
+from itertools import repeat
 from typing import Any
 
 import msgspec
@@ -65,13 +66,21 @@ class PacketEncoder:
         #: Bytes of packets gathered before they go to the sink.
         self.flush_bytes = FLUSH_BYTES
 
-    def _packet(self, body: bytes, flags: int = 0, tail: bytes = b"") -> None:
+    def _framed(self, body: bytes, flags: int = 0, tail: bytes = b"") -> bytes:
+        """A packet framed as ``Trace.packet`` (the first of the sequence marked cleared)."""
         if self.first:
             flags |= _CLEARED
             self.first = False
         pkt = body + (b"\x68" + _varint(flags) if flags else b"") + tail
         n = len(pkt)
-        self.buf += b"\x0a" + (VARINT_TABLE[n] if n < 0x4000 else _varint(n)) + pkt
+        return b"\x0a" + (VARINT_TABLE[n] if n < 0x4000 else _varint(n)) + pkt
+
+    def _packet(self, body: bytes, flags: int = 0, tail: bytes = b"") -> None:
+        self.write(self._framed(body, flags, tail))
+
+    def write(self, packets: bytes) -> None:
+        """Add framed packets (flushed to the sink in batches)."""
+        self.buf += packets
         if self.sink is not None and len(self.buf) >= self.flush_bytes:
             self.flush()
 
@@ -105,65 +114,139 @@ class PacketEncoder:
             td += _bytes(8, b"")
         self._packet(_SEQ_FIELD, 0, _bytes(60, td))
 
+    def annotation(self, k: Any, v: Any) -> bytes:
+        """The DebugAnnotation (TrackEvent field 4, framed) of arg ``k`` = ``v``; ``v`` may be
+        its JSON text (``msgspec.Raw``). Repeated args (a stream, a device, a kind, op
+        shapes) are encoded once."""
+        seen = self.seen
+        pair: tuple[Any, ...] | None
+        t = type(v)
+        if t is _RawJSON:
+            # A value still as its JSON text: equal texts, equal values. Decoded (and
+            # encoded) once per text where it is kept (as below).
+            text = bytes(v)
+            pair = (k, _RAW, text)
+            enc = seen.get(pair)
+            if enc is not None:
+                return enc
+            v = _DECODE(text)
+            t = type(v)
+            # Kept by its text: a float's too (occupancies, rates repeat per kernel).
+            if not (t is str or t is list or t is float or (t is int and -256 <= v < 65536)):
+                pair = None
+        else:
+            # A list by its repr (equal reprs of decoded JSON: equal values and types).
+            # Large ints (ids, unique per event) are not kept.
+            pair = (k, v) if t is str or (t is int and -256 <= v < 65536) else \
+                (k, _LIST, repr(v)) if t is list else None
+            if pair is not None:
+                enc = seen.get(pair)
+                if enc is not None:
+                    return enc
+        a = _annotation(v) + self.key(k)
+        enc = _ANN + varint(len(a)) + a
+        if pair is not None and len(seen) < _SEEN:
+            seen[pair] = enc
+        return enc
+
+    def annotations(self, keys: list[Any], vals: list[Any]) -> list[bytes]:
+        """:meth:`annotation` of each (key, value), a batch at a time: values seen before
+        are looked up in one pass, ints (as JSON text or not) encoded as columns, the
+        rest one at a time."""
+        n = len(vals)
+        out = np.empty(n, dtype=object)
+        if not n:
+            return []
+        types = np.fromiter(map(type, vals), dtype=object, count=n)
+        vs = np.fromiter(vals, dtype=object, count=n)
+        ks = np.fromiter(keys, dtype=object, count=n)
+        slow = np.ones(n, dtype=bool)
+        raw = np.flatnonzero(types == _RawJSON)
+        if len(raw):
+            texts = np.fromiter(map(bytes, vs[raw]), dtype=object, count=len(raw))
+            got = np.fromiter(map(self.seen.get, zip(ks[raw], repeat(_RAW), texts)),
+                              dtype=object, count=len(raw))
+            hit = got != None  # noqa: E711 (elementwise)
+            out[raw[hit]] = got[hit]
+            slow[raw[hit]] = False
+            miss, ints = raw[~hit], int_texts(texts[~hit])
+            if ints is not None:
+                at, v = ints
+                # (Not kept: ints are ids as often as not, and cheap to encode again.)
+                out[miss[at]] = self._ints(ks[miss[at]], v)
+                slow[miss[at]] = False
+        whole = np.flatnonzero(types == int)  # noqa: E721 (elementwise)
+        if len(whole):
+            try:
+                v = np.fromiter(vs[whole], dtype=np.int64, count=len(whole))
+            except OverflowError:  # beyond int64: one at a time
+                pass
+            else:
+                out[whole] = self._ints(ks[whole], v)
+                slow[whole] = False
+        for i in np.flatnonzero(slow).tolist():
+            out[i] = self.annotation(keys[i], vals[i])
+        encoded: list[bytes] = out.tolist()
+        return encoded
+
+    def _ints(self, keys: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """The annotations of int args (``keys`` an object array, ``v`` int64)."""
+        vb, vl = varint_pieces(v)
+        kb: list[Any] = list(map(self.keys.get, keys.tolist()))
+        for j in [j for j, x in enumerate(kb) if x is None]:
+            kb[j] = self.key(keys[j])
+        kl = np.fromiter(map(len, kb), dtype=np.int64, count=len(kb))
+        head = prefixed(_ANN_TABLE, _ANN, 1 + vl + kl)
+        return np.fromiter(map(b"".join, zip(head, repeat(b"\x20"), vb, kb, strict=True)),
+                           dtype=object, count=len(kb))
+
+    def category(self, cat: str) -> bytes:
+        """A TrackEvent's ``categories`` field (22) for ``cat``."""
+        cb = self.cats.get(cat)
+        if cb is None:
+            cb = self.cats[cat] = _bytes(22, cat.encode())
+        return cb
+
+    def key(self, k: Any) -> bytes:
+        """A DebugAnnotation's ``name`` field (10) for arg key ``k``."""
+        kb = self.keys.get(k)
+        if kb is None:
+            kb = self.keys[k] = _bytes(10, str(k).encode())
+        return kb
+
+    def interned(self, name: str) -> tuple[int, bytes]:
+        """(iid, the InternedData to send with it: empty once sent) of an event name."""
+        iid = self.names.get(name)
+        if iid is not None:
+            return iid, b""
+        iid = self.names[name] = len(self.names) + 1
+        return iid, _bytes(12, _bytes(2, _key(1, 0) + varint(iid) + _bytes(2, name.encode())))
+
     def event(self, ts: int | bytes, track: int, typ: int, name: str | None = None,
               cat: str = "", args: Mapping[str, Any] | None = None,
               flows: Iterable[int] = (), ends: Iterable[int] = (),
               value: float | None = None) -> None:
-        """A TrackEvent packet (its name interned, with the interning in the same packet);
-        ``ts`` in ns, or already its varint (:func:`varints`)."""
+        """A TrackEvent packet (:meth:`event_packet`)."""
+        self.write(self.event_packet(ts, track, typ, name, cat, args, flows, ends, value))
+
+    def event_packet(self, ts: int | bytes, track: int, typ: int, name: str | None = None,
+                     cat: str = "", args: Mapping[str, Any] | None = None,
+                     flows: Iterable[int] = (), ends: Iterable[int] = (),
+                     value: float | None = None) -> bytes:
+        """A TrackEvent packet, framed (its name interned, with the interning in the same
+        packet); ``ts`` in ns, or already its varint (:func:`varints`)."""
         te = bytearray()
         if args:
-            keys, seen = self.keys, self.seen
-            pair: tuple[Any, ...] | None
             for k, v in args.items():
-                t = type(v)
-                if t is _RawJSON:
-                    # A value still as its JSON text: equal texts, equal values. Decoded
-                    # (and encoded) once per text where it is kept (as below).
-                    text = bytes(v)
-                    pair = (k, _RAW, text)
-                    enc = seen.get(pair)
-                    if enc is not None:
-                        te += enc
-                        continue
-                    v = _DECODE(text)
-                    t = type(v)
-                    if not (t is str or t is list or (t is int and -256 <= v < 65536)):
-                        pair = None
-                else:
-                    # Repeated args (a stream, a device, a kind, op shapes) are encoded once;
-                    # a list by its repr (equal reprs of decoded JSON: equal values and
-                    # types). Large ints (ids, unique per event) are not kept.
-                    pair = (k, v) if t is str or (t is int and -256 <= v < 65536) else \
-                        (k, _LIST, repr(v)) if t is list else None
-                    if pair is not None:
-                        enc = seen.get(pair)
-                        if enc is not None:
-                            te += enc
-                            continue
-                kb = keys.get(k)
-                if kb is None:
-                    kb = keys[k] = _bytes(10, str(k).encode())
-                a = _annotation(v) + kb
-                enc = _ANN + varint(len(a)) + a
-                te += enc
-                if pair is not None and len(seen) < _SEEN:
-                    seen[pair] = enc
+                te += self.annotation(k, v)
         te += _TYPE[typ]
         interned = b""
         if name is not None:
-            iid = self.names.get(name)
-            if iid is None:
-                iid = self.names[name] = len(self.names) + 1
-                interned = _bytes(12, _bytes(2, _key(1, 0) + varint(iid)
-                                             + _bytes(2, name.encode())))
+            iid, interned = self.interned(name)
             te += b"\x50" + (VARINT_TABLE[iid] if iid < 0x4000 else _varint(iid))
         te += b"\x58" + (VARINT_TABLE[track] if track < 0x4000 else _varint(track))
         if cat:
-            cb = self.cats.get(cat)
-            if cb is None:
-                cb = self.cats[cat] = _bytes(22, cat.encode())
-            te += cb
+            te += self.category(cat)
         if value is not None:
             te += _VALUE + _DOUBLE(value)
         for f in flows:
@@ -174,7 +257,7 @@ class PacketEncoder:
         n = len(te)
         body = (b"\x40" + tsb + _SEQ_FIELD + _TRACK_EVENT
                 + (VARINT_TABLE[n] if n < 0x4000 else _varint(n)) + te + interned)
-        self._packet(body, NEEDS_INCREMENTAL_STATE)
+        return self._framed(body, NEEDS_INCREMENTAL_STATE)
 
     def end_tail(self, track: int) -> bytes:
         """What follows the timestamp in a SLICE_END packet on ``track``, flags aside."""
@@ -195,6 +278,11 @@ _DECODE = msgspec.json.decode
 
 def varints(ns: np.ndarray) -> list[bytes]:
     """The varints of int64 values taken mod 2**64 (``_varint(v & U64_MASK)`` of each)."""
+    return varint_pieces(ns)[0]
+
+
+def varint_pieces(ns: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+    """(:func:`varints` of ``ns``, their lengths)."""
     rest = ns.astype(np.uint64)
     m = np.empty((len(rest), 10), dtype=np.uint8)
     length = np.ones(len(rest), dtype=np.int64)
@@ -206,7 +294,21 @@ def varints(ns: np.ndarray) -> list[bytes]:
         length += more
     buf = m.tobytes()
     return [buf[i:i + n] for i, n in zip(range(0, 10 * len(length), 10), length.tolist(),
-                                         strict=True)]
+                                         strict=True)], length
+
+
+def prefixed(table: np.ndarray, prefix: bytes, n: np.ndarray) -> list[bytes]:
+    """``prefix + varint(v)`` for each of ``n`` (non-negative), from ``table`` (an object
+    array of them for 0..16383) where it holds them."""
+    if not len(n) or int(n.max()) < len(table):
+        out: list[bytes] = table[n].tolist()
+        return out
+    return [prefix + varint(v) for v in n.tolist()]
+
+
+def prefix_table(prefix: bytes) -> np.ndarray:
+    """``prefix + varint(v)`` for v in 0..16383, as an object array (for :func:`prefixed`)."""
+    return np.fromiter([prefix + v for v in VARINT_TABLE], dtype=object, count=0x4000)
 
 
 FLUSH_BYTES = 8 << 20  # bytes of packets per write to the sink
@@ -226,8 +328,41 @@ _SEQ_FIELD = _key(10, 0) + _varint(_SEQ)
 _FLOW, _END = _key(47, 1), _key(48, 1)
 _ANN, _TRACK_EVENT, _VALUE = _key(4, 2), _key(11, 2), _key(44, 1)
 _TYPE = {t: _key(9, 0) + _varint(t) for t in range(1, 5)}
+_ANN_TABLE = prefix_table(_ANN)
+#: What precedes a TrackEvent's bytes after a packet's timestamp: the sequence id and the
+#: track_event field's key (its length follows).
+EVENT_HEAD = _SEQ_FIELD + _TRACK_EVENT
+
+
+def event_type(typ: int) -> bytes:
+    """A TrackEvent's ``type`` field."""
+    return _TYPE[typ]
 _DOUBLE = struct.Struct("<d").pack
 _FIXED = struct.Struct("<Q").pack
+FLOW, TERMINATING_FLOW = _FLOW, _END
+fixed64 = _FIXED
+
+
+def int_texts(texts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Which of ``texts`` (JSON texts, an object array) are ints of at most 18 characters,
+    and their values (int64): (positions, values), or None where none is."""
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    cand = np.flatnonzero((lengths >= 1) & (lengths <= 18))
+    if not len(cand):
+        return None
+    m = np.asarray(texts[cand].tolist(), dtype="S18").view(np.uint8).reshape(len(cand), 18)
+    digit = (m >= 48) & (m <= 57)
+    neg = m[:, 0] == 45
+    ok = (digit | (m == 0)).all(axis=1) | (neg & (digit[:, 1:] | (m[:, 1:] == 0)).all(axis=1)
+                                           & digit[:, 1])
+    ok &= digit[:, 0] | neg
+    if not ok.any():
+        return None
+    m, digit, neg = m[ok], digit[ok], neg[ok]
+    v = np.zeros(len(m), dtype=np.int64)
+    for j in range(18):
+        v = np.where(digit[:, j], v * 10 + (m[:, j].astype(np.int64) - 48), v)
+    return cand[ok], np.where(neg, -v, v)
 
 
 def _annotation(v: Any) -> bytes:

@@ -109,7 +109,9 @@ def test_written_in_batches_equals_whole(annotated: dict[str, object], tmp_path:
     from traceforge.render.document import write_document
 
     whole = chrome_to_pftrace(annotated)
+    # Packets are encoded a batch of _CHUNK at a time and written when FLUSH_BYTES gather.
     monkeypatch.setattr(pftrace_packets, "FLUSH_BYTES", 4096)
+    monkeypatch.setattr(perfetto, "_CHUNK", 64)
     writes: list[bytes] = []
     perfetto.write_pftrace(annotated, writes.append)
     assert len(writes) > 10 and b"".join(writes) == whole
@@ -161,7 +163,11 @@ def test_rows_encoded_from_columns_equal_the_document(monkeypatch: pytest.Monkey
 
 _ODD_ARGS = ('{"s": "a\\"b\\\\c \\u00e9 na\\u00efve", "i": 7, "neg": -3, "big": 12345678901234, '
              '"f": 1.5, "e": 1e300, "t": true, "no": false, "null": null, '
-             '"l": [[1, 2], [3]], "d": {"x": 1, "y": [1.5, "z"]}}')
+             '"l": [[1, 2], [3]], "d": {"x": 1, "y": [1.5, "z"]}, "z": 0, "m0": -0, '
+             '"d18": 123456789012345678, "n18": -12345678901234567, '
+             '"max": 9223372036854775807, "min": -9223372036854775808, '
+             '"u64": 18446744073709551615, "d19": 9999999999999999999, "one": 1.0, '
+             '"small": 65535, "ns": -256}')
 
 
 def _odd_trace(path: Path, last_args: str) -> Path:
@@ -203,3 +209,32 @@ def test_source_args_as_json_text_encode_as_decoded(tmp_path: Path, last_args: s
         slow = chrome_to_pftrace(ChromeSource(t))
     assert fast == slow
     assert fast == reference(ChromeSource(t).document())
+
+
+def test_dict_slices_every_int_flows_and_names_in_packet_order() -> None:
+    """Slices given as dicts (annotate's path tracks, a plain document): ints of every size
+    (int64 ends, beyond it, bools), several flows starting and ending on one slice, and
+    instants and counters between slices interning names in packet order: the bytes are
+    the message-class encoder's, whatever the batch size."""
+    from tests.support.pftrace_reference import chrome_to_pftrace as reference
+    from traceforge.render import perfetto
+
+    ints = {"a": 0, "b": -1, "c": 2**63 - 1, "d": -(2**63), "e": 2**63, "f": 2**70,
+            "g": -(2**70), "h": True, "i": 65536, "j": -257, "k": 1.25, "l": "x"}
+    ev: list[dict[str, object]] = []
+    for k in range(40):
+        name = f"s{k % 7}"
+        ev.append({"ph": "X", "name": name, "cat": "kernel" if k % 2 else "", "pid": 1,
+                   "tid": k % 3, "ts": 10 * k, "dur": 5 + k % 4, "args": {**ints, "n": k}})
+        ev.append({"ph": "i", "name": f"i{k % 5}", "pid": 1, "tid": k % 3, "ts": 10 * k + 1})
+        ev.append({"ph": "C", "name": f"c{k % 3}", "pid": 1, "ts": 10 * k + 2,
+                   "args": {"v": k}})
+        for ph, fid in (("s", k), ("s", 1000 + k), ("f", k - 1), ("f", 2000 + k)):
+            ev.append({"ph": ph, "id": fid, "cat": "c", "pid": 1, "tid": k % 3,
+                       "ts": 10 * k + 3, **({"bp": "e"} if ph == "f" else {})})
+    doc = {"traceEvents": ev}
+    want = reference(doc)
+    for chunk in (1, 7, 1 << 14):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(perfetto, "_CHUNK", chunk)
+            assert chrome_to_pftrace(doc) == want

@@ -1,0 +1,171 @@
+"""A batch of a trace's packets in emit order (slice begins, slice ends and the other
+events' packets) encoded together: each packet is laid out as a row of byte pieces
+(frame, timestamp, track-event head, its args, name/track/category, flows, interning,
+flags) and the batch is joined once, so the per-packet Python of
+:meth:`~traceforge.render.pftrace_packets.PacketEncoder.event` runs only for what is new
+(a name, a category, an arg value not met before). Byte for byte what ``event`` writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from itertools import chain
+from typing import Any
+
+import numpy as np
+
+from traceforge.render.pftrace_packets import (
+    EVENT_HEAD,
+    FLOW,
+    NEEDS_INCREMENTAL_STATE,
+    SLICE_BEGIN,
+    TERMINATING_FLOW,
+    PacketEncoder,
+    event_type,
+    prefix_table,
+    prefixed,
+    varint,
+)
+
+#: A packet's pieces: frame, b"\x40", ts, track-event head, (args), tail, flows,
+#: interning, flags.
+_SLOTS = 8
+_FRAME = prefix_table(b"\x0a")
+_HEAD = prefix_table(EVENT_HEAD)
+_FLAGS = b"\x68" + varint(NEEDS_INCREMENTAL_STATE)
+
+
+class SliceBatch:
+    """Encodes batches of packets for one :class:`PacketEncoder` (whose interning and
+    encoded args it shares). ``flows_at``: slice number -> its flow fields
+    (:func:`flow_fields`)."""
+
+    def __init__(self, w: PacketEncoder,
+                 flows_at: Mapping[int, bytes]) -> None:
+        self.w, self.flows_at = w, flows_at
+        self.tails: dict[tuple[Any, ...], bytes] = {}
+        self.mids: dict[int, bytes] = {}
+
+    def packets(self, code: np.ndarray, slice_no: np.ndarray, track: np.ndarray,
+                ts: list[bytes], ts_len: np.ndarray,
+                begins: tuple[list[str], list[str], list[Any]],
+                rest: Sequence[Callable[[], bytes]]) -> bytes:
+        """The framed packets of one batch, in order. Per packet: ``code`` 0 a slice
+        begin (its name, cat and args the next of ``begins``), 1 a slice end, 2 the next
+        of ``rest``
+        (made when its turn comes, so names are interned in packet order); the slice's
+        number (for its flows) and track; ``ts`` its timestamp's varint (``ts_len`` the
+        lengths)."""
+        w = self.w
+        first = w.first
+        b = np.flatnonzero(code == 0)
+        e = np.flatnonzero(code == 1)
+        r = np.flatnonzero(code == 2)
+        names, cats, given = begins
+        # Interning in packet order: the names not interned yet, and the other packets.
+        iids: list[int | None] = list(map(w.names.get, names))
+        interned = [b""] * len(names)
+        rest_bytes: list[bytes] = []
+        todo = sorted([(int(b[j]), j) for j, x in enumerate(iids) if x is None]
+                      + [(int(p), -1) for p in r.tolist()])
+        for _, j in todo:
+            if j < 0:
+                rest_bytes.append(rest[len(rest_bytes)]())
+            else:
+                iids[j], interned[j] = w.interned(names[j])
+        trk_b = track[b].tolist()
+        tails: list[Any] = list(map(self.tails.get, zip(iids, trk_b, cats, strict=True)))
+        for j in [j for j, x in enumerate(tails) if x is None]:
+            tails[j] = self._tail(int(iids[j] or 0), trk_b[j], cats[j])
+        flows = [b"" if f is None else f for f in map(self.flows_at.get, slice_no[b].tolist())]
+        args = [a if type(a) is dict else dict(a) if isinstance(a, Mapping) else {}
+                for a in given]
+        counts = np.fromiter(map(len, args), dtype=np.int64, count=len(args))
+        encs = w.annotations(list(chain.from_iterable(args)),
+                             list(chain.from_iterable(map(dict.values, args))))
+        # Per slice begin: the args' bytes, then the rest of the track event.
+        upto = np.concatenate([[0], np.cumsum(_lengths(encs))]).astype(np.int64)
+        cut = np.cumsum(counts)
+        te_len = upto[cut] - upto[cut - counts] + _lengths(tails) + _lengths(flows)
+        heads = prefixed(_HEAD, EVENT_HEAD, te_len)
+        flags = [_FLAGS] * len(b)
+        mids: list[Any] = list(map(self.mids.get, track[e].tolist()))
+        for j in [j for j, x in enumerate(mids) if x is None]:
+            u = int(track[e[j]])
+            mids[j] = self.mids[u] = w.end_tail(u) + _FLAGS
+        if first and len(code):
+            # The sequence's first packet is marked cleared (never a slice's in practice:
+            # track descriptors come first).
+            w.first = False
+            if code[0] == 0:
+                flags[0] = b"\x68" + varint(NEEDS_INCREMENTAL_STATE | 1)
+            elif code[0] == 1:
+                mids[0] = w.end_tail(int(track[0])) + b"\x68" + varint(
+                    NEEDS_INCREMENTAL_STATE | 1)
+        pkt_b = (1 + ts_len[b] + _lengths(heads) + te_len + _lengths(interned)
+                 + _lengths(flags))
+        pkt_e = 1 + ts_len[e] + _lengths(mids)
+
+        # Lay the pieces out: packet k's fixed slots around its args.
+        nargs = np.zeros(len(code), dtype=np.int64)
+        nargs[b] = counts
+        start = np.concatenate([[0], np.cumsum(_SLOTS + nargs)[:-1]]).astype(np.int64)
+        pieces = np.empty(int(_SLOTS * len(code) + nargs.sum()), dtype=object)
+        pieces.fill(b"")
+        sb, se = start[b], start[e]
+        pieces[sb] = objects(prefixed(_FRAME, b"\x0a", pkt_b))
+        pieces[se] = objects(prefixed(_FRAME, b"\x0a", pkt_e))
+        pieces[np.concatenate([sb, se]) + 1] = b"\x40"
+        tsv = np.fromiter(ts, dtype=object, count=len(ts))
+        pieces[sb + 2] = tsv[b]
+        pieces[se + 2] = tsv[e]
+        pieces[sb + 3] = objects(heads)
+        pieces[se + 3] = objects(mids)
+        if len(encs):
+            first_arg = np.repeat(sb + 4 - np.concatenate([[0], cut[:-1]]), counts)
+            pieces[first_arg + np.arange(len(encs))] = objects(encs)
+        after = sb + counts
+        pieces[after + 4] = objects(tails)
+        pieces[after + 5] = objects(flows)
+        pieces[after + 6] = objects(interned)
+        pieces[after + 7] = objects(flags)
+        pieces[start[r]] = objects(rest_bytes)
+        return b"".join(pieces.tolist())
+
+    def _tail(self, iid: int, track: int, cat: str) -> bytes:
+        """What follows a slice begin's args in its track event: type, name, track, cat."""
+        tail = event_type(SLICE_BEGIN) + b"\x50" + varint(iid) + b"\x58" + varint(track)
+        if cat:
+            tail += self.w.category(cat)
+        self.tails[(iid, track, cat)] = tail
+        return tail
+
+
+def flow_fields(slice_no: np.ndarray, fid: np.ndarray, end: np.ndarray) -> dict[int, bytes]:
+    """Slice number -> its TrackEvent's ``flow_ids`` and ``terminating_flow_ids`` fields,
+    from the flow points bound to slices (``pftrace_layout.bind_flows``: by slice, the
+    starts first)."""
+    if not len(slice_no):
+        return {}
+    # Each point is its field's key (two bytes, both fields) and its fixed64 id.
+    keys = np.frombuffer(FLOW + TERMINATING_FLOW, dtype=np.uint8).reshape(2, -1)
+    point = np.zeros(len(fid), dtype=[("key", "u1", (keys.shape[1],)), ("id", "<u8")])
+    point["key"] = keys[end.astype(np.int64)]
+    point["id"] = fid.astype(np.uint64)
+    whole = point.tobytes()
+    width = point.dtype.itemsize
+    cut = np.flatnonzero(np.diff(slice_no)) + 1
+    lo = (np.concatenate([[0], cut]) * width).tolist()
+    hi = (np.concatenate([cut, [len(slice_no)]]) * width).tolist()
+    return dict(zip(slice_no[np.concatenate([[0], cut])].tolist(),
+                    [whole[a:b] for a, b in zip(lo, hi, strict=True)], strict=True))
+
+
+def _lengths(items: list[bytes]) -> np.ndarray:
+    return np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+
+
+def objects(items: list[Any]) -> np.ndarray:
+    """``items`` as an object array (bytes never made a fixed-width array of bytes)."""
+    return np.fromiter(items, dtype=object, count=len(items))
+
