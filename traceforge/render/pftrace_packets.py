@@ -175,6 +175,19 @@ class PacketEncoder:
                 # (Not kept: ints are ids as often as not, and cheap to encode again.)
                 out[miss[at]] = self._ints(ks[miss[at]], v)
                 slow[miss[at]] = False
+        text = np.flatnonzero(types == str)  # noqa: E721 (elementwise)
+        if len(text):
+            got = np.fromiter(map(self.seen.get, zip(ks[text], vs[text], strict=True)),
+                              dtype=object,
+                              count=len(text))
+            hit = got != None  # noqa: E711 (elementwise)
+            out[text[hit]] = got[hit]
+            slow[text[hit]] = False
+        real = np.flatnonzero(types == float)  # noqa: E721 (elementwise)
+        if len(real):
+            out[real] = self._floats(ks[real], np.fromiter(vs[real], dtype=np.float64,
+                                                           count=len(real)))
+            slow[real] = False
         whole = np.flatnonzero(types == int)  # noqa: E721 (elementwise)
         if len(whole):
             try:
@@ -192,12 +205,26 @@ class PacketEncoder:
     def _ints(self, keys: np.ndarray, v: np.ndarray) -> np.ndarray:
         """The annotations of int args (``keys`` an object array, ``v`` int64)."""
         vb, vl = varint_pieces(v)
+        value = list(map(b"\x20".__add__, vb))
+        return self._joined(keys, value, 1 + vl)
+
+    def _floats(self, keys: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """The annotations of float args (``keys`` an object array, ``v`` float64)."""
+        point = np.zeros(len(v), dtype=[("field", "u1"), ("value", "<f8")])
+        point["field"], point["value"] = _DOUBLE_FIELD, v
+        blob, w = point.tobytes(), point.dtype.itemsize
+        return self._joined(keys, [blob[i:i + w] for i in range(0, len(blob), w)],
+                            np.full(len(v), w, dtype=np.int64))
+
+    def _joined(self, keys: np.ndarray, value: list[bytes], value_len: np.ndarray
+                ) -> np.ndarray:
+        """Framed annotations of encoded value fields and their keys."""
         kb: list[Any] = list(map(self.keys.get, keys.tolist()))
         for j in [j for j, x in enumerate(kb) if x is None]:
             kb[j] = self.key(keys[j])
         kl = np.fromiter(map(len, kb), dtype=np.int64, count=len(kb))
-        head = prefixed(_ANN_TABLE, _ANN, 1 + vl + kl)
-        return np.fromiter(map(b"".join, zip(head, repeat(b"\x20"), vb, kb, strict=True)),
+        head = prefixed(_ANN_TABLE, _ANN, value_len + kl)
+        return np.fromiter(map(b"".join, zip(head, value, kb, strict=True)),
                            dtype=object, count=len(kb))
 
     def category(self, cat: str) -> bytes:
@@ -284,6 +311,7 @@ def varints(ns: np.ndarray) -> list[bytes]:
 def varint_pieces(ns: np.ndarray) -> tuple[list[bytes], np.ndarray]:
     """(:func:`varints` of ``ns``, their lengths)."""
     rest = ns.astype(np.uint64)
+    zero = np.flatnonzero(rest == 0).tolist()
     m = np.empty((len(rest), 10), dtype=np.uint8)
     length = np.ones(len(rest), dtype=np.int64)
     for j in range(10):
@@ -292,9 +320,12 @@ def varint_pieces(ns: np.ndarray) -> tuple[list[bytes], np.ndarray]:
         more = rest != 0
         m[more, j] |= 0x80
         length += more
-    buf = m.tobytes()
-    return [buf[i:i + n] for i, n in zip(range(0, 10 * len(length), 10), length.tolist(),
-                                         strict=True)], length
+    # Each row as 10-byte strings without their trailing NULs: a varint's last byte is
+    # non-zero (its top 7 bits) but for the value 0, the varint b"\x00".
+    out: list[bytes] = m.view("S10").reshape(-1).tolist()
+    for i in zero:
+        out[i] = b"\x00"
+    return out, length
 
 
 def prefixed(table: np.ndarray, prefix: bytes, n: np.ndarray) -> list[bytes]:
@@ -338,6 +369,7 @@ def event_type(typ: int) -> bytes:
     """A TrackEvent's ``type`` field."""
     return _TYPE[typ]
 _DOUBLE = struct.Struct("<d").pack
+_DOUBLE_FIELD = 0x29  # DebugAnnotation.double_value (5), fixed64
 _FIXED = struct.Struct("<Q").pack
 FLOW, TERMINATING_FLOW = _FLOW, _END
 fixed64 = _FIXED
@@ -373,7 +405,7 @@ def _annotation(v: Any) -> bytes:
     if t is int and -(2**63) <= v < 2**63:
         return b"\x20" + _varint(v & U64_MASK)
     if t is float:
-        return b"\x29" + _DOUBLE(v)
+        return bytes((_DOUBLE_FIELD,)) + _DOUBLE(v)
     if t is str:
         return _bytes(6, v.encode())
     if isinstance(v, int) and -(2**63) <= v < 2**63:

@@ -220,7 +220,8 @@ def test_dict_slices_every_int_flows_and_names_in_packet_order() -> None:
     from traceforge.render import perfetto
 
     ints = {"a": 0, "b": -1, "c": 2**63 - 1, "d": -(2**63), "e": 2**63, "f": 2**70,
-            "g": -(2**70), "h": True, "i": 65536, "j": -257, "k": 1.25, "l": "x"}
+            "g": -(2**70), "h": True, "i": 65536, "j": -257, "k": 1.25, "l": "x",
+            "m": float("nan"), "o": float("-inf"), "p": -0.0}
     ev: list[dict[str, object]] = []
     for k in range(40):
         name = f"s{k % 7}"
