@@ -92,7 +92,8 @@ def write_document(doc: Doc, out: str | Path, f: BinaryIO) -> None:
     """``doc`` encoded as the file ``out`` names it, written into the open file ``f`` a
     batch at a time (never the whole encoded document in memory)."""
     if output_kind(out) == "perfetto":
-        from traceforge.render.perfetto import Rows, write_pftrace
+        from traceforge.render.perfetto import write_pftrace
+        from traceforge.render.pftrace_chunks import Rows
 
         write_pftrace(doc if isinstance(doc, Mapping) else cast(Rows, doc), f.write)
         return
@@ -106,7 +107,8 @@ def write_document(doc: Doc, out: str | Path, f: BinaryIO) -> None:
 def document_bytes(doc: Doc, out: str | Path) -> bytes:
     """``doc`` encoded as the file ``out`` names it."""
     if output_kind(out) == "perfetto":
-        from traceforge.render.perfetto import Rows, chrome_to_pftrace
+        from traceforge.render.perfetto import chrome_to_pftrace
+        from traceforge.render.pftrace_chunks import Rows
 
         return chrome_to_pftrace(doc if isinstance(doc, Mapping) else cast(Rows, doc))
     data = dumps_chrome(doc)

@@ -17,12 +17,11 @@ overflow track, google/perfetto#4280), so a partially overlapping slice goes to 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
-import msgspec
 import numpy as np
 
+from traceforge.render.pftrace_chunks import Packets, Rows
 from traceforge.render.pftrace_layout import bind_flows, lane
 from traceforge.render.pftrace_layout import ns as _ns
 from traceforge.render.pftrace_packets import (
@@ -30,11 +29,9 @@ from traceforge.render.pftrace_packets import (
     INSTANT,
     SLICE_BEGIN,
     SLICE_END,
-    U64_MASK,
     PacketEncoder,
-    varint_pieces,
 )
-from traceforge.render.pftrace_slices import SliceBatch, flow_fields, objects
+from traceforge.render.pftrace_slices import flow_fields
 
 _INT32 = 2**31
 
@@ -85,32 +82,11 @@ class _Tracks:
         return self._new(key, parent=self.process(pid), name=name, counter=True)
 
 
-class Rows(Protocol):
-    """A document whose trace rows are columns (``chrome_json.ChromeSource``): the names,
-    cats and args of the rows' ``X`` events are built by :meth:`slices` only for the
-    packets being written."""
-
-    n: int
-    pid: np.ndarray
-    tid: np.ndarray
-    ts_us: np.ndarray
-    dur_us: np.ndarray
-    extra: list[dict[str, Any]]
-    base_ns: int
-
-    def slices(self, rows: np.ndarray, json_values: bool = False
-               ) -> tuple[list[str], list[str], list[dict[str, Any]]]: ...
-
-
 def chrome_to_pftrace(doc: Mapping[str, Any] | list[Any] | Rows) -> bytes:
     """Encode a Chrome-trace document (dict with ``traceEvents``, or a bare list) as pftrace."""
     chunks: list[bytes] = []
     write_pftrace(doc, chunks.append)
     return b"".join(chunks)
-
-
-#: Packets written per batch of row events built.
-_CHUNK = 1 << 14
 
 
 def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
@@ -220,40 +196,8 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     ts_all = ts_all[emit]
     code_all, ref_all = np.concatenate(code)[emit], np.concatenate(ref)[emit]
     del k0, k1, k2, code, ref, start, dur, end, s0, s1, seq, pos, th  # only what is written
-    batch = SliceBatch(w, flows_at)
-    for a in range(0, len(emit), _CHUNK):
-        cs, rs = code_all[a:a + _CHUNK], ref_all[a:a + _CHUNK]
-        is_slice = cs < 2
-        sl = np.where(is_slice, rs, 0)
-        idx = np.where(is_slice, order[sl], -1)
-        trk = np.where(is_slice, track[sl], 0)
-        ib = idx[cs == 0]
-        from_rows = ib < nr
-        begins = ib[from_rows]
-        names, cats, args = (np.empty(len(ib), dtype=object) for _ in range(3))
-        if rows is not None and len(begins):
-            got_names, got_cats, got_args = rows.slices(begins, json_values=True)
-            names[from_rows] = objects(got_names)
-            cats[from_rows] = objects(got_cats)
-            args[from_rows] = objects(got_args)
-        if not from_rows.all():
-            own = [xs[i - nr] for i in ib[~from_rows].tolist()]
-            names[~from_rows] = objects([str(e.get("name", "")) for e in own])
-            cats[~from_rows] = objects([str(e.get("cat", "")) for e in own])
-            args[~from_rows] = objects([e.get("args") for e in own])
-        tsv, tsl = varint_pieces(ts_all[a:a + _CHUNK].astype(np.uint64)
-                                 + np.uint64(base & U64_MASK))
-        made = [partial(w.event_packet, *rest[i]) for i in rs[cs == 2].tolist()]
-        try:
-            w.write(batch.packets(cs, idx, trk, tsv, tsl,
-                                  (names.tolist(), cats.tolist(), args.tolist()), made))
-        except msgspec.MsgspecError:
-            # An args value as JSON text that does not decode (a number out of range):
-            # the source's decoded args name the file and the problem.
-            if rows is not None and len(begins):
-                rows.slices(begins)
-            raise
-    w.flush()
+    Packets(code_all, ref_all, ts_all, order, track, rows, nr, xs, rest, base,
+            flows_at).write(w)
 
 
 def _other(other: list[Mapping[str, Any]], tracks: _Tracks, base: int, n: int

@@ -79,7 +79,12 @@ class PacketEncoder:
         self.write(self._framed(body, flags, tail))
 
     def write(self, packets: bytes) -> None:
-        """Add framed packets (flushed to the sink in batches)."""
+        """Add framed packets (flushed to the sink in batches; a batch's worth at once
+        goes to it as it is)."""
+        if self.sink is not None and len(packets) >= self.flush_bytes:
+            self.flush()
+            self.sink(packets)
+            return
         self.buf += packets
         if self.sink is not None and len(self.buf) >= self.flush_bytes:
             self.flush()

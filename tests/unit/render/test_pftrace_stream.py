@@ -105,13 +105,13 @@ def test_written_in_batches_equals_whole(annotated: dict[str, object], tmp_path:
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import gzip
 
-    from traceforge.render import perfetto, pftrace_packets
+    from traceforge.render import perfetto, pftrace_chunks, pftrace_packets
     from traceforge.render.document import write_document
 
     whole = chrome_to_pftrace(annotated)
-    # Packets are encoded a batch of _CHUNK at a time and written when FLUSH_BYTES gather.
+    # Packets are encoded a batch of CHUNK at a time and written when FLUSH_BYTES gather.
     monkeypatch.setattr(pftrace_packets, "FLUSH_BYTES", 4096)
-    monkeypatch.setattr(perfetto, "_CHUNK", 64)
+    monkeypatch.setattr(pftrace_chunks, "CHUNK", 64)
     writes: list[bytes] = []
     perfetto.write_pftrace(annotated, writes.append)
     assert len(writes) > 10 and b"".join(writes) == whole
@@ -146,12 +146,12 @@ def test_rows_encoded_from_columns_equal_the_document(monkeypatch: pytest.Monkey
     batch of packets, in write order): the bytes are the old encoder's of the whole dict
     document, for .pftrace and for Chrome JSON, with batches far smaller than the trace."""
     from tests.support.pftrace_reference import chrome_to_pftrace as reference
-    from traceforge.render import perfetto
+    from traceforge.render import pftrace_chunks
     from traceforge.render.annotate import annotated_source
     from traceforge.render.chrome_json import ChromeSource
 
     t = tf.load(FIX / "compiled.pt.trace.json.gz")
-    monkeypatch.setattr(perfetto, "_CHUNK", 101)
+    monkeypatch.setattr(pftrace_chunks, "CHUNK", 101)
     monkeypatch.setattr(chrome_json, "BATCH", 97)
     for src in (annotated_source(t, annotation_data(t)), ChromeSource(t)):
         doc = src.document()
@@ -217,7 +217,7 @@ def test_dict_slices_every_int_flows_and_names_in_packet_order() -> None:
     instants and counters between slices interning names in packet order: the bytes are
     the message-class encoder's, whatever the batch size."""
     from tests.support.pftrace_reference import chrome_to_pftrace as reference
-    from traceforge.render import perfetto
+    from traceforge.render import pftrace_chunks
 
     ints = {"a": 0, "b": -1, "c": 2**63 - 1, "d": -(2**63), "e": 2**63, "f": 2**70,
             "g": -(2**70), "h": True, "i": 65536, "j": -257, "k": 1.25, "l": "x",
@@ -237,5 +237,40 @@ def test_dict_slices_every_int_flows_and_names_in_packet_order() -> None:
     want = reference(doc)
     for chunk in (1, 7, 1 << 14):
         with pytest.MonkeyPatch.context() as m:
-            m.setattr(perfetto, "_CHUNK", chunk)
+            m.setattr(pftrace_chunks, "CHUNK", chunk)
             assert chrome_to_pftrace(doc) == want
+
+
+@pytest.mark.parametrize("child", ["runs", "fails"])
+def test_ranges_encoded_in_children_equal_one_process(child: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large trace is cut into one range of packets per core, the ranges after the first
+    encoded in forked children with the names interned before them: the bytes are those
+    of one process (and the oracle's), whether the children run or fail (their ranges
+    then encoded here)."""
+    from tests.support.pftrace_reference import chrome_to_pftrace as reference
+    from traceforge import forks
+    from traceforge.render import pftrace_chunks
+    from traceforge.render.annotate import annotated_source
+
+    t = tf.load(FIX / "compiled.pt.trace.json.gz")
+    src = annotated_source(t, annotation_data(t))
+    doc = src.document()
+    monkeypatch.setattr(pftrace_chunks, "CHUNK", 97)
+    one = chrome_to_pftrace(src)
+    monkeypatch.setattr(pftrace_chunks, "PARALLEL_PACKETS", 500)
+    monkeypatch.setattr(pftrace_chunks, "cores", lambda: 3)
+    started: list[int] = []
+
+    class Failing(forks.Child[int]):
+        def result(self) -> int:
+            raise forks.ForkError("no")
+
+    class Counted(forks.Child[int]):
+        def __init__(self, work: object) -> None:
+            started.append(1)
+            super().__init__(work)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pftrace_chunks, "Child", Failing if child == "fails" else Counted)
+    assert chrome_to_pftrace(src) == one == reference(doc)
+    assert child == "fails" or len(started) == 2

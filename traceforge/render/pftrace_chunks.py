@@ -1,0 +1,193 @@
+"""The packets of a trace, laid out in emit order (:mod:`traceforge.render.perfetto`),
+encoded a batch at a time, on the available cores.
+
+Batches are independent but for the interning of event names: a name's id is its rank
+among the names in the order they are first used, and the packet that first uses it
+carries it. That order is worked out for the whole trace first (names are codes of the
+rows, or strings of the few other events), so any range of batches can be encoded with
+the ids of the names met before it. The trace is cut into one range per core: the first
+is written here as it is encoded, the others are encoded at the same time in forked
+children (:class:`traceforge.forks.Child`; they read the trace this process holds) and
+written in order as they come back. A child that cannot start, fails or dies has its
+range encoded here, so the bytes never depend on where a range ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, BinaryIO, Protocol
+
+import msgspec
+import numpy as np
+
+from traceforge.forks import Child, ForkError, can_fork, cores
+from traceforge.render.pftrace_packets import U64_MASK, PacketEncoder, varint_pieces
+from traceforge.render.pftrace_slices import SliceBatch, objects
+
+#: Packets encoded per batch (the rows' names, cats and args are built per batch).
+CHUNK = 1 << 14
+#: Below this many packets per core the trace is encoded here (a fork costs more).
+PARALLEL_PACKETS = 1 << 17
+
+
+class Rows(Protocol):
+    """A document whose trace rows are columns (``chrome_json.ChromeSource``): the names,
+    cats and args of the rows' ``X`` events are built by :meth:`slices` only for the
+    packets being written; ``names[name_codes[i]]`` is row i's name."""
+
+    n: int
+    pid: np.ndarray
+    tid: np.ndarray
+    ts_us: np.ndarray
+    dur_us: np.ndarray
+    extra: list[dict[str, Any]]
+    base_ns: int
+    names: list[str]
+    name_codes: np.ndarray
+
+    def slices(self, rows: np.ndarray, json_values: bool = False
+               ) -> tuple[list[str], list[str], list[dict[str, Any]]]: ...
+
+
+@dataclass(eq=False)
+class Packets:
+    """Every packet after the track descriptors, in emit order: ``code`` 0/1 the begin/end
+    of slice ``ref`` (slice ``order[ref]`` in document order: a row below ``nr``, else
+    ``xs[i - nr]``), 2 the event ``rest[ref]`` (:meth:`PacketEncoder.event_packet`'s
+    arguments); ``ts`` in ns before ``base``; ``track`` per slice (by ``ref``)."""
+
+    code: np.ndarray
+    ref: np.ndarray
+    ts: np.ndarray
+    order: np.ndarray
+    track: np.ndarray
+    rows: Rows | None
+    nr: int
+    xs: list[Mapping[str, Any]]
+    rest: list[tuple[Any, ...]]
+    base: int
+    flows_at: Mapping[int, bytes]
+    _names: list[str] = field(default_factory=list)
+    _first: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def write(self, w: PacketEncoder) -> None:
+        """Encode every packet into ``w`` (whose sink gets them in order), the ranges after
+        the first in forked children where the trace is large enough."""
+        n = len(self.code)
+        parts = max(1, min(cores(), n // PARALLEL_PACKETS)) if can_fork() else 1
+        cuts = [min(n, round(k * n / parts / CHUNK) * CHUNK) for k in range(parts)] + [n]
+        if parts > 1:
+            self._interning()
+        kids: list[tuple[Child[int], BinaryIO] | None] = []
+        with contextlib.ExitStack() as stack:
+            for k in range(1, parts):
+                # A child writes its packets to a temporary file (gone once closed),
+                # copied to the sink in batches: never the range whole in memory.
+                try:
+                    f = stack.enter_context(tempfile.TemporaryFile())
+                    kid = Child(partial(self._encoded, f, cuts[k], cuts[k + 1]))
+                except OSError:  # no temporary file or no child: the range is done here
+                    kids.append(None)
+                else:
+                    stack.callback(kid.close)
+                    kids.append((kid, f))
+            batch = SliceBatch(w, self.flows_at)
+            self.encode(w, batch, cuts[0], cuts[1])
+            for k, got in enumerate(kids, start=1):
+                done = False
+                if got is not None:
+                    with contextlib.suppress(ForkError):
+                        got[0].result()
+                        done = True
+                    got[0].close()
+                if done and got is not None:
+                    got[1].seek(0)
+                    while piece := got[1].read(w.flush_bytes):
+                        w.write(piece)
+                else:
+                    w.names = self._names_before(cuts[k])
+                    self.encode(w, batch, cuts[k], cuts[k + 1])
+        w.flush()
+
+    def _encoded(self, f: BinaryIO, lo: int, hi: int) -> int:
+        """Packets ``lo:hi`` encoded into the file ``f`` (in a child); their size."""
+        with open(f.fileno(), "wb", closefd=False) as out:
+            w = PacketEncoder(out.write)
+            w.first = False
+            w.names = self._names_before(lo)
+            self.encode(w, SliceBatch(w, self.flows_at), lo, hi)
+            w.flush()
+            return out.tell()
+
+    def _interning(self) -> None:
+        """The names in the order packets first use them, and those packets."""
+        code, nr = self.code, self.nr
+        ids: dict[str, int] = {}
+        name = np.full(len(code), -1, dtype=np.int64)
+        b = np.flatnonzero(code == 0)
+        i = self.order[self.ref[b]]
+        row = i < nr
+        if self.rows is not None and row.any():
+            row_ids = np.asarray([ids.setdefault(s, len(ids)) for s in self.rows.names],
+                                 dtype=np.int64)
+            name[b[row]] = row_ids[self.rows.name_codes[i[row]]]
+        name[b[~row]] = [ids.setdefault(str(self.xs[j - nr].get("name", "")), len(ids))
+                         for j in i[~row].tolist()]
+        r = np.flatnonzero(code == 2)
+        for p, j in zip(r.tolist(), self.ref[r].tolist(), strict=True):
+            s = self.rest[j][3]
+            if s is not None:
+                name[p] = ids.setdefault(s, len(ids))
+        used = np.flatnonzero(name >= 0)
+        uniq, first = np.unique(name[used], return_index=True)
+        by = np.argsort(used[first], kind="stable")
+        strings = list(ids)
+        self._names = [strings[u] for u in uniq[by].tolist()]
+        self._first = used[first][by]
+
+    def _names_before(self, at: int) -> dict[str, int]:
+        """The interned names (with their ids) of the packets before packet ``at``."""
+        k = int(np.searchsorted(self._first, at, side="left"))
+        return {s: j + 1 for j, s in enumerate(self._names[:k])}
+
+    def encode(self, w: PacketEncoder, batch: SliceBatch, lo: int, hi: int) -> None:
+        """Encode packets ``lo:hi`` into ``w``, a batch of :data:`CHUNK` at a time."""
+        rows, nr, xs = self.rows, self.nr, self.xs
+        for a in range(lo, hi, CHUNK):
+            z = min(a + CHUNK, hi)
+            cs, rs = self.code[a:z], self.ref[a:z]
+            is_slice = cs < 2
+            sl = np.where(is_slice, rs, 0)
+            idx = np.where(is_slice, self.order[sl], -1)
+            trk = np.where(is_slice, self.track[sl], 0)
+            ib = idx[cs == 0]
+            from_rows = ib < nr
+            begins = ib[from_rows]
+            names, cats, args = (np.empty(len(ib), dtype=object) for _ in range(3))
+            if rows is not None and len(begins):
+                got_names, got_cats, got_args = rows.slices(begins, json_values=True)
+                names[from_rows] = objects(got_names)
+                cats[from_rows] = objects(got_cats)
+                args[from_rows] = objects(got_args)
+            if not from_rows.all():
+                own = [xs[i - nr] for i in ib[~from_rows].tolist()]
+                names[~from_rows] = objects([str(e.get("name", "")) for e in own])
+                cats[~from_rows] = objects([str(e.get("cat", "")) for e in own])
+                args[~from_rows] = objects([e.get("args") for e in own])
+            tsv, tsl = varint_pieces(self.ts[a:z].astype(np.uint64)
+                                     + np.uint64(self.base & U64_MASK))
+            made: Sequence[Callable[[], bytes]] = [
+                partial(w.event_packet, *self.rest[i]) for i in rs[cs == 2].tolist()]
+            try:
+                w.write(batch.packets(cs, idx, trk, tsv, tsl,
+                                      (names.tolist(), cats.tolist(), args.tolist()), made))
+            except msgspec.MsgspecError:
+                # An args value as JSON text that does not decode (a number out of
+                # range): the source's decoded args name the file and the problem.
+                if rows is not None and len(begins):
+                    rows.slices(begins)
+                raise
