@@ -145,28 +145,30 @@ class LazyArgs:
     def raw(self, rows: np.ndarray) -> list[dict[str, msgspec.Raw]] | None:
         """The args of ``rows`` with each value left as its JSON text (None where one is
         not an object): for a writer that encodes the values it meets again only once."""
-        parts = self._slices(rows)
+        text = self._array(rows)
         try:
             got: list[dict[str, msgspec.Raw]] = msgspec.json.decode(
-                b"[" + b",".join(parts) + b"]", type=list[dict[str, msgspec.Raw]])
+                text, type=list[dict[str, msgspec.Raw]])
         except msgspec.ValidationError:
             return None
         return got
 
-    def _slices(self, rows: np.ndarray) -> list[bytes]:
-        """Each row's args JSON, copied out of the file (its map's pages handed back)."""
+    def _array(self, rows: np.ndarray) -> bytes:
+        """The rows' args JSON as one JSON array, copied out of the file (its map's pages
+        handed back); a row without args is ``{}``."""
         raws = self._load()
         src = self.src_index[np.asarray(rows, dtype=np.int64)]
-        parts = [bytes(rw) or b"{}" for rw in map(raws.__getitem__, src.tolist())]
+        text = b"[" + b",".join([rw if len(rw) else b"{}"
+                                 for rw in map(raws.__getitem__, src.tolist())]) + b"]"
         _drop_pages(raws)
-        return parts
+        return text
 
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
         # One decode of all requested slices as a JSON array: per-row decode calls cost
         # more than the decoding itself when an analysis asks for ~100k rows.
-        parts = self._slices(rows)
+        text = self._array(rows)
         try:
-            vals = msgspec.json.decode(b"[" + b",".join(parts) + b"]") if parts else []
+            vals = msgspec.json.decode(text)
         except msgspec.MsgspecError as e:  # e.g. a number out of range: the reader skips args
             raise TraceFormatError(self.path, _unreadable(e)) from None
         return [v if isinstance(v, dict) else {} for v in vals]

@@ -198,8 +198,10 @@ class RowTags:
             if name in rank_of:
                 a["top_kernel"] = rank_of[name]
         for at, make in self.parts:
-            for k, i in enumerate(at[rows].tolist()):
-                if i >= 0 and (got := make(i)):
+            mine = at[rows]
+            tagged = np.flatnonzero(mine >= 0)
+            for k, i in zip(tagged.tolist(), mine[tagged].tolist(), strict=True):
+                if got := make(i):
                     args[k].update(got)
 
 

@@ -143,8 +143,9 @@ class ChromeSource:
             src = [{} for _ in range(len(rows))]
         for key, values in self.ids.items():
             v = values[rows]
-            for i in np.flatnonzero(v >= 0).tolist():
-                src[i][key] = int(v[i])
+            at = np.flatnonzero(v >= 0)
+            for i, x in zip(at.tolist(), v[at].astype(np.int64).tolist(), strict=True):
+                src[i][key] = x
         return src
 
     def slices(self, rows: np.ndarray, json_values: bool = False
