@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from functools import partial
 from multiprocessing.connection import Connection
-from typing import Any, Generic, TypeVar
+from typing import Any, BinaryIO, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -250,3 +250,39 @@ def forked_map(work: Callable[[int], T], n: int) -> list[T]:
     finally:
         for k in kids:
             k.close()
+
+
+def write_in_order(parts: int, here: Callable[[int], None],
+                   child: Callable[[int, BinaryIO], None],
+                   copy: Callable[[bytes], Any], piece: int = 8 << 20) -> None:
+    """An output made of ``parts`` consecutive parts: part 0 written here (``here(0)``)
+    while parts 1.. are written at the same time by forked children (``child(k, f)``,
+    into a temporary file ``f``, gone once closed), then copied in order (``copy``, a
+    ``piece`` of bytes at a time: a part is never whole in memory). A part whose child
+    could not start, failed, died or stalled is written here (``here(k)``) in its turn,
+    so the output never depends on where a part was made."""
+    kids: list[tuple[Child[None], BinaryIO] | None] = []
+    with contextlib.ExitStack() as stack:
+        for k in range(1, parts):
+            try:
+                f = stack.enter_context(tempfile.TemporaryFile())
+                kid = Child(partial(child, k, f))
+            except OSError:  # no temporary file or no child: the part is made here
+                kids.append(None)
+            else:
+                stack.callback(kid.close)
+                kids.append((kid, f))
+        here(0)
+        for k, got in enumerate(kids, start=1):
+            done = False
+            if got is not None:
+                with contextlib.suppress(ForkError):
+                    got[0].result()
+                    done = True
+                got[0].close()
+            if done and got is not None:
+                got[1].seek(0)
+                while data := got[1].read(piece):
+                    copy(data)
+            else:
+                here(k)

@@ -53,7 +53,7 @@ ALLOWED = {
     "analyzers": {"model", "errors", "step_marks", "step_time", "forks"},
     "report": {"model", "errors", "analyzers", "forks", "step_time"},
     "render": {"model", "errors", "analyzers", "report", "formats", "outputs", "output_file",
-               "step_time"},
+               "step_time", "forks"},
     "ui": {"model", "errors", "analyzers", "report", "render", "formats", "outputs"},
     "commands": {"model", "errors", "analyzers", "report", "formats", "render", "capture",
                  "samples", "ui", "engine", "output_file", "run_loader", "memory_snapshots",

@@ -170,13 +170,6 @@ class ChromeSource:
                     self.ts_us[rows].tolist(), self.dur_us[rows].tolist(), args,
                     strict=True)]
 
-    def batches(self, size: int) -> Iterable[list[dict[str, Any]]]:
-        """``traceEvents`` in order, ``size`` events at a time."""
-        for lo in range(0, self.n, size):
-            yield self.events(np.arange(lo, min(lo + size, self.n)))
-        for lo in range(0, len(self.extra), size):
-            yield self.extra[lo:lo + size]
-
     def document(self) -> dict[str, Any]:
         """The whole document as one dict."""
         events = self.events(np.arange(self.n))

@@ -8,11 +8,14 @@ beside :mod:`traceforge.render.perfetto` (which re-encodes one): it imports neit
 from __future__ import annotations
 
 import gzip
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, cast
 
 from traceforge.errors import UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Output suffixes and what they write.
 OUTPUTS = {".json": "chrome", ".json.gz": "chrome", ".pftrace": "perfetto",
@@ -32,14 +35,21 @@ def output_kind(out: str | Path) -> str:
 BATCH = 16_384
 
 
+#: Below this many rows per core a Source's events are encoded here (a fork costs more).
+PARALLEL_ROWS = 1 << 17
+
+
 class Source(Protocol):
     """A document built a batch of events at a time (``chrome_json.ChromeSource``): the keys
-    before ``traceEvents``, the events, the keys after."""
+    before ``traceEvents``, the events (``n`` rows' events built by :meth:`events`, then
+    ``extra``), the keys after."""
 
     head: dict[str, Any]
     tail: dict[str, Any]
+    n: int
+    extra: list[dict[str, Any]]
 
-    def batches(self, size: int) -> Iterable[list[dict[str, Any]]]: ...
+    def events(self, rows: np.ndarray, json_values: bool = False) -> list[dict[str, Any]]: ...
 
 
 Doc = Mapping[str, Any] | Source
@@ -63,11 +73,7 @@ def stream_chrome(doc: Doc, sink: Callable[[bytes], Any]) -> None:
         dumps = orjson.dumps
         sink(b"{" + b"".join(dumps(k) + b":" + dumps(v, option=opt) + b","
                              for k, v in doc.head.items()) + b'"traceEvents":[')
-        sep = b""
-        for batch in doc.batches(BATCH):
-            if batch:
-                sink(sep + dumps(batch, option=opt)[1:-1])
-                sep = b","
+        _stream_events(doc, _FirstComma(sink))
         sink(b"]" + b"".join(b"," + dumps(k) + b":" + dumps(v, option=opt)
                              for k, v in doc.tail.items()) + b"}")
         return
@@ -86,6 +92,48 @@ def stream_chrome(doc: Doc, sink: Callable[[bytes], Any]) -> None:
             sink((b"," if i else b"") + orjson.dumps(events[i:i + BATCH], option=opt)[1:-1])
         head = b"]"
     sink(head + b"}")
+
+
+class _FirstComma:
+    """A sink for events each written as ``,`` + its JSON: the first comma is dropped."""
+
+    def __init__(self, sink: Callable[[bytes], Any]) -> None:
+        self.sink, self.first = sink, True
+
+    def __call__(self, data: bytes) -> None:
+        if self.first and data:
+            data, self.first = data[1:], False
+        self.sink(data)
+
+
+def _stream_events(doc: Source, put: Callable[[bytes], Any]) -> None:
+    """``doc``'s events as ``,``-led JSON into ``put``, a batch at a time: the rows cut into
+    one part per core, the parts after the first encoded in forked children at the same
+    time (:func:`traceforge.forks.write_in_order`), then ``extra``."""
+    import numpy as np
+    import orjson
+
+    from traceforge.forks import can_fork, cores, write_in_order
+
+    opt = orjson.OPT_SERIALIZE_NUMPY
+
+    def rows(lo: int, hi: int, out: Callable[[bytes], Any]) -> None:
+        for a in range(lo, hi, BATCH):
+            batch = doc.events(np.arange(a, min(a + BATCH, hi)))
+            if batch:
+                out(b"," + orjson.dumps(batch, option=opt)[1:-1])
+
+    def child(k: int, f: BinaryIO) -> None:
+        with open(f.fileno(), "wb", closefd=False) as out:
+            rows(cuts[k], cuts[k + 1], out.write)
+
+    n = doc.n
+    parts = max(1, min(cores(), n // PARALLEL_ROWS)) if can_fork() else 1
+    cuts = [min(n, round(k * n / parts / BATCH) * BATCH) for k in range(parts)] + [n]
+    write_in_order(parts, lambda k: rows(cuts[k], cuts[k + 1], put), child, put)
+    for a in range(0, len(doc.extra), BATCH):
+        if doc.extra[a:a + BATCH]:
+            put(b"," + orjson.dumps(doc.extra[a:a + BATCH], option=opt)[1:-1])
 
 
 def write_document(doc: Doc, out: str | Path, f: BinaryIO) -> None:

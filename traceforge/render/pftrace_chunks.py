@@ -7,15 +7,13 @@ carries it. That order is worked out for the whole trace first (names are codes 
 rows, or strings of the few other events), so any range of batches can be encoded with
 the ids of the names met before it. The trace is cut into one range per core: the first
 is written here as it is encoded, the others are encoded at the same time in forked
-children (:class:`traceforge.forks.Child`; they read the trace this process holds) and
-written in order as they come back. A child that cannot start, fails or dies has its
-range encoded here, so the bytes never depend on where a range ran.
+children that read the trace this process holds (:func:`traceforge.forks.write_in_order`:
+each into a temporary file, copied in order; a child that cannot start, fails or dies
+has its range encoded here, so the bytes never depend on where a range ran).
 """
 
 from __future__ import annotations
 
-import contextlib
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,7 +22,7 @@ from typing import Any, BinaryIO, Protocol
 import msgspec
 import numpy as np
 
-from traceforge.forks import Child, ForkError, can_fork, cores
+from traceforge.forks import can_fork, cores, write_in_order
 from traceforge.render.pftrace_packets import U64_MASK, PacketEncoder, varint_pieces
 from traceforge.render.pftrace_slices import SliceBatch, objects
 
@@ -82,46 +80,24 @@ class Packets:
         cuts = [min(n, round(k * n / parts / CHUNK) * CHUNK) for k in range(parts)] + [n]
         if parts > 1:
             self._interning()
-        kids: list[tuple[Child[int], BinaryIO] | None] = []
-        with contextlib.ExitStack() as stack:
-            for k in range(1, parts):
-                # A child writes its packets to a temporary file (gone once closed),
-                # copied to the sink in batches: never the range whole in memory.
-                try:
-                    f = stack.enter_context(tempfile.TemporaryFile())
-                    kid = Child(partial(self._encoded, f, cuts[k], cuts[k + 1]))
-                except OSError:  # no temporary file or no child: the range is done here
-                    kids.append(None)
-                else:
-                    stack.callback(kid.close)
-                    kids.append((kid, f))
-            batch = SliceBatch(w, self.flows_at)
-            self.encode(w, batch, cuts[0], cuts[1])
-            for k, got in enumerate(kids, start=1):
-                done = False
-                if got is not None:
-                    with contextlib.suppress(ForkError):
-                        got[0].result()
-                        done = True
-                    got[0].close()
-                if done and got is not None:
-                    got[1].seek(0)
-                    while piece := got[1].read(w.flush_bytes):
-                        w.write(piece)
-                else:
-                    w.names = self._names_before(cuts[k])
-                    self.encode(w, batch, cuts[k], cuts[k + 1])
+        batch = SliceBatch(w, self.flows_at)
+
+        def here(k: int) -> None:
+            w.names = self._names_before(cuts[k])
+            self.encode(w, batch, cuts[k], cuts[k + 1])
+
+        write_in_order(parts, here, lambda k, f: self._encoded(f, cuts[k], cuts[k + 1]),
+                       w.write, w.flush_bytes)
         w.flush()
 
-    def _encoded(self, f: BinaryIO, lo: int, hi: int) -> int:
-        """Packets ``lo:hi`` encoded into the file ``f`` (in a child); their size."""
+    def _encoded(self, f: BinaryIO, lo: int, hi: int) -> None:
+        """Packets ``lo:hi`` encoded into the file ``f`` (in a child)."""
         with open(f.fileno(), "wb", closefd=False) as out:
             w = PacketEncoder(out.write)
             w.first = False
             w.names = self._names_before(lo)
             self.encode(w, SliceBatch(w, self.flows_at), lo, hi)
             w.flush()
-            return out.tell()
 
     def _interning(self) -> None:
         """The names in the order packets first use them, and those packets."""

@@ -262,15 +262,53 @@ def test_ranges_encoded_in_children_equal_one_process(child: str,
     monkeypatch.setattr(pftrace_chunks, "cores", lambda: 3)
     started: list[int] = []
 
-    class Failing(forks.Child[int]):
-        def result(self) -> int:
+    class Failing(forks.Child[None]):
+        def result(self) -> None:
             raise forks.ForkError("no")
 
-    class Counted(forks.Child[int]):
+    class Counted(forks.Child[None]):
         def __init__(self, work: object) -> None:
             started.append(1)
             super().__init__(work)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(pftrace_chunks, "Child", Failing if child == "fails" else Counted)
+    monkeypatch.setattr(forks, "Child", Failing if child == "fails" else Counted)
     assert chrome_to_pftrace(src) == one == reference(doc)
     assert child == "fails" or len(started) == 2
+
+
+@pytest.mark.parametrize("child", ["runs", "fails"])
+def test_json_events_in_children_equal_one_dumps(child: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chrome JSON of a large trace: its rows cut into one part per core, the parts after
+    the first dumped in forked children: the bytes are ``orjson.dumps`` of the whole
+    document, plain and gzip, whether the children run or fail."""
+    import gzip
+
+    from traceforge import forks
+    from traceforge.render.annotate import annotated_source
+    from traceforge.render.document import write_document
+
+    t = tf.load(FIX / "compiled.pt.trace.json.gz")
+    src = annotated_source(t, annotation_data(t))
+    want = orjson.dumps(src.document(), option=orjson.OPT_SERIALIZE_NUMPY)
+    monkeypatch.setattr(chrome_json, "BATCH", 97)
+    monkeypatch.setattr(chrome_json, "PARALLEL_ROWS", 500)
+    monkeypatch.setattr(forks, "cores", lambda: 3)
+    started: list[int] = []
+
+    class Failing(forks.Child[None]):
+        def result(self) -> None:
+            raise forks.ForkError("no")
+
+    class Counted(forks.Child[None]):
+        def __init__(self, work: object) -> None:
+            started.append(1)
+            super().__init__(work)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(forks, "Child", Failing if child == "fails" else Counted)
+    assert chrome_json.dumps_chrome(src) == want
+    out = tmp_path / "a.json.gz"
+    with open(out, "wb") as f:
+        write_document(src, out, f)
+    assert gzip.decompress(out.read_bytes()) == want
+    assert child == "fails" or len(started) == 4
