@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from traceforge.render.pftrace_chunks import Packets, Rows
-from traceforge.render.pftrace_layout import bind_flows, lane
+from traceforge.render.pftrace_layout import bind_flows, lanes_of
 from traceforge.render.pftrace_layout import ns as _ns
 from traceforge.render.pftrace_packets import (
     COUNTER,
@@ -161,21 +161,17 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     # Each thread's slices by (start, longest first); the k-th of them all is seq k.
     order = np.lexsort((np.arange(n), -dur, start, th))
     s0, s1 = start[order], end[order]
-    lane_track: list[int] = []
-    uuids: dict[tuple[int, int], int] = {}
-    lanes: list[list[int]] = []
-    prev = -1
-    for h, a, b in zip(th[order].tolist(), s0.tolist(), s1.tolist(), strict=True):
-        if h != prev:
-            lanes, prev = [], h
-        at = lane(lanes, a, b)
-        u = uuids.get((h, at))
-        if u is None:
-            pid, tid = thread_of[h]
-            u = uuids[(h, at)] = tracks.thread(pid, tid, at)
-        lane_track.append(u)
-    track = np.asarray(lane_track, dtype=np.int64)
-    del lane_track
+    th_o = th[order]
+    at = lanes_of(th_o, s0, s1)
+    # Each (thread, lane) track made in order of its first slice: threads in order, and a
+    # thread's lane k+1 is first used after its lane k, so in (thread, lane) order.
+    pair = th_o * (int(at.max()) + 1 if n else 1) + at
+    uniq, first, inv = np.unique(pair, return_index=True, return_inverse=True)
+    made = np.empty(len(uniq), dtype=np.int64)
+    for j in range(len(uniq)):
+        pid, tid = thread_of[int(th_o[first[j]])]
+        made[j] = tracks.thread(pid, tid, int(at[first[j]]))
+    track = made[np.asarray(inv).reshape(-1)]
     # Sort keys (time, rank at that time, seq) of every packet, and what to emit: code 0/1
     # begin/end of the k-th slice ``ref``; 2: ``rest[ref]``. At one timestamp, ends go
     # first (innermost first) so back-to-back slices stay nested; a zero-length slice ends

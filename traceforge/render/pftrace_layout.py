@@ -27,6 +27,20 @@ def lane(lanes: list[list[int]], t0: int, t1: int) -> int:
     return len(lanes) - 1
 
 
+def lanes_of(th: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
+    """:func:`lane` of each slice, given sorted by thread ``th``, then start, longest
+    first. A thread whose slices never overlap the one before is all on lane 0 (each
+    starts once every earlier one has ended); the others are walked a slice at a time."""
+    out = np.zeros(len(th), dtype=np.int64)
+    over = (th[1:] == th[:-1]) & (t0[1:] < t1[:-1])
+    for h in np.unique(th[1:][over]).tolist():
+        lo, hi = np.searchsorted(th, h, side="left"), np.searchsorted(th, h, side="right")
+        lanes: list[list[int]] = []
+        out[lo:hi] = [lane(lanes, a, b) for a, b in zip(t0[lo:hi].tolist(), t1[lo:hi].tolist(),
+                                                         strict=True)]
+    return out
+
+
 def bind_flows(th: np.ndarray, start: np.ndarray, stop: np.ndarray,
                keys: dict[tuple[Any, Any], int], flows: list[Mapping[str, Any]]
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -312,3 +312,34 @@ def test_json_events_in_children_equal_one_dumps(child: str, tmp_path: Path,
         write_document(src, out, f)
     assert gzip.decompress(out.read_bytes()) == want
     assert child == "fails" or len(started) == 4
+
+
+def test_partly_overlapping_slices_go_to_lanes_in_order() -> None:
+    """A thread whose slices overlap partly puts them on lane tracks (walked a slice at a
+    time); threads whose slices follow one another stay on their own track: tracks are
+    made in order of their first slice, as the message-class encoder makes them."""
+    import numpy as np
+
+    from tests.support.pftrace_reference import chrome_to_pftrace as reference
+    from traceforge.render.pftrace_layout import lane, lanes_of
+
+    ev: list[dict[str, object]] = [
+        {"ph": "X", "name": n, "pid": 1, "tid": tid, "ts": ts, "dur": d}
+        for n, tid, ts, d in [("seq", 9, 0, 3), ("a", 1, 0, 10), ("b", 1, 5, 10),
+                              ("c", 1, 6, 2), ("d", 1, 7, 20), ("seq", 9, 3, 0),
+                              ("seq", 9, 3, 4), ("e", 1, 30, 1), ("z", 2, 1, 1)]]
+    ev.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "T"}})
+    got = chrome_to_pftrace({"traceEvents": ev})
+    assert got == reference({"traceEvents": ev}) and b"T [2]" in got and b"T [3]" in got
+    rng = np.random.default_rng(3)
+    th = np.sort(rng.integers(0, 4, 400))
+    t0 = rng.integers(0, 1000, 400)
+    t1 = t0 + rng.integers(0, 50, 400)
+    o = np.lexsort((t0 - t1, t0, th))
+    th, t0, t1 = th[o], t0[o], t1[o]
+    want, lanes, prev = [], [], -1
+    for h, a, b in zip(th.tolist(), t0.tolist(), t1.tolist(), strict=True):
+        if h != prev:
+            lanes, prev = [], h
+        want.append(lane(lanes, a, b))
+    assert lanes_of(th, t0, t1).tolist() == want and max(want) > 0
