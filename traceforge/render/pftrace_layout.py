@@ -35,9 +35,24 @@ def lanes_of(th: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
     over = (th[1:] == th[:-1]) & (t0[1:] < t1[:-1])
     for h in np.unique(th[1:][over]).tolist():
         lo, hi = np.searchsorted(th, h, side="left"), np.searchsorted(th, h, side="right")
-        lanes: list[list[int]] = []
-        out[lo:hi] = [lane(lanes, a, b) for a, b in zip(t0[lo:hi].tolist(), t1[lo:hi].tolist(),
-                                                         strict=True)]
+        out[lo:hi] = _walk(t0[lo:hi].tolist(), t1[lo:hi].tolist())
+    return out
+
+
+def _walk(t0: list[int], t1: list[int]) -> list[int]:
+    """:func:`lane` of each of one thread's slices, lane 0's stack handled inline (most
+    slices nest there)."""
+    top: list[int] = []
+    lanes = [top]
+    out: list[int] = []
+    for a, b in zip(t0, t1, strict=True):
+        while top and top[-1] <= a:
+            top.pop()
+        if not top or b <= top[-1]:
+            top.append(b)
+            out.append(0)
+        else:
+            out.append(lane(lanes, a, b))
     return out
 
 
