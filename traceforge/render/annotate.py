@@ -55,6 +55,13 @@ def _meta(pid: int, tid: int | None, name: str, sort: int) -> list[dict[str, Any
              "args": {"sort_index": sort}}]
 
 
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """``df.to_dict("records")`` (the same values), from column lists."""
+    cols = [str(c) for c in df.columns]
+    return [dict(zip(cols, row, strict=True))
+            for row in zip(*(df[c].tolist() for c in df.columns), strict=True)]
+
+
 def annotation_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
     """The extra Chrome events: idle-gap slices, step windows and instants, top-N kernel
     slices and overlap counters, on their own process named for the rank."""
@@ -63,7 +70,7 @@ def annotation_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
     gaps = ann.gaps
     for cause, tid in CAUSE_TIDS.items():
         ev += _meta(pid, tid, f"idle: {cause}", tid)
-    for g in gaps.to_dict("records"):
+    for g in _records(gaps):
         tid = CAUSE_TIDS.get(str(g["cause"]), CAUSE_TIDS["other"])
         args = {"cause": str(g["cause"]), "gap_us": int(g["dur"]) / 1e3, "device": int(g["device"]),
                 "step": int(g["step"])}
