@@ -52,12 +52,15 @@ class SliceBatch:
                 rest: Sequence[Callable[[], bytes]]) -> bytes:
         """The framed packets of one batch, in order. Per packet: ``code`` 0 a slice
         begin (its name, cat and args the next of ``begins``), 1 a slice end, 2 the next
-        of ``rest``
-        (made when its turn comes, so names are interned in packet order); the slice's
-        number (for its flows) and track; ``ts`` its timestamp's varint (``ts_len`` the
-        lengths)."""
+        of ``rest`` (made when its turn comes, so names are interned in packet order);
+        the slice's number (for its flows) and track; ``ts`` its timestamp's varint
+        (``ts_len`` the lengths)."""
         w = self.w
-        first = w.first
+        # The sequence's first packet is marked cleared (never a slice's in practice:
+        # track descriptors come first); one of ``rest`` marks itself.
+        first = w.first and len(code) > 0 and code[0] != 2
+        if first:
+            w.first = False
         b = np.flatnonzero(code == 0)
         e = np.flatnonzero(code == 1)
         r = np.flatnonzero(code == 2)
@@ -93,10 +96,7 @@ class SliceBatch:
         for j in [j for j, x in enumerate(mids) if x is None]:
             u = int(track[e[j]])
             mids[j] = self.mids[u] = w.end_tail(u) + _FLAGS
-        if first and len(code):
-            # The sequence's first packet is marked cleared (never a slice's in practice:
-            # track descriptors come first).
-            w.first = False
+        if first:
             if code[0] == 0:
                 flags[0] = b"\x68" + varint(NEEDS_INCREMENTAL_STATE | 1)
             elif code[0] == 1:

@@ -343,3 +343,32 @@ def test_partly_overlapping_slices_go_to_lanes_in_order() -> None:
             lanes, prev = [], h
         want.append(lane(lanes, a, b))
     assert lanes_of(th, t0, t1).tolist() == want and max(want) > 0
+
+
+@pytest.mark.parametrize("first", [0, 1, 2])
+def test_a_batch_opening_the_sequence_marks_only_its_first_packet(first: int) -> None:
+    """Whatever the sequence's first packet is (a slice begin, a slice end, another
+    event), only it is marked cleared: the batch's bytes are PacketEncoder's one by one."""
+    from functools import partial
+
+    import numpy as np
+
+    from traceforge.render.pftrace_packets import INSTANT, SLICE_BEGIN, PacketEncoder, varint
+    from traceforge.render.pftrace_slices import SliceBatch
+
+    kinds = [[0, 2, 1], [1, 0, 2], [2, 0, 1]][first]
+    one = PacketEncoder(None)
+    for t, c in enumerate(kinds):
+        if c == 0:
+            one.event(10 + t, 5, SLICE_BEGIN, "a", "c", {"x": 1})
+        elif c == 1:
+            one.end(varint(10 + t), 5)
+        else:
+            one.event(10 + t, 5, INSTANT, "i")
+    w = PacketEncoder(None)
+    got = SliceBatch(w, {}).packets(
+        np.asarray(kinds), np.zeros(3, dtype=np.int64), np.full(3, 5),
+        [varint(10 + t) for t in range(3)], np.ones(3, dtype=np.int64),
+        (["a"], ["c"], [{"x": 1}]),
+        [partial(w.event_packet, 10 + kinds.index(2), 5, INSTANT, "i")])
+    assert got == bytes(one.buf)
