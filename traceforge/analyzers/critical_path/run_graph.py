@@ -32,6 +32,8 @@ class RunGraph:
 
 
 def join_ranks(ranks: list[RankGraph]) -> RunGraph:
+    if len(ranks) == 1:
+        return _one_rank(ranks[0])
     bases = np.array([r.base_ns for r in ranks], dtype=np.int64)
     offset = bases - bases.min() if len(ranks) > 1 else np.zeros(len(ranks), np.int64)
     sizes = np.array([len(r.node_ts) for r in ranks], dtype=np.int64)
@@ -56,6 +58,18 @@ def join_ranks(ranks: list[RankGraph]) -> RunGraph:
     if len(ranks) > 1:
         _collective_edges(run)
     return run
+
+
+def _one_rank(r: RankGraph) -> RunGraph:
+    """One rank's graph as the run's: its arrays themselves (nothing is shifted, and the
+    run never writes into them), not copies: at 10M events they are gigabytes."""
+    def i64(a: np.ndarray) -> np.ndarray:
+        return np.asarray(a, dtype=np.int64)
+
+    n, e = len(r.node_ts), len(r.u)
+    return RunGraph([r], np.zeros(1, np.int64), np.zeros(1, np.int64), i64(r.node_ts),
+                    np.zeros(n, np.int64), i64(r.u), i64(r.v), i64(r.w), r.t, i64(r.ref),
+                    i64(r.ref2), np.zeros(e, np.int64), list(r.notes))
 
 
 def _collective_edges(run: RunGraph) -> None:
