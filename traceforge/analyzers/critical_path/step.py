@@ -208,18 +208,21 @@ def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
             rn = rn[(ts[rn] <= w1s[ri]) & (ts[rn] >= lo) & used[rn]]
             e = rn[[int(np.argmax(ts[rn]))]] if len(rn) else np.array([S_NODE])
         ends.append(e)
-    sel = inside[run.v]
-    u, v, w, t, ref, ref2, erk = (a[sel] for a in (run.u, run.v, run.w, run.t, run.ref,
-                                                   run.ref2, run.erank))
+    sel = np.flatnonzero(inside[run.v])
+    u, v, w = run.u[sel], run.v[sel], run.w[sel]
     before = ~inside[u]
     # Edges from before the window start at the window's start, with what is left of them.
     w = np.where(before, np.maximum(0, ts[u] + w - lo), w)
     u = np.where(before, S_NODE, u)
-    # One edge per node pair, the longest: a DiGraph keeps one.
+    # One edge per node pair, the longest: a DiGraph keeps one. (The other columns are
+    # taken once, for the edges kept: at 10M events each copy is hundreds of MB.)
     order = np.lexsort((w, v, u))
-    u, v, w, t, ref, ref2, erk = (a[order] for a in (u, v, w, t, ref, ref2, erk))
-    last = np.append((u[1:] != u[:-1]) | (v[1:] != v[:-1]), True)[:len(u)]
-    u, v, w, t, ref, ref2, erk = (a[last] for a in (u, v, w, t, ref, ref2, erk))
+    u, v, w = u[order], v[order], w[order]
+    last = np.flatnonzero(np.append((u[1:] != u[:-1]) | (v[1:] != v[:-1]), True)[:len(u)])
+    u, v, w = u[last], v[last], w[last]
+    keep = sel[order[last]]
+    del order
+    t, ref, ref2, erk = (a[keep] for a in (run.t, run.ref, run.ref2, run.erank))
     nodes = np.flatnonzero(inside & used)
     # Nodes nothing leads to (a thread's first range, a kernel whose launch is not in the
     # trace): the window's start leads to them, as idle time.
