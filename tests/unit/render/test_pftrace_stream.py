@@ -241,25 +241,11 @@ def test_dict_slices_every_int_flows_and_names_in_packet_order() -> None:
             assert chrome_to_pftrace(doc) == want
 
 
-@pytest.mark.parametrize("child", ["runs", "fails"])
-def test_ranges_encoded_in_children_equal_one_process(child: str,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """A large trace is cut into one range of packets per core, the ranges after the first
-    encoded in forked children with the names interned before them: the bytes are those
-    of one process (and the oracle's), whether the children run or fail (their ranges
-    then encoded here)."""
-    from tests.support.pftrace_reference import chrome_to_pftrace as reference
+def _children(monkeypatch: pytest.MonkeyPatch, *, fail: bool) -> list[int]:
+    """Forked children that fail (``ForkError``: their part is made here), or that run
+    and are counted (one entry each in the list returned)."""
     from traceforge import forks
-    from traceforge.render import pftrace_chunks
-    from traceforge.render.annotate import annotated_source
 
-    t = tf.load(FIX / "compiled.pt.trace.json.gz")
-    src = annotated_source(t, annotation_data(t))
-    doc = src.document()
-    monkeypatch.setattr(pftrace_chunks, "CHUNK", 97)
-    one = chrome_to_pftrace(src)
-    monkeypatch.setattr(pftrace_chunks, "PARALLEL_PACKETS", 500)
-    monkeypatch.setattr(pftrace_chunks, "cores", lambda: 3)
     started: list[int] = []
 
     class Failing(forks.Child[None]):
@@ -271,7 +257,29 @@ def test_ranges_encoded_in_children_equal_one_process(child: str,
             started.append(1)
             super().__init__(work)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(forks, "Child", Failing if child == "fails" else Counted)
+    monkeypatch.setattr(forks, "Child", Failing if fail else Counted)
+    return started
+
+
+@pytest.mark.parametrize("child", ["runs", "fails"])
+def test_ranges_encoded_in_children_equal_one_process(child: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large trace is cut into one range of packets per core, the ranges after the first
+    encoded in forked children with the names interned before them: the bytes are those
+    of one process (and the oracle's), whether the children run or fail (their ranges
+    then encoded here)."""
+    from tests.support.pftrace_reference import chrome_to_pftrace as reference
+    from traceforge.render import pftrace_chunks
+    from traceforge.render.annotate import annotated_source
+
+    t = tf.load(FIX / "compiled.pt.trace.json.gz")
+    src = annotated_source(t, annotation_data(t))
+    doc = src.document()
+    monkeypatch.setattr(pftrace_chunks, "CHUNK", 97)
+    one = chrome_to_pftrace(src)
+    monkeypatch.setattr(pftrace_chunks, "PARALLEL_PACKETS", 500)
+    monkeypatch.setattr(pftrace_chunks, "cores", lambda: 3)
+    started = _children(monkeypatch, fail=child == "fails")
     assert chrome_to_pftrace(src) == one == reference(doc)
     assert child == "fails" or len(started) == 2
 
@@ -294,18 +302,7 @@ def test_json_events_in_children_equal_one_dumps(child: str, tmp_path: Path,
     monkeypatch.setattr(chrome_json, "BATCH", 97)
     monkeypatch.setattr(chrome_json, "PARALLEL_ROWS", 500)
     monkeypatch.setattr(forks, "cores", lambda: 3)
-    started: list[int] = []
-
-    class Failing(forks.Child[None]):
-        def result(self) -> None:
-            raise forks.ForkError("no")
-
-    class Counted(forks.Child[None]):
-        def __init__(self, work: object) -> None:
-            started.append(1)
-            super().__init__(work)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(forks, "Child", Failing if child == "fails" else Counted)
+    started = _children(monkeypatch, fail=child == "fails")
     assert chrome_json.dumps_chrome(src) == want
     out = tmp_path / "a.json.gz"
     with open(out, "wb") as f:
