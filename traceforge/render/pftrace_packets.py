@@ -159,9 +159,9 @@ class PacketEncoder:
         are looked up in one pass, ints (as JSON text or not) encoded as columns, the
         rest one at a time."""
         n = len(vals)
-        out = np.empty(n, dtype=object)
         if not n:
             return []
+        out = np.empty(n, dtype=object)
         types = np.fromiter(map(type, vals), dtype=object, count=n)
         vs = np.fromiter(vals, dtype=object, count=n)
         ks = np.fromiter(keys, dtype=object, count=n)
@@ -216,7 +216,7 @@ class PacketEncoder:
     def _floats(self, keys: np.ndarray, v: np.ndarray) -> np.ndarray:
         """The annotations of float args (``keys`` an object array, ``v`` float64)."""
         point = np.zeros(len(v), dtype=[("field", "u1"), ("value", "<f8")])
-        point["field"], point["value"] = _DOUBLE_FIELD, v
+        point["field"], point["value"] = _DOUBLE_FIELD[0], v
         blob, w = point.tobytes(), point.dtype.itemsize
         return self._joined(keys, [blob[i:i + w] for i in range(0, len(blob), w)],
                             np.full(len(v), w, dtype=np.int64))
@@ -227,8 +227,7 @@ class PacketEncoder:
         kb: list[Any] = list(map(self.keys.get, keys.tolist()))
         for j in [j for j, x in enumerate(kb) if x is None]:
             kb[j] = self.key(keys[j])
-        kl = np.fromiter(map(len, kb), dtype=np.int64, count=len(kb))
-        head = prefixed(_ANN_TABLE, _ANN, value_len + kl)
+        head = prefixed(_ANN_TABLE, _ANN, value_len + lengths(kb))
         return np.fromiter(map(b"".join, zip(head, value, kb, strict=True)),
                            dtype=object, count=len(kb))
 
@@ -266,7 +265,7 @@ class PacketEncoder:
                      flows: Iterable[int] = (), ends: Iterable[int] = (),
                      value: float | None = None) -> bytes:
         """A TrackEvent packet, framed (its name interned, with the interning in the same
-        packet); ``ts`` in ns, or already its varint (:func:`varints`)."""
+        packet); ``ts`` in ns, or already its varint (:func:`varint_pieces`)."""
         te = bytearray()
         if args:
             for k, v in args.items():
@@ -282,9 +281,9 @@ class PacketEncoder:
         if value is not None:
             te += _VALUE + _DOUBLE(value)
         for f in flows:
-            te += _FLOW + _FIXED(f & U64_MASK)
+            te += FLOW + _FIXED(f & U64_MASK)
         for f in ends:
-            te += _END + _FIXED(f & U64_MASK)
+            te += TERMINATING_FLOW + _FIXED(f & U64_MASK)
         tsb = ts if type(ts) is bytes else _varint(int(ts) & U64_MASK)
         n = len(te)
         body = (b"\x40" + tsb + _SEQ_FIELD + _TRACK_EVENT
@@ -296,10 +295,6 @@ class PacketEncoder:
         te = _TYPE[SLICE_END] + b"\x58" + varint(track)
         return _SEQ_FIELD + _TRACK_EVENT + varint(len(te)) + te
 
-    def end(self, ts: bytes, track: int) -> None:
-        """A SLICE_END packet at ``ts`` (its varint) (what :meth:`event` writes, faster)."""
-        self._packet(b"\x40" + ts + self.end_tail(track), NEEDS_INCREMENTAL_STATE)
-
 
 U64_MASK = 2**64 - 1
 _LIST = object()  # marks a list arg's (key, _LIST, repr) among the encoded args
@@ -308,13 +303,9 @@ _RawJSON = msgspec.Raw
 _DECODE = msgspec.json.decode
 
 
-def varints(ns: np.ndarray) -> list[bytes]:
-    """The varints of int64 values taken mod 2**64 (``_varint(v & U64_MASK)`` of each)."""
-    return varint_pieces(ns)[0]
-
-
 def varint_pieces(ns: np.ndarray) -> tuple[list[bytes], np.ndarray]:
-    """(:func:`varints` of ``ns``, their lengths)."""
+    """The varints of int64 values taken mod 2**64 (``_varint(v & U64_MASK)`` of each),
+    and their lengths."""
     rest = ns.astype(np.uint64)
     zero = np.flatnonzero(rest == 0).tolist()
     m = np.empty((len(rest), 10), dtype=np.uint8)
@@ -331,6 +322,11 @@ def varint_pieces(ns: np.ndarray) -> tuple[list[bytes], np.ndarray]:
     for i in zero:
         out[i] = b"\x00"
     return out, length
+
+
+def lengths(items: list[bytes] | np.ndarray) -> np.ndarray:
+    """``len`` of each item, as int64."""
+    return np.fromiter(map(len, items), dtype=np.int64, count=len(items))
 
 
 def prefixed(table: np.ndarray, prefix: bytes, n: np.ndarray) -> list[bytes]:
@@ -361,30 +357,29 @@ def _bytes(field: int, data: bytes) -> bytes:
 
 
 _SEQ_FIELD = _key(10, 0) + _varint(_SEQ)
-_FLOW, _END = _key(47, 1), _key(48, 1)
+#: TrackEvent.flow_ids and terminating_flow_ids (fixed64) field keys.
+FLOW, TERMINATING_FLOW = _key(47, 1), _key(48, 1)
 _ANN, _TRACK_EVENT, _VALUE = _key(4, 2), _key(11, 2), _key(44, 1)
 _TYPE = {t: _key(9, 0) + _varint(t) for t in range(1, 5)}
 _ANN_TABLE = prefix_table(_ANN)
 #: What precedes a TrackEvent's bytes after a packet's timestamp: the sequence id and the
 #: track_event field's key (its length follows).
 EVENT_HEAD = _SEQ_FIELD + _TRACK_EVENT
+_DOUBLE = struct.Struct("<d").pack
+_DOUBLE_FIELD = b"\x29"  # DebugAnnotation.double_value (5), fixed64
+_FIXED = struct.Struct("<Q").pack
 
 
 def event_type(typ: int) -> bytes:
     """A TrackEvent's ``type`` field."""
     return _TYPE[typ]
-_DOUBLE = struct.Struct("<d").pack
-_DOUBLE_FIELD = 0x29  # DebugAnnotation.double_value (5), fixed64
-_FIXED = struct.Struct("<Q").pack
-FLOW, TERMINATING_FLOW = _FLOW, _END
-fixed64 = _FIXED
 
 
 def int_texts(texts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Which of ``texts`` (JSON texts, an object array) are ints of at most 18 characters,
     and their values (int64): (positions, values), or None where none is."""
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    cand = np.flatnonzero((lengths >= 1) & (lengths <= 18))
+    size = lengths(texts)
+    cand = np.flatnonzero((size >= 1) & (size <= 18))
     if not len(cand):
         return None
     m = np.asarray(texts[cand].tolist(), dtype="S18").view(np.uint8).reshape(len(cand), 18)
@@ -410,13 +405,13 @@ def _annotation(v: Any) -> bytes:
     if t is int and -(2**63) <= v < 2**63:
         return b"\x20" + _varint(v & U64_MASK)
     if t is float:
-        return bytes((_DOUBLE_FIELD,)) + _DOUBLE(v)
+        return _DOUBLE_FIELD + _DOUBLE(v)
     if t is str:
         return _bytes(6, v.encode())
     if isinstance(v, int) and -(2**63) <= v < 2**63:
         return b"\x20" + _varint(v & U64_MASK)
     if isinstance(v, float):
-        return b"\x29" + _DOUBLE(v)
+        return _DOUBLE_FIELD + _DOUBLE(v)
     if isinstance(v, str):
         return _bytes(6, v.encode())
     return _bytes(9, _JSON(v).encode())

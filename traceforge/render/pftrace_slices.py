@@ -22,6 +22,7 @@ from traceforge.render.pftrace_packets import (
     TERMINATING_FLOW,
     PacketEncoder,
     event_type,
+    lengths,
     prefix_table,
     prefixed,
     varint,
@@ -87,9 +88,9 @@ class SliceBatch:
         encs = w.annotations(list(chain.from_iterable(args)),
                              list(chain.from_iterable(map(dict.values, args))))
         # Per slice begin: the args' bytes, then the rest of the track event.
-        upto = np.concatenate([[0], np.cumsum(_lengths(encs))]).astype(np.int64)
+        upto = np.concatenate([[0], np.cumsum(lengths(encs))]).astype(np.int64)
         cut = np.cumsum(counts)
-        te_len = upto[cut] - upto[cut - counts] + _lengths(tails) + _lengths(flows)
+        te_len = upto[cut] - upto[cut - counts] + lengths(tails) + lengths(flows)
         heads = prefixed(_HEAD, EVENT_HEAD, te_len)
         flags = [_FLAGS] * len(b)
         mids: list[Any] = list(map(self.mids.get, track[e].tolist()))
@@ -102,9 +103,9 @@ class SliceBatch:
             elif code[0] == 1:
                 mids[0] = w.end_tail(int(track[0])) + b"\x68" + varint(
                     NEEDS_INCREMENTAL_STATE | 1)
-        pkt_b = (1 + ts_len[b] + _lengths(heads) + te_len + _lengths(interned)
-                 + _lengths(flags))
-        pkt_e = 1 + ts_len[e] + _lengths(mids)
+        pkt_b = (1 + ts_len[b] + lengths(heads) + te_len + lengths(interned)
+                 + lengths(flags))
+        pkt_e = 1 + ts_len[e] + lengths(mids)
 
         # Lay the pieces out: packet k's fixed slots around its args.
         nargs = np.zeros(len(code), dtype=np.int64)
@@ -159,10 +160,6 @@ def flow_fields(slice_no: np.ndarray, fid: np.ndarray, end: np.ndarray) -> dict[
     hi = (np.concatenate([cut, [len(slice_no)]]) * width).tolist()
     return dict(zip(slice_no[np.concatenate([[0], cut])].tolist(),
                     [whole[a:b] for a, b in zip(lo, hi, strict=True)], strict=True))
-
-
-def _lengths(items: list[bytes]) -> np.ndarray:
-    return np.fromiter(map(len, items), dtype=np.int64, count=len(items))
 
 
 def objects(items: list[Any]) -> np.ndarray:

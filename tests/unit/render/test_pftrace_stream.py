@@ -350,7 +350,13 @@ def test_a_batch_opening_the_sequence_marks_only_its_first_packet(first: int) ->
 
     import numpy as np
 
-    from traceforge.render.pftrace_packets import INSTANT, SLICE_BEGIN, PacketEncoder, varint
+    from traceforge.render.pftrace_packets import (
+        INSTANT,
+        SLICE_BEGIN,
+        SLICE_END,
+        PacketEncoder,
+        varint,
+    )
     from traceforge.render.pftrace_slices import SliceBatch
 
     kinds = [[0, 2, 1], [1, 0, 2], [2, 0, 1]][first]
@@ -359,7 +365,7 @@ def test_a_batch_opening_the_sequence_marks_only_its_first_packet(first: int) ->
         if c == 0:
             one.event(10 + t, 5, SLICE_BEGIN, "a", "c", {"x": 1})
         elif c == 1:
-            one.end(varint(10 + t), 5)
+            one.event(10 + t, 5, SLICE_END)
         else:
             one.event(10 + t, 5, INSTANT, "i")
     w = PacketEncoder(None)
