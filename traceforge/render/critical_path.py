@@ -97,8 +97,7 @@ def merged_pieces(seg: pd.DataFrame) -> pd.DataFrame:
     heavy = order[np.r_[0, np.flatnonzero(np.diff(run[order])) + 1]]
     out: pd.DataFrame = s.iloc[first].reset_index(drop=True)
     for col in ("name", "category", "row"):
-        out[col] = s[col].take(heavy).to_numpy() if col == "row" else \
-            s[col].take(heavy).reset_index(drop=True)
+        out[col] = s[col].take(heavy).array  # (categoricals stay categorical)
     out["dur"] = ts[last] + dur[last] - ts[first]
     out["last_order"] = s["order"].to_numpy()[last]
     out["pieces"] = last - first + 1
