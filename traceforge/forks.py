@@ -252,6 +252,15 @@ def forked_map(work: Callable[[int], T], n: int) -> list[T]:
             k.close()
 
 
+def part_cuts(n: int, least: int, align: int) -> list[int]:
+    """Where to cut ``n`` items into one part per core for :func:`write_in_order`: the
+    parts' bounds (``[0, ..., n]``), each a multiple of ``align`` but the last; one part
+    (``[0, n]``) where a part would hold fewer than ``least`` items or this process may
+    not fork."""
+    parts = max(1, min(cores(), n // least)) if can_fork() else 1
+    return [min(n, round(k * n / parts / align) * align) for k in range(parts)] + [n]
+
+
 def write_in_order(parts: int, here: Callable[[int], None],
                    child: Callable[[int, BinaryIO], None],
                    copy: Callable[[bytes], Any], piece: int = 8 << 20) -> None:

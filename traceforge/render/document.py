@@ -113,7 +113,7 @@ def _stream_events(doc: Source, put: Callable[[bytes], Any]) -> None:
     import numpy as np
     import orjson
 
-    from traceforge.forks import can_fork, cores, write_in_order
+    from traceforge.forks import part_cuts, write_in_order
 
     opt = orjson.OPT_SERIALIZE_NUMPY
 
@@ -127,10 +127,8 @@ def _stream_events(doc: Source, put: Callable[[bytes], Any]) -> None:
         with open(f.fileno(), "wb", closefd=False) as out:
             rows(cuts[k], cuts[k + 1], out.write)
 
-    n = doc.n
-    parts = max(1, min(cores(), n // PARALLEL_ROWS)) if can_fork() else 1
-    cuts = [min(n, round(k * n / parts / BATCH) * BATCH) for k in range(parts)] + [n]
-    write_in_order(parts, lambda k: rows(cuts[k], cuts[k + 1], put), child, put)
+    cuts = part_cuts(doc.n, PARALLEL_ROWS, BATCH)
+    write_in_order(len(cuts) - 1, lambda k: rows(cuts[k], cuts[k + 1], put), child, put)
     for a in range(0, len(doc.extra), BATCH):
         if doc.extra[a:a + BATCH]:
             put(b"," + orjson.dumps(doc.extra[a:a + BATCH], option=opt)[1:-1])

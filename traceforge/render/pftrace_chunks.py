@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, Protocol
 import msgspec
 import numpy as np
 
-from traceforge.forks import can_fork, cores, write_in_order
+from traceforge.forks import part_cuts, write_in_order
 from traceforge.render.pftrace_packets import U64_MASK, PacketEncoder, varint_pieces
 from traceforge.render.pftrace_slices import SliceBatch, objects
 
@@ -75,9 +75,8 @@ class Packets:
     def write(self, w: PacketEncoder) -> None:
         """Encode every packet into ``w`` (whose sink gets them in order), the ranges after
         the first in forked children where the trace is large enough."""
-        n = len(self.code)
-        parts = max(1, min(cores(), n // PARALLEL_PACKETS)) if can_fork() else 1
-        cuts = [min(n, round(k * n / parts / CHUNK) * CHUNK) for k in range(parts)] + [n]
+        cuts = part_cuts(len(self.code), PARALLEL_PACKETS, CHUNK)
+        parts = len(cuts) - 1
         if parts > 1:
             self._interning()
         batch = SliceBatch(w, self.flows_at)

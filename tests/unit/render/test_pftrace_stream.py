@@ -269,6 +269,7 @@ def test_ranges_encoded_in_children_equal_one_process(child: str,
     of one process (and the oracle's), whether the children run or fail (their ranges
     then encoded here)."""
     from tests.support.pftrace_reference import chrome_to_pftrace as reference
+    from traceforge import forks
     from traceforge.render import pftrace_chunks
     from traceforge.render.annotate import annotated_source
 
@@ -278,7 +279,7 @@ def test_ranges_encoded_in_children_equal_one_process(child: str,
     monkeypatch.setattr(pftrace_chunks, "CHUNK", 97)
     one = chrome_to_pftrace(src)
     monkeypatch.setattr(pftrace_chunks, "PARALLEL_PACKETS", 500)
-    monkeypatch.setattr(pftrace_chunks, "cores", lambda: 3)
+    monkeypatch.setattr(forks, "cores", lambda: 3)
     started = _children(monkeypatch, fail=child == "fails")
     assert chrome_to_pftrace(src) == one == reference(doc)
     assert child == "fails" or len(started) == 2
