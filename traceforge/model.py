@@ -182,6 +182,20 @@ def coded(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(cat.codes.to_numpy(), dtype=np.int64), labels  # -1 indexes the ""
 
 
+def distinct(a: Any) -> np.ndarray:
+    """The sorted distinct values of an array, as ``np.unique(a)``. numpy 2.3+ finds them
+    with a hash table, ~15x slower than a sort on 10M int64 (numpy#31969: 10.9 s against
+    0.7 s here); floats keep ``np.unique`` (its NaNs are one value)."""
+    v = np.asarray(a).ravel()
+    if v.dtype.kind in "fc" or len(v) < 2:
+        return np.unique(v)
+    v = np.sort(v)
+    keep = np.empty(len(v), dtype=bool)
+    keep[0] = True
+    np.not_equal(v[1:], v[:-1], out=keep[1:])
+    return v[keep]
+
+
 def pair_codes(a: np.ndarray, b: np.ndarray, qa: np.ndarray | None = None,
                qb: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One int per distinct ``(a, b)`` pair, numbered by first appearance, and the code of

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.formats.kineto_schema import Doc, int_or
-from traceforge.model import KINDS, Device, TraceMeta
+from traceforge.model import KINDS, Device, TraceMeta, distinct
 
 FORMAT = "kineto"
 
@@ -35,7 +35,7 @@ def content_notes(cats: pd.Categorical, kind_codes: np.ndarray) -> tuple[str, ..
     gpu = [KINDS.index(k) for k in ("kernel", "memcpy", "memset")]
     if not np.isin(kind_codes, gpu).any():
         notes.append("CPU-only trace: no GPU kernels, copies or memsets recorded")
-    used = {str(c) for c in cats.categories[np.unique(cats.codes[cats.codes >= 0])]}
+    used = {str(c) for c in cats.categories[distinct(cats.codes[cats.codes >= 0])]}
     # MTIA (Meta's accelerator) activity has its own Kineto categories; traceforge has no
     # kernel model for it yet, so it stays visible as kind "other" rather than vanishing.
     mtia = sorted(c for c in used if c.startswith("mtia"))

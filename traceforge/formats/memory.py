@@ -34,7 +34,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from traceforge.model import MEMORY_COLUMNS, Trace, empty_frame
+from traceforge.model import MEMORY_COLUMNS, Trace, distinct, empty_frame
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -165,7 +165,7 @@ def nsys(path: Path, trace: Trace) -> pd.DataFrame:
         kind = pd.to_numeric(df["memKind"], errors="coerce").fillna(-1).to_numpy(np.int64)
         other = kind != NSYS_DEVICE_KIND
         alloc = df["memoryOperationType"].to_numpy() != 1
-        for k in np.unique(kind[other & alloc]).tolist():
+        for k in distinct(kind[other & alloc]).tolist():
             sel = other & alloc & (kind == k)
             b = int(pd.to_numeric(df["bytes"][sel], errors="coerce").fillna(0).abs().sum())
             notes.append(f"{int(sel.sum())} allocation(s) of {NSYS_MEM_KINDS.get(k, f'kind {k}')}"

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from traceforge.model import distinct
+
 
 def ns(us: Any) -> int:
     """Chrome microseconds -> whole ns."""
@@ -33,7 +35,7 @@ def lanes_of(th: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
     starts once every earlier one has ended); the others are walked a slice at a time."""
     out = np.zeros(len(th), dtype=np.int64)
     over = (th[1:] == th[:-1]) & (t0[1:] < t1[:-1])
-    for h in np.unique(th[1:][over]).tolist():
+    for h in distinct(th[1:][over]).tolist():
         lo, hi = np.searchsorted(th, h, side="left"), np.searchsorted(th, h, side="right")
         out[lo:hi] = _walk(t0[lo:hi].tolist(), t1[lo:hi].tolist())
     return out
@@ -73,7 +75,7 @@ def bind_flows(th: np.ndarray, start: np.ndarray, stop: np.ndarray,
     fth = np.asarray([keys.get((f.get("pid"), f.get("tid")), -1) for f in flows], np.int64)
     fts = np.asarray([ns(f["ts"]) for f in flows], dtype=np.int64)
     at = np.full(len(flows), -1, dtype=np.int64)
-    for h in np.unique(fth[fth >= 0]).tolist():
+    for h in distinct(fth[fth >= 0]).tolist():
         m = fth == h
         at[m] = lo[h] + np.searchsorted(t_s[lo[h]:hi[h]], fts[m], side="right") - 1
     # Walk back to the innermost slice that still contains ts (bp "e": enclosing), all

@@ -17,7 +17,7 @@ from traceforge.analyzers.timeline.core import timeline
 from traceforge.analyzers.timing.idle import idle_gaps
 from traceforge.analyzers.timing.kernels import top_kernels
 from traceforge.errors import TraceforgeError
-from traceforge.model import Trace
+from traceforge.model import Trace, distinct
 
 #: Counter columns of a measured join's ``per_launch`` put on kernel args (as ``ncu_<col>``).
 COUNTER_ARGS = ("launch", "duration_ns", "dram_bytes", "flop", "sm_pct", "dram_pct",
@@ -81,7 +81,7 @@ def overlap_series(trace: Trace) -> pd.DataFrame:
     both, alone = iv.intersect(s.comm, s.compute), iv.difference(s.comm, s.compute)
     tb, vb = _indicator(both)
     ta, va = _indicator(alone)
-    t = np.unique(np.concatenate(([0], tb, ta)))
+    t = distinct(np.concatenate(([0], tb, ta)))
 
     # The value of an indicator at time x is the value of its last change at or before x.
     def at(times: np.ndarray, vals: np.ndarray) -> np.ndarray:

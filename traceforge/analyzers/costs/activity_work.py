@@ -27,7 +27,7 @@ from traceforge.analyzers.costs.operands import DTYPES, Work, unknown
 from traceforge.analyzers.costs.replays import COMPILED, REPLAY, match_replays
 from traceforge.analyzers.timeline.core import timeline as shared_timeline
 from traceforge.errors import AnalysisError
-from traceforge.model import Trace
+from traceforge.model import Trace, distinct
 
 
 def timeline(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -125,7 +125,7 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
     cls = acts["cls"].to_numpy()
     dur = acts["dur"].to_numpy().astype(float)
     if is_k.any():
-        rows = np.unique(op_row[is_k & (op_row >= 0)])
+        rows = distinct(op_row[is_k & (op_row >= 0)])
         calls = op_calls(trace, rows)
         ld = _list_dtype(calls.args, calls.counts)
         per_call = [op_work(nm, a, list_dtype=ld)

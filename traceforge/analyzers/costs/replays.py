@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from traceforge.model import Trace
+from traceforge.model import Trace, distinct
 
 #: Why a replayed kernel has no work (shown in every roofline output).
 REPLAY = "work unknown: graph replay, no shapes recorded"
@@ -140,7 +140,7 @@ def flops_from(k: pd.DataFrame, eager: pd.DataFrame, label: str,
     flops = out["flops"].to_numpy().copy()
     why = reason.copy()
     short = 0
-    for s in np.unique(step[cand]):
+    for s in distinct(step[cand]):
         at = cand & (step == s)
         target = mean - float(own.get(int(s), 0.0))
         if target <= 0:

@@ -24,7 +24,7 @@ from traceforge.analyzers.critical_path.sync import (
 )
 from traceforge.analyzers.timeline import steps as st
 from traceforge.analyzers.timeline.stacks import innermost
-from traceforge.model import Trace, name_mask, pair_codes
+from traceforge.model import Trace, distinct, name_mask, pair_codes
 
 HOST_KINDS = ("cpu_op", "runtime", "driver", "user_annotation", "python")
 
@@ -64,7 +64,7 @@ def _merge_backward(code: np.ndarray, pid: np.ndarray, tid: np.ndarray,
     if not np.any(autograd):
         return code
     out = code.copy()
-    for p in np.unique(pid[autograd]):
+    for p in distinct(pid[autograd]):
         in_p = pid == p
         if np.any(in_p & (tid == p)):
             main_tid = int(p)

@@ -25,7 +25,7 @@ from traceforge.analyzers.profiling.notes import step_notes
 from traceforge.analyzers.timeline.core import timeline
 from traceforge.analyzers.timing.breakdown import rank_of
 from traceforge.errors import AnalysisError
-from traceforge.model import Trace
+from traceforge.model import Trace, distinct
 
 
 @dataclass(eq=False)
@@ -233,7 +233,7 @@ def _whole_graph(trace: Trace) -> RankGraph:
     waited = chain.span & np.isin(chain.u // 2, tail.index.to_numpy())
     chain.w[waited] = tail.reindex(chain.u[waited] // 2).to_numpy()
     other = np.concatenate([*ed.u, *ed.v]) if ed.u else np.zeros(0, np.int64)
-    anchors = np.unique(np.concatenate([other, chain.u[chain.span], chain.v[chain.span]]))
+    anchors = distinct(np.concatenate([other, chain.u[chain.span], chain.v[chain.span]]))
     contract(chain, anchors, ed)
     u, v, w, t, ref, ref2 = ed.arrays()
     ev = trace.events

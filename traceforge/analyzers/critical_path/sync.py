@@ -17,7 +17,7 @@ import pandas as pd
 from traceforge.analyzers.critical_path.edges import EVENT, SYNC_WAIT, Edges
 from traceforge.analyzers.critical_path.streams import last_on_streams
 from traceforge.analyzers.timeline.activity import BLOCKING_SYNC_APIS
-from traceforge.model import Trace
+from traceforge.model import Trace, distinct
 
 DEVICE_SYNC = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize"})
 STREAM_SYNC = frozenset({"cudaStreamSynchronize", "cuStreamSynchronize",
@@ -72,7 +72,7 @@ def bind(cands: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
     binding = np.zeros(len(act), dtype=bool)
     binding[order[last]] = True
     w = np.where(binding, ts[act] - at, 0)
-    for code in np.unique(typ):
+    for code in distinct(typ):
         m = typ == code
         ed.add(src[m], a_start[act[m]], w[m], int(code), ref[m])
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from traceforge.model import distinct
+
 
 def innermost(
     tid: np.ndarray, start: np.ndarray, end: np.ndarray, q_tid: np.ndarray, q_t: np.ndarray
@@ -129,6 +131,6 @@ def _ranked(
     start: np.ndarray, end: np.ndarray, q_t: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The times replaced by their ranks among all of them: the same order, a short axis."""
-    axis = np.unique(np.concatenate((start, end, q_t)))
+    axis = distinct(np.concatenate((start, end, q_t)))
     return (np.searchsorted(axis, start), np.searchsorted(axis, end),
             np.searchsorted(axis, q_t))

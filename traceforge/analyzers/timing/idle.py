@@ -34,7 +34,7 @@ from traceforge.analyzers.timeline.core import Timeline, timeline
 from traceforge.analyzers.timeline.stacks import innermost
 from traceforge.analyzers.timeline.steps import window_index
 from traceforge.analyzers.timing.launch import next_start
-from traceforge.model import Tables, Trace, coded, name_mask
+from traceforge.model import Tables, Trace, coded, distinct, name_mask
 
 CAUSES: tuple[str, ...] = ("graph_internal", "host_bound", "launch_latency", "sync", "other")
 
@@ -210,7 +210,7 @@ def _level_gaps(tl: Timeline, win: pd.DataFrame, host: _HostView, dev: int, stre
     if len(holes) == 0:
         return cast("pd.DataFrame", pd.DataFrame({c: [] for c in _LEAN_COLUMNS}))
     # A hole spanning two windows is two gaps, one per step.
-    bounds = np.unique(np.concatenate([win["ts"].to_numpy(), win["end"].to_numpy()]))
+    bounds = distinct(np.concatenate([win["ts"].to_numpy(), win["end"].to_numpy()]))
     holes = iv.split_at(holes, bounds)
     lo, hi = holes[:, 0], holes[:, 1]
     k = window_index(win, lo)

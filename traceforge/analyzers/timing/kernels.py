@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.names.kernel_names import classify, display_names
-from traceforge.model import Trace
+from traceforge.model import Trace, distinct
 
 #: Columns of :func:`top_kernels`, in order (``full_name`` only when grouping by name).
 TOP_KERNEL_COLUMNS = (
@@ -34,7 +34,7 @@ def kernel_table(trace: Trace, *, include_memory: bool = False) -> pd.DataFrame:
         cats = names_s.cat.categories
     else:
         codes, cats = pd.factorize(names_s.astype(str))
-    used = np.unique(codes[codes >= 0])
+    used = distinct(codes[codes >= 0])
     labels = np.empty(len(cats) + 1, dtype=object)  # the last slot: missing name (code -1)
     short_c, cls_c, fam_c = (np.empty(len(cats) + 1, dtype=object) for _ in range(3))
     for c in [*used.tolist(), -1]:

@@ -30,7 +30,7 @@ import pandas as pd
 from traceforge.analyzers.timeline import intervals as iv
 from traceforge.analyzers.timeline.core import Timeline, timeline
 from traceforge.analyzers.timeline.steps import window_index
-from traceforge.model import Tables, Trace
+from traceforge.model import Tables, Trace, distinct
 
 #: Columns of :attr:`LaunchReport.steps`.
 STEP_COLUMNS = (
@@ -207,7 +207,7 @@ def host_wait_holes(tl: Timeline, device: int, windows: np.ndarray
         return iv.EMPTY, np.zeros(0, dtype=bool)
     holes = iv.gaps(tl.busy(device), int(windows[0, 0]), int(windows[-1, 1]))
     holes = iv.difference(iv.intersect(holes, windows), tl.unrecorded(device))
-    holes = iv.split_at(holes, np.unique(windows.ravel()))
+    holes = iv.split_at(holes, distinct(windows.ravel()))
     if len(holes) == 0:
         return holes, np.zeros(0, dtype=bool)
     a = tl.activity[tl.activity["device"].to_numpy() == device]

@@ -1,5 +1,5 @@
-"""The innermost-range lookup and the pair codes the timeline uses, each against a
-brute-force oracle on random nested ranges (hypothesis)."""
+"""The innermost-range lookup, the pair codes and the distinct values the timeline uses,
+each against a brute-force oracle or numpy on random inputs (hypothesis)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from traceforge.analyzers.timeline.stacks import innermost
-from traceforge.model import pair_codes
+from traceforge.model import distinct, pair_codes
 
 
 def _laminar(cands: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -125,3 +125,32 @@ def test_innermost_with_wild_timestamps(threads: list[list[tuple[int, int]]],
     q_t = np.array([t + off for _, t, off in queries], dtype=np.int64)
     np.testing.assert_array_equal(innermost(tid, s, e, q_tid, q_t),
                                   _oracle(tid, s, e, q_tid, q_t))
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=hs.lists(hs.integers(-(2**63), 2**63 - 1), max_size=40),
+       narrow=hs.booleans())
+def test_distinct_is_np_unique(values: list[int], narrow: bool) -> None:
+    """``distinct`` (a sort, for numpy 2.3+'s slow hash table) = ``np.unique``: ints of
+    every size, int8, empty, one value, repeats; the same dtype back."""
+    a = np.array(values, dtype=np.int64)
+    if narrow:
+        a = (a % 100).astype(np.int8)
+    got = distinct(a)
+    np.testing.assert_array_equal(got, np.unique(a))
+    assert got.dtype == a.dtype
+
+
+def test_distinct_other_kinds() -> None:
+    """Strings (object), 2-D input (flattened), bools, and floats (NaNs one value, as
+    ``np.unique`` has them) give ``np.unique``'s answer; the input is not changed."""
+    names = np.array(["b", "a", "b", "c", "a"], dtype=object)
+    np.testing.assert_array_equal(distinct(names), np.unique(names))
+    grid = np.array([[3, 1], [1, 2]])
+    np.testing.assert_array_equal(distinct(grid), [1, 2, 3])
+    assert grid.tolist() == [[3, 1], [1, 2]]
+    np.testing.assert_array_equal(distinct(np.array([True, False, True])), [False, True])
+    f = np.array([2.0, np.nan, 1.0, np.nan])
+    np.testing.assert_array_equal(distinct(f), np.unique(f))
+    assert len(distinct(f)) == 3
+    assert distinct(np.zeros(0, dtype=np.int64)).tolist() == []
