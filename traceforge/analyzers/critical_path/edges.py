@@ -38,8 +38,13 @@ class Edges:
         self.ref2.append(np.broadcast_to(np.asarray(ref2, dtype=np.int64), u.shape))
 
     def arrays(self) -> tuple[np.ndarray, ...]:
+        """u, v, w, t, ref, ref2 as one array each; the lists are emptied as each is
+        joined (a rank's edges are tens of millions at 10M events: never held twice)."""
         if not self.u:
             z = np.zeros(0, dtype=np.int64)
             return z, z, z, z.astype(np.int8), z, z
-        return (np.concatenate(self.u), np.concatenate(self.v), np.concatenate(self.w),
-                np.concatenate(self.t), np.concatenate(self.ref), np.concatenate(self.ref2))
+        out = []
+        for parts in (self.u, self.v, self.w, self.t, self.ref, self.ref2):
+            out.append(np.concatenate(parts))
+            parts.clear()
+        return tuple(out)

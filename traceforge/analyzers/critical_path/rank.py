@@ -182,12 +182,27 @@ def _whole_graph(trace: Trace) -> RankGraph:
     # Outlier steps and profiler overhead (the CPU side of the path is host time).
     notes: list[str] = step_notes(trace)
     h = host_table(trace, acts, notes)
-    nh, na = len(h), len(acts)
     node_ts = np.concatenate([np.column_stack([h["ts"], h["end"]]).ravel(),
                               np.column_stack([acts["ts"], acts["end"]]).ravel()]
                              ).astype(np.int64)
-    ed = Edges()
     chain, kept = host_chain(h)
+    # The edges' build in its own frame: its intermediates (candidates, the stream table,
+    # anchors: several arrays of the activities' size each) are gone before the labels.
+    u, v, w, t, ref, ref2 = _edges(trace, h, acts, chain, kept, notes).arrays()
+    ev = trace.events
+    act_pid = ev["pid"].to_numpy()[ev.index.get_indexer(pd.Index(acts["row"].to_numpy()))]
+    return RankGraph(rank, trace.meta.path, int(trace.meta.base_ns), tl.step_source, windows,
+                     comm_kernels(trace, acts, 0), _labels(h, HOST_LABELS),
+                     _labels(acts, ACT_LABELS), node_ts, u, v, w, t, ref, ref2, notes,
+                     act_pid, chain)
+
+
+def _edges(trace: Trace, h: pd.DataFrame, acts: pd.DataFrame, chain: Chain,
+           kept: np.ndarray, notes: list[str]) -> Edges:
+    """Every edge of the rank's graph but the host chain's (``chain``'s blocking spans
+    get their waited tail as weight here)."""
+    nh, na = len(h), len(acts)
+    ed = Edges()
     j = np.arange(na, dtype=np.int64)
     a_start, a_end = 2 * nh + 2 * j, 2 * nh + 2 * j + 1
     ts, end = acts["ts"].to_numpy(), acts["end"].to_numpy()
@@ -235,10 +250,4 @@ def _whole_graph(trace: Trace) -> RankGraph:
     other = np.concatenate([*ed.u, *ed.v]) if ed.u else np.zeros(0, np.int64)
     anchors = distinct(np.concatenate([other, chain.u[chain.span], chain.v[chain.span]]))
     contract(chain, anchors, ed)
-    u, v, w, t, ref, ref2 = ed.arrays()
-    ev = trace.events
-    act_pid = ev["pid"].to_numpy()[ev.index.get_indexer(pd.Index(acts["row"].to_numpy()))]
-    return RankGraph(rank, trace.meta.path, int(trace.meta.base_ns), tl.step_source, windows,
-                     comm_kernels(trace, acts, 0), _labels(h, HOST_LABELS),
-                     _labels(acts, ACT_LABELS), node_ts, u, v, w, t, ref, ref2, notes,
-                     act_pid, chain)
+    return ed

@@ -75,12 +75,26 @@ class Pieces:
     tid: np.ndarray
 
 
+#: Path edges labelled at a time: a batch's work arrays are some 40 of its length each,
+#: so a 10M-edge path is labelled in bounded memory (the pieces it ends as are all kept).
+BATCH = 1 << 20
+
+
 def path_pieces(run: RunGraph, lab: Labels, sp: StepGraph, path: Sequence[int] | np.ndarray,
                 ri_end: int) -> Pieces:
     """The path's edges as named pieces of time, from rank ``ri_end``'s window start."""
     e = edge_index(sp, path)
     e = e[e >= 0]
     e = e[sp.w[e] > 0]
+    parts = [_merged(_labelled(run, lab, sp, e[i:i + BATCH], ri_end), lab)
+             for i in range(0, max(len(e), 1), BATCH)]
+    return Pieces(sp.step, run.ranks[ri_end].rank, *_joined(parts, lab))
+
+
+def _labelled(run: RunGraph, lab: Labels, sp: StepGraph, e: np.ndarray, ri_end: int
+              ) -> list[np.ndarray]:
+    """Path edges ``e`` (in path order) as pieces: rank, kind, name, category, ts, dur,
+    row, pid, tid."""
     v, w, t, ref, erk = _expand(run, sp, e)
     vt = np.where(v >= 0, run.node_ts[np.clip(v, 0, None)], sp.w1[np.clip(-2 - v, 0, None)])
     # What lies before this rank's window start belongs to its previous step.
@@ -155,20 +169,54 @@ def path_pieces(run: RunGraph, lab: Labels, sp: StepGraph, path: Sequence[int] |
             la = np.clip(ref[lk], 0, na - 1)
             pid[lk] = lb.a_lpid[la]
             tid[lk] = lb.a_ltid[la]
-    cols = [rank, kind, name, cat, ts, w, row, pid, tid]
-    # Consecutive pieces of one thing (a parent op around its children's gaps) are one.
-    if n > 1:
-        same = np.ones(n, dtype=bool)
-        same[0] = False
-        for c in (rank, row, pid, tid):
-            same[1:] &= c[1:] == c[:-1]
-        for c in (kind, name, cat):
-            same[1:] &= (c[1:] == c[:-1]) & ~lab.never_equal[c[1:]]
-        same[1:] &= ts[1:] == (ts + w)[:-1]
-        first = np.flatnonzero(~same)
-        dur = np.add.reduceat(w, first)
-        cols = [c[first] for c in cols[:5]] + [dur] + [c[first] for c in cols[6:]]
-    return Pieces(sp.step, run.ranks[ri_end].rank, *cols)
+    return [rank, kind, name, cat, ts, w, row, pid, tid]
+
+
+def _merged(cols: list[np.ndarray], lab: Labels) -> list[np.ndarray]:
+    """Consecutive pieces of one thing (a parent op around its children's gaps) as one."""
+    rank, kind, name, cat, ts, w, row, pid, tid = cols
+    n = len(ts)
+    if n < 2:
+        return cols
+    same = np.ones(n, dtype=bool)
+    same[0] = False
+    for c in (rank, row, pid, tid):
+        same[1:] &= c[1:] == c[:-1]
+    for c in (kind, name, cat):
+        same[1:] &= (c[1:] == c[:-1]) & ~lab.never_equal[c[1:]]
+    same[1:] &= ts[1:] == (ts + w)[:-1]
+    first = np.flatnonzero(~same)
+    dur = np.add.reduceat(w, first)
+    return [c[first] for c in cols[:5]] + [dur] + [c[first] for c in cols[6:]]
+
+
+def _joined(parts: list[list[np.ndarray]], lab: Labels) -> list[np.ndarray]:
+    """Batches of merged pieces as one, merged across the batches' seams as within them:
+    a batch's first piece that continues the last piece before it is added to it."""
+    last: list[np.ndarray] | None = None
+    for k, p in enumerate(parts):
+        if not len(p[4]):
+            continue
+        if last is not None and _continues(last, p, lab):
+            last[5][-1] += p[5][0]
+            parts[k] = p = [c[1:] for c in p]
+        if len(p[4]):
+            last = p
+    out = []
+    for i in range(len(parts[0])):  # a column at a time: never two copies of all of them
+        out.append(np.concatenate([p[i] for p in parts]))
+        for p in parts:
+            p[i] = p[i][:0]
+    return out
+
+
+def _continues(a: list[np.ndarray], b: list[np.ndarray], lab: Labels) -> bool:
+    """Whether ``b``'s first piece continues ``a``'s last (:func:`_merged`'s rule)."""
+    ends = [int(c[-1]) for c in a]
+    starts = [int(c[0]) for c in b]
+    return (all(ends[i] == starts[i] for i in (0, 6, 7, 8))
+            and all(ends[i] == starts[i] and not lab.never_equal[starts[i]] for i in (1, 2, 3))
+            and starts[4] == ends[4] + ends[5])
 
 
 def pieces_frame(p: Pieces, lab: Labels) -> pd.DataFrame:

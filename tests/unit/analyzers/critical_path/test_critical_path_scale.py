@@ -13,6 +13,7 @@ import pytest
 import traceforge as tf
 from tests.conftest import FIXTURES
 from traceforge.analyzers.critical_path import critical_path
+from traceforge.analyzers.critical_path import segments as seg_mod
 from traceforge.analyzers.critical_path import step_paths as sp_mod
 from traceforge.forks import ForkError, can_fork, forked_map
 
@@ -69,6 +70,54 @@ def test_failed_worker_done_here(eager: tf.Trace, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(sp_mod, "can_fork", lambda: True)
     monkeypatch.setattr(sp_mod, "forked_map", broken)
     _same(here, critical_path(eager))
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 7])
+def test_path_labelled_in_batches_equals_one_batch(eager: tf.Trace, batch: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A path labelled a few edges at a time (bounded memory at 10M edges) has the same
+    pieces as in one batch (the seams: next test)."""
+    one = critical_path(eager)
+    joins = []
+    real = seg_mod._continues
+
+    def spy(a, b, lab):  # type: ignore[no-untyped-def]
+        joins.append(real(a, b, lab))
+        return joins[-1]
+
+    monkeypatch.setattr(seg_mod, "BATCH", batch)
+    monkeypatch.setattr(seg_mod, "_continues", spy)
+    _same(one, critical_path(eager))
+    assert joins  # seams were looked at
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pieces_joined_across_seams_as_within(seed: int) -> None:
+    """Pieces merged batch by batch and joined at the seams = merged in one go, on random
+    pieces where many continue the one before (same labels, touching) and some labels
+    are missing values (never equal): seams inside runs, batches of one piece, a run
+    over several whole batches."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    lab: Any = type("Lab", (), {"never_equal": np.array([False, False, True])})()
+    labels = [rng.integers(0, 2, n) for _ in range(4)]  # rank, row, pid, tid
+    codes = [rng.choice([0, 1, 2], n, p=[0.6, 0.3, 0.1]) for _ in range(3)]
+    for c in (*labels, *codes):
+        c[1:] = np.where(rng.random(n - 1) < 0.9, c[:-1], c[1:])  # long runs
+    w = rng.integers(1, 5, n)
+    gap = np.where(rng.random(n) < 0.7, 0, 1)
+    ts = np.cumsum(np.concatenate([[0], (w + gap)[:-1]]))
+    cols = [labels[0], *codes, ts, w, labels[1], labels[2], labels[3]]
+    cols = [np.asarray(c, dtype=np.int64) for c in cols]
+    whole = seg_mod._merged([c.copy() for c in cols], lab)
+    cuts = np.sort(rng.choice(np.arange(1, n), size=int(rng.integers(0, n)),
+                              replace=False)) if n > 1 else np.zeros(0, dtype=np.int64)
+    bounds = [0, *cuts.tolist(), n]
+    parts = [seg_mod._merged([c[a:b].copy() for c in cols], lab)
+             for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    got = seg_mod._joined(parts, lab)
+    for x, y in zip(got, whole, strict=True):
+        np.testing.assert_array_equal(x, y)
 
 
 def test_summed_tables_equal_pandas_groupbys(eager: tf.Trace) -> None:
