@@ -170,18 +170,19 @@ def host_chain(h: pd.DataFrame) -> tuple[Chain, np.ndarray]:
     return Chain(u, v, w, ref, span), kept_start
 
 
-def contract(ch: Chain, anchors: np.ndarray, ed: Edges) -> None:
+def contract(ch: Chain, anchor: np.ndarray, ed: Edges) -> None:
     """Host edges: the chain pieces, with runs between boundaries that nothing else
     connects to (most op boundaries) merged into one edge; ``ref``/``ref2`` give the run
     of pieces, which label the path's time. The longest path is unchanged, and the graph
-    is a third of the size. Spans of blocking calls stay single edges (ref: the call)."""
+    is a third of the size. Spans of blocking calls stay single edges (ref: the call).
+    ``anchor``: per node id, whether an edge other than the chain's touches it."""
     keep = ~ch.span
     pu, pv, pw = ch.u[keep], ch.v[keep], ch.w[keep]
     piece = np.flatnonzero(keep)
     n = len(pu)
     if n:
         new = np.ones(n, dtype=bool)
-        new[1:] = (pu[1:] != pv[:-1]) | np.isin(pu[1:], anchors)
+        new[1:] = (pu[1:] != pv[:-1]) | anchor[pu[1:]]
         first = np.flatnonzero(new)
         last = np.append(first[1:] - 1, n - 1)
         ed.add(pu[first], pv[last], np.add.reduceat(pw, first), HOST, piece[first],

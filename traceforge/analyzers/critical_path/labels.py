@@ -53,17 +53,18 @@ class _Table:
         return got
 
     def codes(self, col: pd.Series) -> np.ndarray:
-        """The column's values as codes into the table."""
+        """The column's values as codes into the table (int32: a few hundred distinct
+        values, one code per activity: 10M of them at 10M events)."""
         if not isinstance(col.dtype, pd.CategoricalDtype):
             col = col.astype("category")
-        codes = col.cat.codes.to_numpy().astype(np.int64)
+        codes = col.cat.codes.to_numpy()
         cats: Iterable[Any] = col.cat.categories.to_numpy()
         lookup = [self.add(v) for v in cats]
         missing = np.flatnonzero(codes < 0)
         if len(missing):
             # The value a missing entry has as an array (NaN, None or NA, by dtype).
             lookup.append(self.add(col.iloc[missing[:1]].to_numpy()[0]))
-        return np.asarray(lookup, dtype=np.int64)[codes] if len(codes) else codes
+        return np.asarray(lookup, dtype=np.int32)[codes] if len(codes) else codes.astype(np.int32)
 
 
 @dataclass(eq=False)

@@ -25,7 +25,7 @@ from traceforge.analyzers.profiling.notes import step_notes
 from traceforge.analyzers.timeline.core import timeline
 from traceforge.analyzers.timing.breakdown import rank_of
 from traceforge.errors import AnalysisError
-from traceforge.model import Trace, distinct
+from traceforge.model import Trace
 
 
 @dataclass(eq=False)
@@ -247,7 +247,10 @@ def _edges(trace: Trace, h: pd.DataFrame, acts: pd.DataFrame, chain: Chain,
     # so the path goes through the work it waited for.
     waited = chain.span & np.isin(chain.u // 2, tail.index.to_numpy())
     chain.w[waited] = tail.reindex(chain.u[waited] // 2).to_numpy()
-    other = np.concatenate([*ed.u, *ed.v]) if ed.u else np.zeros(0, np.int64)
-    anchors = distinct(np.concatenate([other, chain.u[chain.span], chain.v[chain.span]]))
-    contract(chain, anchors, ed)
+    # Nodes other edges touch, as a mark per node id (ids are dense: no sort of the 40M
+    # ends of 20M edges, which was this build's largest array at 10M events).
+    anchor = np.zeros(2 * (nh + na), dtype=bool)
+    for ends in (*ed.u, *ed.v, chain.u[chain.span], chain.v[chain.span]):
+        anchor[ends] = True
+    contract(chain, anchor, ed)
     return ed

@@ -120,15 +120,18 @@ class _Dag:
     @classmethod
     def of(cls, ids: np.ndarray, u: np.ndarray, v: np.ndarray, ts: np.ndarray) -> _Dag:
         n = len(ids)
-        ui = np.searchsorted(ids, u)
-        vi = np.searchsorted(ids, v)
-        by_v = np.argsort(vi, kind="stable")  # edges into a node keep their order
+        # Node and edge positions in 4 bytes where they fit (20M nodes and edges at 10M
+        # events: half the DAG's memory); indptr stays int64.
+        pos = np.int32 if max(n, len(u)) < 2**31 else np.int64
+        ui = np.searchsorted(ids, u).astype(pos)
+        vi = np.searchsorted(ids, v).astype(pos)
+        by_v = np.argsort(vi, kind="stable").astype(pos)  # edges into a node keep their order
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(vi, minlength=n), out=indptr[1:])
         topo = _time_order(ui, vi, ts)
         if topo is None:
             topo = _kahn(n, ui, vi)
-        return cls(ids, ui, vi, indptr, topo, by_v)
+        return cls(ids, ui, vi, indptr, topo.astype(pos), by_v)
 
 
 #: Rounds of the equal-time depth pass before the time order gives way to Kahn's algorithm.

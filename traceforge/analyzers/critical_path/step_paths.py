@@ -26,7 +26,6 @@ from traceforge.analyzers.critical_path.segments import Pieces, path_pieces
 from traceforge.analyzers.critical_path.step import StepGraph, longest_into, step_graph
 from traceforge.analyzers.critical_path.what_if import edge_factors, what_if_length
 from traceforge.forks import ForkError, can_fork, cores, forked_map
-from traceforge.model import distinct
 
 #: Below this many edges in the run's graph the steps run here (a fork costs more).
 PARALLEL_EDGES = 200_000
@@ -66,7 +65,7 @@ def one_step(run: RunGraph, lab: Labels, n: int, wins: list[pd.DataFrame],
         out.rows.append({"step": n, "rank": r.rank, "critical": ri == last,
                          "length_ns": length, "ts": int(sp.w0[ri] - run.offset[ri]),
                          "end": int(sp.w1[ri] - run.offset[ri]),
-                         "ranks_crossed": len(distinct(p.rank)),
+                         "ranks_crossed": len(pd.unique(p.rank)),  # not a sort of every piece
                          "nodes": len(sp.node_ids), "edges": len(sp.u)})
         for label, fac in scenarios:
             new = what_if_length(sp, ri, edge_factors(sp, fac))
