@@ -206,7 +206,7 @@ def _joined(parts: list[list[np.ndarray]], lab: Labels) -> list[np.ndarray]:
     for i in range(len(parts[0])):  # a column at a time: never two copies of all of them
         out.append(np.concatenate([p[i] for p in parts]))
         for p in parts:
-            p[i] = p[i][:0]
+            p[i] = np.zeros(0, dtype=p[i].dtype)  # (an empty view would keep the column)
     return out
 
 
