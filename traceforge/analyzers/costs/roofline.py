@@ -118,6 +118,10 @@ def _work(reason: str) -> str:
     return reason if "unknown" in reason.split(":")[0] else f"work unknown: {reason}"
 
 
+#: Columns of :func:`_group`'s sums made and summed together (bounds its memory).
+_SUM_COLUMNS = 6
+
+
 def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None,
            shared: bool = False) -> pd.DataFrame:
     """Aggregate activities by ``key`` into the roofline columns; ``shared``: count the
@@ -146,14 +150,17 @@ def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None,
         "saved": lambda: np.where(m, k["saved_ns"].to_numpy(dtype=float), 0.0),
         "msaved": lambda: np.where(m, k["saved_measured_ns"].to_numpy(dtype=float), 0.0),
     }
-    # Summed a column at a time over one grouping (the same sums as a groupby of all of
-    # them: pandas' per-group summation, row order kept): at 10M activities the table of
-    # all 17 columns was 1.4 GB.
+    # Summed a few columns at a time over one grouping (the same sums as a groupby of all
+    # of them: pandas' per-group summation, row order kept): at 10M activities the table
+    # of all 17 columns was 1.4 GB; one column at a time grouped the codes 17 times.
     by_key = pd.DataFrame({key: k[key].to_numpy()}).groupby(key, sort=False, observed=True)
     codes = by_key.ngroup().to_numpy()
     ok = codes >= 0  # a missing key is in no group, as in the groupby
-    g = pd.DataFrame({c: pd.Series(make()[ok]).groupby(codes[ok], sort=True).sum().to_numpy()
-                      for c, make in cols.items()}, index=by_key.size().index)
+    names = list(cols)
+    g = pd.concat([pd.DataFrame({c: cols[c]()[ok] for c in names[i:i + _SUM_COLUMNS]})
+                   .groupby(codes[ok], sort=True).sum()
+                   for i in range(0, len(names), _SUM_COLUMNS)], axis=1)
+    g.index = by_key.size().index
     calls = k[k["op_row"] >= 0].groupby(key, sort=False, observed=True)["op_row"].nunique()
     mod_w = pd.Series(np.where(m, dur, 0.0), index=k.index)
     dtype = _dominant(k, key, "dtype", mod_w)

@@ -199,8 +199,9 @@ def _whole_graph(trace: Trace) -> RankGraph:
 
 def _edges(trace: Trace, h: pd.DataFrame, acts: pd.DataFrame, chain: Chain,
            kept: np.ndarray, notes: list[str]) -> Edges:
-    """Every edge of the rank's graph but the host chain's (``chain``'s blocking spans
-    get their waited tail as weight here)."""
+    """Every edge of the rank's graph: work, launch, stream, event, graph and sync edges,
+    then the host chain contracted into host edges (its blocking calls' spans weighted
+    by the tail they waited for)."""
     nh, na = len(h), len(acts)
     ed = Edges()
     j = np.arange(na, dtype=np.int64)
