@@ -324,6 +324,36 @@ def _analyze_all(ts: list[Trace], label: str | None, top: int, flops_from: Trace
         return _analyze(ts, label, top, path_of, flops_from)
 
 
+def _rank_tables(t: Trace, r: int, top: int, notes: list[str],
+                 add: Callable[[str, int, pd.DataFrame], None], miss: dict[str, str]) -> None:
+    """One rank's tables for the report (``add``), its notes added to ``notes``. Its own
+    frame: each analysis's per-row tables (the launch report's per kernel, the idle gaps)
+    are freed once summarised, not held while the later analyses run."""
+    s = summary(t)
+    for n in s.notes:
+        if n not in notes:
+            notes.append(n)
+    add("overview", r, pd.DataFrame([_overview_row(s.facts)]))
+    add("devices", r, s.devices)
+    add("by_class", r, top_kernels(t, by="class", include_memory=True))
+    add("by_neutral", r, _neutral(t))
+    add("top_kernels", r, top_kernels(t, top))
+    add("ops", r, _try("ops", partial(ops, t), _empty(["op"]), miss))
+    idle = _try("idle", partial(idle_gaps, t, min_gap_ns=1000, limit=max(top, 0)),
+                None, miss)
+    if idle is not None:
+        add("idle_summary", r, idle.summary[idle.summary["stream"] == -1])
+        add("idle_gaps", r, idle.gaps.nlargest(top, "dur"))
+        add("idle_histogram", r, idle.histogram[idle.histogram["stream"] == -1])
+    del idle
+    if not timeline(t).activity.empty:  # CPU-only traces: no launches to judge
+        lo = _try("launch", partial(launch_overhead, t), None, miss)
+        if lo is not None:
+            add("launch", r, lo.steps)
+    add("copies", r, host_copies(t))
+    add("syncs", r, sync_calls(t))
+
+
 def _analyze(ts: list[Trace], label: str | None, top: int,
              path_of: Callable[[], PathTables], flops_from: Trace | None = None
              ) -> RunAnalysis:
@@ -335,29 +365,7 @@ def _analyze(ts: list[Trace], label: str | None, top: int,
 
     notes: list[str] = _capture_notes(ts[0]) if ts else []
     for i, t in enumerate(ts):
-        r = rank_of(t, i)
-        s = summary(t)
-        for n in s.notes:
-            if n not in notes:
-                notes.append(n)
-        add("overview", r, pd.DataFrame([_overview_row(s.facts)]))
-        add("devices", r, s.devices)
-        add("by_class", r, top_kernels(t, by="class", include_memory=True))
-        add("by_neutral", r, _neutral(t))
-        add("top_kernels", r, top_kernels(t, top))
-        add("ops", r, _try("ops", partial(ops, t), _empty(["op"]), miss))
-        idle = _try("idle", partial(idle_gaps, t, min_gap_ns=1000, limit=max(top, 0)),
-                    None, miss)
-        if idle is not None:
-            add("idle_summary", r, idle.summary[idle.summary["stream"] == -1])
-            add("idle_gaps", r, idle.gaps.nlargest(top, "dur"))
-            add("idle_histogram", r, idle.histogram[idle.histogram["stream"] == -1])
-        if not timeline(t).activity.empty:  # CPU-only traces: no launches to judge
-            lo = _try("launch", partial(launch_overhead, t), None, miss)
-            if lo is not None:
-                add("launch", r, lo.steps)
-        add("copies", r, host_copies(t))
-        add("syncs", r, sync_calls(t))
+        _rank_tables(t, rank_of(t, i), top, notes, add, miss)
     bd = _try("breakdown", lambda: breakdown(ts), _empty(["rank", "step"]), miss)
     roof = _try("roofline", lambda: roofline_tables.gather(ts, flops_from=flops_from),
                 RooflineTables(), miss)

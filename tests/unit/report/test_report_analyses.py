@@ -9,6 +9,7 @@ import math
 import re
 import shutil
 import sys
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -339,3 +340,34 @@ def test_critical_path_beside_the_other_analyses_changes_nothing(
     assert got.unavailable == want.unavailable and got.unavailable["critical_path"] == \
         "no path here"
     assert tables(got) == tables(want)
+
+
+def test_a_rank_s_per_row_tables_are_let_go_once_summarised(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch report (a row per kernel) and the idle gaps are summarised into the
+    report's tables and freed before the run-wide analyses (roofline, critical path,
+    overlap) run: at 10M kernels each is about a gigabyte."""
+    from traceforge.report import analysis as mod
+
+    refs: list[weakref.ref[Any]] = []
+
+    def watched(real: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            got = real(*args, **kwargs)
+            refs.append(weakref.ref(got))
+            return got
+        return run
+
+    alive_at_roofline: list[bool] = []
+    gather = mod.roofline_tables.gather
+
+    def roofline_gather(*args: Any, **kwargs: Any) -> Any:
+        alive_at_roofline.extend(r() is not None for r in refs)
+        return gather(*args, **kwargs)
+
+    monkeypatch.setattr(mod, "launch_overhead", watched(mod.launch_overhead))
+    monkeypatch.setattr(mod, "idle_gaps", watched(mod.idle_gaps))
+    monkeypatch.setattr(mod.roofline_tables, "gather", roofline_gather)
+    r = analyze(tf.load(EAGER))
+    assert len(alive_at_roofline) == 2 and not any(alive_at_roofline)
+    assert len(r.launch) and len(r.idle_gaps)  # and their summaries are in the report

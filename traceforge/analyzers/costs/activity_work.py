@@ -106,7 +106,12 @@ def activity_work(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[
     cost), and ``acts`` takes its rows from it."""
     full, notes = trace.derived("roofline.activity_work",
                                 lambda: _work_of(trace, timeline(trace)[0]))
-    pos = pd.Index(full["row"].to_numpy()).get_indexer(acts["row"].to_numpy())
+    rows = acts["row"].to_numpy()
+    if len(rows) == len(full) and np.array_equal(rows, full["row"].to_numpy()):
+        # All of the timeline's rows (roofline, MFU): its columns as they are, not copies
+        # taken through an identity index (at 10M activities ~80 MB a column).
+        return acts.assign(**{c: full[c].set_axis(acts.index) for c in WORK_COLUMNS}), list(notes)
+    pos = pd.Index(full["row"].to_numpy()).get_indexer(rows)
     if (pos < 0).any():  # not the timeline's rows: work them out on their own
         return _work_of(trace, acts)
     return acts.assign(**{c: full[c].to_numpy()[pos] for c in WORK_COLUMNS}), list(notes)

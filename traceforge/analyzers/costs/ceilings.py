@@ -166,12 +166,12 @@ def with_ceilings(k: pd.DataFrame, device: DevicePeaks | None,
             bound=np.where(np.isnan(ideal), "", np.where(comp >= mem, "compute", "memory")),
             pct_of_bound=np.where(dur > 0, 100.0 * ideal / dur, np.nan),
             pct_of_measured=np.where(dur > 0, 100.0 * mideal / dur, np.nan),
-            saved_ns=np.fmax(dur - ideal / target, 0.0),
-            saved_measured_ns=np.fmax(dur - mideal / target, 0.0),
+            # fmax treats NaN as missing: NaN where the ideal is unknown. (Made so, not
+            # set afterwards: a column set in place is copied first.)
+            saved_ns=np.where(np.isnan(ideal), np.nan, np.fmax(dur - ideal / target, 0.0)),
+            saved_measured_ns=np.where(np.isnan(mideal), np.nan,
+                                       np.fmax(dur - mideal / target, 0.0)),
         )
-    # fmax treats NaN as missing: keep NaN where the ideal is unknown.
-    out.loc[np.isnan(ideal), "saved_ns"] = np.nan
-    out.loc[np.isnan(mideal), "saved_measured_ns"] = np.nan
     return out
 
 

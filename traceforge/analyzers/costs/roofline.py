@@ -161,7 +161,10 @@ def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None,
                    .groupby(codes[ok], sort=True).sum()
                    for i in range(0, len(names), _SUM_COLUMNS)], axis=1)
     g.index = by_key.size().index
-    calls = k[k["op_row"] >= 0].groupby(key, sort=False, observed=True)["op_row"].nunique()
+    # The two columns it reads, then the rows (a boolean selection of ``k`` copies every
+    # column of the rows with an op: the whole table on a trace with ops).
+    kc = k[[key, "op_row"]]
+    calls = kc[kc["op_row"] >= 0].groupby(key, sort=False, observed=True)["op_row"].nunique()
     mod_w = pd.Series(np.where(m, dur, 0.0), index=k.index)
     dtype = _dominant(k, key, "dtype", mod_w)
     ceiling = _dominant(k, key, "ceiling", mod_w)

@@ -13,6 +13,7 @@ import json
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -20,10 +21,13 @@ from tests.conftest import FIXTURES, ev
 from traceforge.analyzers.costs.devices import device_peaks, peaks_from_dict
 from traceforge.analyzers.costs.flops import FLOP_OPS, op_flops, op_work
 from traceforge.analyzers.costs.roofline import (
+    WORK_COLUMNS,
+    activity_work,
     below_bound,
     chart_data,
     kernel_rates,
     roofline,
+    timeline,
 )
 from traceforge.errors import AnalysisError, UsageError
 from traceforge.formats import load
@@ -475,3 +479,23 @@ def test_cudnn_and_flash_attention_of_one_model_do_the_same_work() -> None:
     fa2 = roofline(load(FIXTURES / "fa2.pt.trace.json.gz")).table.set_index("op")
     assert sdpa.loc["aten::_cudnn_attention_forward", "gflops"] == pytest.approx(
         fa2.loc["aten::_flash_attention_forward", "gflops"], rel=1e-12)
+
+
+def test_activity_work_of_the_whole_timeline_shares_the_memo_s_columns() -> None:
+    """All of the timeline's activities (roofline, MFU) take the memoized work columns as
+    they are (no copy through an identity index); any other selection takes the same
+    values row by row."""
+    t = load(EAGER)
+    acts = timeline(t)[0]
+    whole, _ = activity_work(t, acts)
+    full, _ = t.memo["roofline.activity_work"]
+    for c in ("flops", "bytes", "op_share", "op_kernels"):
+        assert np.shares_memory(whole[c].to_numpy(), full[c].to_numpy()), c
+    picked = acts.iloc[::-3]  # reversed and thinned: taken through the row index
+    some, _ = activity_work(t, picked)
+    assert not np.shares_memory(some["flops"].to_numpy(), full["flops"].to_numpy())
+    want = whole.iloc[::-3]
+    for c in WORK_COLUMNS:
+        assert some[c].dtype == whole[c].dtype, c
+        pd.testing.assert_series_equal(some[c].reset_index(drop=True),
+                                       want[c].reset_index(drop=True), check_exact=True)
