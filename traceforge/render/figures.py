@@ -9,12 +9,14 @@ Pages that embed them are built by :mod:`traceforge.render.page`; nothing here i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from traceforge.errors import UsageError
 from traceforge.outputs import replacing
+
+T = TypeVar("T")
 
 #: Chart file formats written side by side.
 CHART_FORMATS: tuple[str, ...] = ("png", "svg")
@@ -73,3 +75,34 @@ def svg_string(fig: Any) -> str:
     text = buf.getvalue()
     start = text.find("<svg")
     return text[start:] if start >= 0 else text
+
+
+def draw_all(makes: Sequence[Callable[[], T]]) -> list[T]:
+    """``[make() for make in makes]`` (charts to draw), on the available cores where there
+    are several: matplotlib is imported here first, so the forked children share it
+    instead of each importing it, and the charts are dealt out in turn. A child that
+    cannot start, fails or dies has its charts drawn here: the texts never depend on
+    where they were drawn (:func:`svg_string` is reproducible)."""
+    from traceforge.forks import ForkError, can_fork, cores, forked_map
+
+    n = min(cores(), len(makes)) if len(makes) > 1 and can_fork() else 1
+    if n > 1 and charts_available():
+        # A small figure drawn before the fork: matplotlib's imports, fonts and layout
+        # caches warmed once, here, and shared, not paid again in every child.
+        fig, ax = new_figure(1, 1)
+        ax.set_title("warm")
+        svg_string(fig)
+
+        def part(k: int) -> list[T]:
+            return [make() for make in makes[k::n]]
+
+        try:
+            parts = forked_map(part, n)
+        except (ForkError, OSError):
+            pass
+        else:
+            out: list[Any] = [None] * len(makes)
+            for k, got in enumerate(parts):
+                out[k::n] = got
+            return out
+    return [make() for make in makes]

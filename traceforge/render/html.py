@@ -9,7 +9,10 @@ Renders what :func:`traceforge.report.analysis.analyze` and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -19,6 +22,7 @@ from traceforge.analyzers.runs.scaling import ScalingReport
 from traceforge.errors import UsageError
 from traceforge.render import charts, sections
 from traceforge.render.diff import SECTIONS as DIFF_SECTIONS
+from traceforge.render.figures import draw_all
 from traceforge.render.page import escape as _e
 from traceforge.render.page import table
 from traceforge.render.text import plain_lines
@@ -260,17 +264,52 @@ def _notes(notes: Sequence[str]) -> str:
     return "".join(f'<p class="note">{_e(n)}</p>' for n in notes)
 
 
-def _chart(draw: Any, *args: Any, **kw: Any) -> str:
-    """A matplotlib chart, or one line saying what it needs when matplotlib is missing."""
-    from traceforge.formats.cache import memo_text
+#: A chart to draw: its name and data (what the cache keeps it under) and how to draw it.
+_Job = tuple[str, Any, Callable[[], tuple[bool, str]]]
+#: The charts of the page being built (:func:`render_html`): each ``_chart`` call leaves a
+#: placeholder, and the charts are drawn together once the page is laid out.
+_CHARTS: ContextVar[list[_Job] | None] = ContextVar("_CHARTS", default=None)
 
+
+def _chart(draw: Any, *args: Any, **kw: Any) -> str:
+    """A matplotlib chart, or one line saying what it needs when matplotlib is missing
+    (while :func:`render_html` lays the page out, a placeholder: drawn with the others)."""
+    job = (f"{draw.__module__}.{draw.__qualname__}", (args, kw),
+           partial(_drawn, draw, *args, **kw))
+    pending = _CHARTS.get()
+    if pending is None:
+        return _charts([job])[0]
+    pending.append(job)
+    return f"<tf-chart {len(pending) - 1}>"
+
+
+#: A chart's place in the page until it is drawn: a tag no text from a trace can hold
+#: (every such text is escaped, its ``<`` too).
+_PLACE = re.compile(r"<tf-chart (\d+)>")
+
+
+def _drawn(draw: Any, *args: Any, **kw: Any) -> tuple[bool, str]:
+    """(drawn, the chart's SVG) or (False, the line saying why it could not be)."""
     try:
-        # Kept in the cache by its data: a warm report draws (and imports matplotlib)
-        # only for charts whose data changed.
-        return memo_text(f"{draw.__module__}.{draw.__qualname__}", (args, kw),
-                         lambda: str(draw(*args, **kw)))
+        return True, str(draw(*args, **kw))
     except UsageError as e:
-        return f'<p class="note">{_e(e)}</p>'
+        return False, f'<p class="note">{_e(e)}</p>'
+
+
+def _charts(jobs: list[_Job]) -> list[str]:
+    """Each chart's text: read back where the cache holds one drawn from the same data,
+    the others drawn together (``figures.draw_all``: on the available cores) and kept."""
+    from traceforge.formats.cache import keep_text, stored_text, text_store
+
+    stores = [text_store(name, inputs) for name, inputs, _ in jobs]
+    texts = [stored_text(s) if s is not None else None for s in stores]
+    todo = [i for i, t in enumerate(texts) if t is None]
+    for i, (ok, text) in zip(todo, draw_all([jobs[i][2] for i in todo]), strict=True):
+        texts[i] = text
+        store = stores[i]
+        if ok and store is not None:
+            keep_text(store, text)
+    return [t or "" for t in texts]
 
 
 def _roofline(r: RunAnalysis) -> str:
@@ -348,7 +387,28 @@ def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
                 comparison: pd.DataFrame | None = None, title: str = "traceforge report",
                 version: str = "", diffs: Sequence[tuple[str, str, TraceDiff]] = (),
                 scaling: ScalingReport | None = None) -> str:
-    """The whole report as one HTML document."""
+    """The whole report as one HTML document (its charts drawn together, once it is laid
+    out: on the available cores)."""
+    jobs: list[_Job] = []
+    mark = _CHARTS.set(jobs)
+    try:
+        body = _body(runs, found, comparison, title, version, diffs, scaling)
+    finally:
+        _CHARTS.reset(mark)
+    texts = _charts(jobs)
+    page = _PLACE.sub(lambda m: texts[int(m.group(1))], "".join(body))
+    return plain_lines("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width\">"
+            f"<link rel=\"icon\" href=\"data:,\"><title>{_e(title)}</title>"
+            f"<style>{_CSS}</style></head><body><main>{page}</main>"
+            f"<script>{_JS}</script></body></html>\n")
+
+
+def _body(runs: Sequence[RunAnalysis], found: Sequence[Finding],
+          comparison: pd.DataFrame | None, title: str, version: str,
+          diffs: Sequence[tuple[str, str, TraceDiff]], scaling: ScalingReport | None
+          ) -> list[str]:
+    """The page's parts, charts as placeholders."""
     body = [f"<h1>{_e(title)}</h1>",
             f'<p class="note">traceforge {_e(version)} · {len(runs)} run(s)</p>']
     if len(runs) > 1:
@@ -370,8 +430,4 @@ def render_html(runs: Sequence[RunAnalysis], found: Sequence[Finding], *,
         body.append('<p class="note">No rule fired: nothing stands out.</p>')
     body += [_diff_section(a, b, d) for a, b, d in diffs]
     body += [_run_section(r, i) for i, r in enumerate(runs)]
-    return plain_lines("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width\">"
-            f"<link rel=\"icon\" href=\"data:,\"><title>{_e(title)}</title>"
-            f"<style>{_CSS}</style></head><body><main>{''.join(body)}</main>"
-            f"<script>{_JS}</script></body></html>\n")
+    return body

@@ -268,6 +268,48 @@ def test_charts_are_matplotlib_svg_and_reproducible() -> None:
     assert page.count("<svg") >= 5
 
 
+def test_charts_drawn_on_several_cores_equal_one_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's charts are drawn together once it is laid out, dealt out to forked
+    children: byte for byte the page drawn in this process alone."""
+    pytest.importorskip("matplotlib")
+    from traceforge import forks
+    from traceforge.formats import cache
+
+    _need(COMPILED)
+    monkeypatch.setattr(cache, "text_store", lambda name, inputs: None)  # drawn each time
+    r = analyze(tf.load(COMPILED))
+    monkeypatch.setattr(forks, "can_fork", lambda: False)
+    alone = render_html([r], findings(r))
+    monkeypatch.setattr(forks, "can_fork", lambda: True)
+    monkeypatch.setattr(forks, "cores", lambda: 3)
+    assert render_html([r], findings(r)) == alone
+    assert alone.count("<svg") >= 5 and "<tf-chart" not in alone
+
+
+def test_draw_all_deals_out_in_order_and_redraws_a_failed_part_here(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from traceforge import forks
+    from traceforge.render.figures import draw_all
+
+    if not forks.can_fork():
+        pytest.skip("no fork here")
+    monkeypatch.setattr(forks, "cores", lambda: 3)
+    here = os.getpid()
+    got = draw_all([lambda i=i: (i, os.getpid()) for i in range(7)])  # type: ignore[misc]
+    assert [i for i, _ in got] == list(range(7))
+    assert {pid for _, pid in got} - {here}  # some were drawn in children
+    assert [pid == here for _, pid in got] == [i % 3 == 0 for i in range(7)]
+
+    def only_here(i: int) -> int:
+        if os.getpid() != here:
+            raise RuntimeError("a chart that fails in a child")
+        return i
+
+    assert draw_all([lambda i=i: only_here(i) for i in range(5)]) == list(range(5))  # type: ignore[misc]
+
+
 def test_critical_path_beside_the_other_analyses_changes_nothing(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The report works out the critical path in a forked child (a thread where it may
