@@ -1,11 +1,12 @@
 """Work done in a forked child process while this one goes on, its result read back.
 
 Independent work runs on two or more cores at once in children: the Kineto reader's
-chunks (:mod:`traceforge.formats.kineto_chunks`), the critical path's steps, the report's
-critical path, worked out beside its other analyses (:mod:`traceforge.report.analysis`),
-and a run's rank files (:func:`traceforge.formats.multirank.pool_map`). A thread would not
-do: all are mostly Python and pandas work that holds the GIL (a first report of a 288 MB
-trace took 2.42 s wall with its critical path on a thread, 1.89 s with it in a child).
+chunks (:mod:`traceforge.formats.kineto_chunks`), the critical path's steps, the critical
+path of a report or an annotated trace, worked out beside their other analyses
+(:func:`beside`), the packets of a Perfetto trace, a report's charts, and a run's rank
+files (:func:`traceforge.formats.multirank.pool_map`). A thread would not do: all are
+mostly Python and pandas work that holds the GIL (a first report of a 288 MB trace took
+2.42 s wall with its critical path on a thread, 1.89 s with it in a child).
 Children are forked, not spawned: they need this process's memory (the mapped file, the
 loaded trace) and its imported modules, and a spawned interpreter would spend longer
 importing numpy than the work takes.
@@ -31,6 +32,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any, BinaryIO, Generic, TypeVar
@@ -295,3 +297,55 @@ def write_in_order(parts: int, here: Callable[[int], None],
                     copy(data)
             else:
                 here(k)
+
+
+class _Raised:
+    """An error of the work done beside (:func:`beside`), sent back to be raised where its
+    result is read."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _caught(work: Callable[[], T], catch: tuple[type[BaseException], ...]) -> T | _Raised:
+    try:
+        return work()
+    except catch as e:
+        return _Raised(e)
+
+
+@contextlib.contextmanager
+def beside(work: Callable[[], T], catch: tuple[type[BaseException], ...] = ()
+           ) -> Iterator[Callable[[], T]]:
+    """``work()`` done beside what the ``with`` block does, on another core: yields the
+    call that returns its result (waiting for it). In a forked child where this process
+    may fork (:func:`can_fork`), else on a thread; on one core, when that call is made.
+    An error of ``catch`` that ``work`` raises is raised by that call, as if ``work`` ran
+    there; a child that cannot start, fails otherwise or dies has ``work`` done here.
+    Whatever ``work`` reads should be built before the block (the child gets a copy)."""
+    if cores() < 2:
+        yield work
+        return
+    child: Child[T | _Raised] | None = None
+    if can_fork():
+        with contextlib.suppress(OSError):  # no fork or in-memory file here: a thread
+            child = Child(partial(_caught, work, catch))
+    if child is None:
+        with ThreadPoolExecutor(1, thread_name_prefix="traceforge-beside") as pool:
+            yield pool.submit(work).result
+        return
+    kid = child
+
+    def result() -> T:
+        try:
+            got = kid.result()
+        except ForkError:
+            return work()
+        if isinstance(got, _Raised):
+            raise got.error
+        return got
+
+    try:
+        yield result
+    finally:
+        kid.close()

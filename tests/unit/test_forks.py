@@ -140,3 +140,33 @@ def test_a_free_slot_takes_the_next_item_while_a_slow_one_runs(tmp_path: Any) ->
     at = {(w, int(i)): float(t) for w, i, t in (line.split() for line in
                                                    log.read_text().splitlines())}
     assert at[("start", 2)] < at[("end", 0)] and at[("start", 3)] < at[("end", 0)]
+
+
+def test_beside_runs_in_a_child_and_raises_its_errors_where_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``beside``: the work runs in a child while the block goes on; an error it is told
+    to catch is raised where the result is read; one it is not (a bug in the child, or a
+    child that dies) has the work done here, so the error, if any, is this process's."""
+    monkeypatch.setattr(forks, "cores", lambda: 2)
+    here = os.getpid()
+    with forks.beside(os.getpid) as pid:
+        assert pid() != here
+    with forks.beside(lambda: (_ for _ in ()).throw(AnalysisError("no steps")),
+                      (AnalysisError,)) as got, pytest.raises(AnalysisError, match="no steps"):
+        got()
+
+    def only_here() -> int:
+        if os.getpid() != here:
+            os._exit(3)  # the child dies without a word
+        return 7
+
+    with forks.beside(only_here) as got:
+        assert got() == 7
+    # One core: done when read, here; a process that may not fork: on a thread.
+    monkeypatch.setattr(forks, "cores", lambda: 1)
+    with forks.beside(os.getpid) as pid:
+        assert pid() == here
+    monkeypatch.setattr(forks, "cores", lambda: 2)
+    monkeypatch.setattr(forks, "can_fork", lambda: False)
+    with forks.beside(threading.current_thread) as thread:
+        assert thread() is not threading.main_thread()

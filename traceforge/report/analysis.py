@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -32,7 +31,7 @@ from traceforge.analyzers.timing.overlap import overlap
 from traceforge.analyzers.timing.stalls import host_copies, sync_calls
 from traceforge.analyzers.timing.summary import summary
 from traceforge.errors import TraceforgeError
-from traceforge.forks import Child, ForkError, can_fork, cores
+from traceforge.forks import beside, cores
 from traceforge.model import Tables, Trace
 from traceforge.report import critical_path as path_tables
 from traceforge.report import memory as memory_tables
@@ -247,15 +246,6 @@ def _neutral(trace: Trace) -> pd.DataFrame:
     return cast("pd.DataFrame", out[cols].reset_index(drop=True))
 
 
-def _path_or_error(ts: Sequence[Trace]) -> PathTables | TraceforgeError | ImportError:
-    """What the child working out the path sends back: the tables, or the error that
-    leaves the section empty (raised again where the report reads it)."""
-    try:
-        return path_tables.gather(ts)
-    except (TraceforgeError, ImportError) as e:
-        return e
-
-
 @contextlib.contextmanager
 def _path_ahead(ts: Sequence[Trace]) -> Iterator[Callable[[], PathTables]]:
     """Work out the run's critical path beside the other analyses; yields the call that
@@ -280,29 +270,8 @@ def _path_ahead(ts: Sequence[Trace]) -> Iterator[Callable[[], PathTables]]:
     if not busy:
         yield lambda: path_tables.gather(ts)
         return
-    child: Child[PathTables | TraceforgeError | ImportError] | None = None
-    if can_fork():
-        with contextlib.suppress(OSError):  # no fork or in-memory file here: a thread
-            child = Child(partial(_path_or_error, ts))
-    if child is None:
-        with ThreadPoolExecutor(1, thread_name_prefix="traceforge-path") as pool:
-            yield pool.submit(path_tables.gather, ts).result
-        return
-    kid = child
-
-    def from_child() -> PathTables:
-        try:
-            got = kid.result()
-        except ForkError:
-            return path_tables.gather(ts)
-        if isinstance(got, BaseException):
-            raise got
-        return got
-
-    try:
-        yield from_child
-    finally:
-        kid.close()
+    with beside(partial(path_tables.gather, ts), (TraceforgeError, ImportError)) as path:
+        yield path
 
 
 def analyze(traces: Trace | Sequence[Trace], *, label: str | None = None, top: int = 15,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -13,10 +15,11 @@ from traceforge.analyzers.critical_path import PathTrack, critical_path, path_tr
 from traceforge.analyzers.memory import series
 from traceforge.analyzers.names.kernel_names import classify
 from traceforge.analyzers.timeline import intervals as iv
-from traceforge.analyzers.timeline.core import timeline
+from traceforge.analyzers.timeline.core import Timeline, timeline
 from traceforge.analyzers.timing.idle import idle_gaps
 from traceforge.analyzers.timing.kernels import top_kernels
 from traceforge.errors import TraceforgeError
+from traceforge.forks import beside
 from traceforge.model import Trace, distinct
 
 #: Counter columns of a measured join's ``per_launch`` put on kernel args (as ``ncu_<col>``).
@@ -115,8 +118,22 @@ def comm_args(trace: Trace) -> pd.DataFrame:
 
 
 def annotation_data(trace: Trace, *, top_n: int = 10, min_gap_ns: int = 1000) -> Annotations:
-    """Everything ``annotate`` draws: idle gaps, step windows, top kernels, overlap."""
+    """Everything ``annotate`` draws: idle gaps, step windows, top kernels, overlap, the
+    kernels' roofline rates and every step's critical path (worked out beside the rest,
+    on another core: :func:`traceforge.forks.beside`)."""
     tl = timeline(trace)
+    if tl.activity.empty:
+        return _annotations(trace, tl, top_n, min_gap_ns, lambda: ())
+    with beside(partial(_path_of, trace), (TraceforgeError,)) as path_of:
+        return _annotations(trace, tl, top_n, min_gap_ns, path_of)
+
+
+def _path_of(trace: Trace) -> tuple[PathTrack, ...]:
+    return tuple(path_tracks(critical_path(trace)))
+
+
+def _annotations(trace: Trace, tl: Timeline, top_n: int, min_gap_ns: int,
+                 path_of: Callable[[], tuple[PathTrack, ...]]) -> Annotations:
     windows = tl.windows if not tl.steps.empty else tl.windows.iloc[0:0]
     gaps = idle_gaps(trace, min_gap_ns=min_gap_ns).gaps
     tk = top_kernels(trace, top_n)
@@ -124,27 +141,30 @@ def annotation_data(trace: Trace, *, top_n: int = 10, min_gap_ns: int = 1000) ->
     classes = {n: (k.cls, k.family, k.detail) for n in names for k in (classify(n),)}
     notes: list[str] = []
     rates = pd.DataFrame()
-    path: tuple[PathTrack, ...] = ()
     if not tl.activity.empty:
         try:
             rates = kernel_rates(roofline(trace))
         except TraceforgeError as e:
             notes.append(f"roofline rates not drawn: {e}")
-        try:
-            path = tuple(path_tracks(critical_path(trace)))
-        except TraceforgeError as e:
-            notes.append(f"critical path not drawn: {e}")
+    comm_of = comm_args(trace)
+    overlap = overlap_series(trace)
+    memory = series(trace)
+    path: tuple[PathTrack, ...] = ()
+    try:
+        path = path_of()
+    except TraceforgeError as e:
+        notes.append(f"critical path not drawn: {e}")
     return Annotations(
-        comm=comm_args(trace),
+        comm=comm_of,
         rank=0 if trace.meta.rank is None else int(trace.meta.rank),
         gaps=gaps.reset_index(drop=True),
         windows=windows[["step", "ts", "end"]].reset_index(drop=True),
         top=tuple(str(x) for x in tk.get("full_name", pd.Series([], dtype=object))),
-        overlap=overlap_series(trace),
+        overlap=overlap,
         kernel_classes=classes,
         step_source=tl.step_source,
         rates=rates,
         path=path,
-        memory=series(trace),
+        memory=memory,
         notes=tuple(notes),
     )

@@ -171,3 +171,33 @@ def test_annotate_rejects_unknown_suffix(tmp_path: Path) -> None:
     src = shared("h100/compiled.pt.trace.json.gz")
     r = CliRunner().invoke(cli, ["annotate", str(src), "-o", str(tmp_path / "x.txt")])
     assert r.exit_code != 0 and not (tmp_path / "x.txt").exists()
+
+
+def test_critical_path_worked_out_beside_equals_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``annotation_data`` works out every step's critical path on another core while the
+    other analyses run: the same tracks as on one core, and an error there is the same
+    note."""
+    import pandas as pd
+
+    from traceforge import forks
+    from traceforge.errors import AnalysisError
+    from traceforge.report import annotations
+
+    src = shared("h100/compiled.pt.trace.json.gz")
+    monkeypatch.setattr(forks, "cores", lambda: 1)
+    alone = annotation_data(tf.load(src, cache=False))
+    monkeypatch.setattr(forks, "cores", lambda: 2)
+    beside = annotation_data(tf.load(src, cache=False))
+    assert len(alone.path) == len(beside.path) > 0
+    for a, b in zip(alone.path, beside.path, strict=True):
+        assert a.rank == b.rank
+        pd.testing.assert_frame_equal(a.segments, b.segments)
+        pd.testing.assert_frame_equal(a.flows, b.flows)
+    assert alone.notes == beside.notes
+
+    def fails(trace: object) -> object:
+        raise AnalysisError("no step has GPU work")
+
+    monkeypatch.setattr(annotations, "critical_path", fails)
+    got = annotation_data(tf.load(src, cache=False))
+    assert got.path == () and "critical path not drawn: no step has GPU work" in got.notes
