@@ -355,7 +355,7 @@ def test_critical_path_beside_the_other_analyses_changes_nothing(
     ahead = report()
     assert where() == ("child" if forks.can_fork() else "thread")
     assert tables(ahead) == alone and len(ahead.critical_path.length)
-    monkeypatch.setattr(run_mod, "can_fork", lambda: False)
+    monkeypatch.setattr(forks, "can_fork", lambda: False)
     assert tables(report()) == alone and where() == "thread"
     monkeypatch.undo()
     monkeypatch.setattr(run_mod.path_tables, "gather", watched)
