@@ -11,6 +11,7 @@ import shutil
 import sys
 import weakref
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -286,9 +287,12 @@ def test_charts_drawn_on_several_cores_equal_one_core(monkeypatch: pytest.Monkey
     assert alone.count("<svg") >= 5 and "<tf-chart" not in alone
 
 
-def test_draw_all_deals_out_in_order_and_redraws_a_failed_part_here(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_draw_all_shares_out_in_order_and_redraws_a_failed_part_here(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each process takes the next chart not yet taken: every chart is drawn once, the
+    texts come back in order; where a child fails or dies, its charts are drawn here."""
     import os
+    import time
 
     from traceforge import forks
     from traceforge.render.figures import draw_all
@@ -297,17 +301,32 @@ def test_draw_all_deals_out_in_order_and_redraws_a_failed_part_here(
         pytest.skip("no fork here")
     monkeypatch.setattr(forks, "cores", lambda: 3)
     here = os.getpid()
-    got = draw_all([lambda i=i: (i, os.getpid()) for i in range(7)])  # type: ignore[misc]
-    assert [i for i, _ in got] == list(range(7))
-    assert {pid for _, pid in got} - {here}  # some were drawn in children
-    assert [pid == here for _, pid in got] == [i % 3 == 0 for i in range(7)]
+    log = tmp_path / "drawn"
+
+    def chart(i: int) -> tuple[int, int]:
+        time.sleep(0.02)
+        with log.open("a") as f:  # a child's memory is its own: it writes what it drew
+            f.write(f"{i}\n")
+        return i, os.getpid()
+
+    got = draw_all([lambda i=i: chart(i) for i in range(12)])  # type: ignore[misc]
+    assert [i for i, _ in got] == list(range(12))
+    assert sorted(int(x) for x in log.read_text().split()) == list(range(12))  # once each
 
     def only_here(i: int) -> int:
         if os.getpid() != here:
             raise RuntimeError("a chart that fails in a child")
+        time.sleep(0.02)
         return i
 
-    assert draw_all([lambda i=i: only_here(i) for i in range(5)]) == list(range(5))  # type: ignore[misc]
+    def dies(i: int) -> int:
+        if os.getpid() != here:
+            os._exit(3)
+        time.sleep(0.02)
+        return i
+
+    for make in (only_here, dies):
+        assert draw_all([partial(make, i) for i in range(6)]) == list(range(6))
 
 
 def test_critical_path_beside_the_other_analyses_changes_nothing(
