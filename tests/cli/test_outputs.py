@@ -89,8 +89,11 @@ def test_a_full_disk_leaves_each_verbs_previous_output(tmp_path: Path, verb: str
 def test_sigterm_during_a_write_keeps_the_previous_output(tmp_path: Path, sig: str) -> None:
     out = tmp_path / "report.html"
     out.write_bytes(GOOD)
+    # (The signal's default action first: a runner started under nohup passes SIGHUP on
+    # ignored, and an ignored signal is left ignored.)
     code = textwrap.dedent(f"""
         import os, signal
+        signal.signal(signal.{sig}, signal.SIG_DFL)
         from traceforge import outputs
         with outputs.replacing({str(out)!r}) as tmp:
             tmp.write_bytes(b"half")
