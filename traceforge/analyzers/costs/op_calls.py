@@ -37,7 +37,7 @@ class OpCalls:
 def op_calls(trace: Trace, rows: np.ndarray) -> OpCalls:
     """The op calls of event rows ``rows`` (labels), factorized by (name, shape args)."""
     rows = np.asarray(rows, dtype=np.int64)
-    arg_codes, uniq = _shape_args(trace, rows)
+    arg_codes, uniq = trace.distinct_args(rows, ARG_KEYS)
     name = trace.events["name"]
     name_codes = name.cat.codes.to_numpy()[name.index.get_indexer(pd.Index(rows))].astype(np.int64)
     codes, _ = pd.factorize(name_codes * max(len(uniq), 1) + arg_codes)
@@ -48,25 +48,3 @@ def op_calls(trace: Trace, rows: np.ndarray) -> OpCalls:
     cats = name.cat.categories
     return OpCalls(codes, [str(cats[name_codes[i]]) for i in first.tolist()],
                    [uniq[int(arg_codes[i])] for i in first.tolist()])
-
-
-def _shape_args(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, list[dict[str, Any]]]:
-    """``trace.distinct_args(rows, ARG_KEYS)``, taken from those of every op call of the
-    trace, worked out once: a derived table, so that only the first verb to need shapes on
-    a cached trace re-reads the source file's args (the ops table, roofline, MFU and the
-    report each ask for a different set of calls). Rows that are no op call are read as
-    asked."""
-    every, codes, uniq = trace.derived("op_calls.shape_args", lambda: _every_call(trace))
-    at = np.searchsorted(every, rows)
-    at = np.minimum(at, max(len(every) - 1, 0))
-    if len(every) and np.array_equal(every[at], rows):
-        return codes[at], uniq
-    return trace.distinct_args(rows, ARG_KEYS)
-
-
-def _every_call(trace: Trace) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]:
-    """Every op call's row label (sorted), the code of its shape args and those args."""
-    ev = trace.events
-    rows = np.sort(ev.index.to_numpy()[(ev["kind"] == "cpu_op").to_numpy()]).astype(np.int64)
-    codes, uniq = trace.distinct_args(rows, ARG_KEYS)
-    return rows, np.asarray(codes, dtype=np.int64), uniq

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import FIXTURES, ev
 from traceforge.analyzers.costs.devices import device_peaks, peaks_from_dict
-from traceforge.analyzers.costs.flops import ARG_KEYS, FLOP_OPS, op_flops, op_work
+from traceforge.analyzers.costs.flops import FLOP_OPS, op_flops, op_work
 from traceforge.analyzers.costs.roofline import (
     WORK_COLUMNS,
     activity_work,
@@ -499,40 +499,3 @@ def test_activity_work_of_the_whole_timeline_shares_the_memo_s_columns() -> None
         assert some[c].dtype == whole[c].dtype, c
         pd.testing.assert_series_equal(some[c].reset_index(drop=True),
                                        want[c].reset_index(drop=True), check_exact=True)
-
-
-@pytest.mark.usefixtures("cdir")
-def test_op_shapes_read_once_per_cached_trace(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shape args of every op call are a derived table: the first verb that needs
-    them re-reads the source file's args, a later one on the same cached trace reads the
-    table back (no re-read), and any set of calls gets what reading it alone gives."""
-    from traceforge.analyzers.costs import op_calls as mod
-    from traceforge.formats.kineto_args import LazyArgs
-
-    reads: list[int] = []
-    load_once = LazyArgs._load_once
-
-    def counted(self: LazyArgs) -> Any:
-        reads.append(1)
-        return load_once(self)
-
-    monkeypatch.setattr(LazyArgs, "_load_once", counted)
-    t = load(EAGER)
-    ev = t.events
-    ops = ev.index.to_numpy()[(ev["kind"] == "cpu_op").to_numpy()]
-    picks = [ops, ops[::-7], ops[ev.loc[ops, "name"].astype(str).isin(list(FLOP_OPS))
-                                 .to_numpy()],
-             timeline(t)[0]["op_row"].pipe(lambda s: s[s >= 0]).unique()]
-    got = [mod.op_calls(t, rows) for rows in picks]
-    assert len(reads) == 1
-    later = load(EAGER)  # a later command: the table is read back
-    again = [mod.op_calls(later, rows) for rows in picks]
-    assert len(reads) == 1
-    for rows, a, b in zip(picks, got, again, strict=True):
-        codes, uniq = t.distinct_args(np.asarray(rows, dtype=np.int64), ARG_KEYS)
-        assert [uniq[c] for c in codes] == [a.args[c] for c in a.codes] \
-            == [b.args[c] for c in b.codes]
-        assert a.names == b.names and np.array_equal(a.codes, b.codes)
-    # A row that is no op call (a kernel): the rows are read as asked.
-    k = ev.index.to_numpy()[(ev["kind"] == "kernel").to_numpy()][:3]
-    assert mod.op_calls(later, np.concatenate([ops[:2], k])).names[:1] == got[0].names[:1]
