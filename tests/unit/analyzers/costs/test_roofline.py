@@ -489,8 +489,9 @@ def test_activity_work_of_the_whole_timeline_shares_the_memo_s_columns() -> None
     acts = timeline(t)[0]
     whole, _ = activity_work(t, acts)
     full, _ = t.memo["roofline.activity_work"]
-    for c in ("flops", "bytes", "op_share", "op_kernels"):
-        assert np.shares_memory(whole[c].to_numpy(), full[c].to_numpy()), c
+    if int(pd.__version__.split(".")[0]) >= 3:  # copy-on-write: assign keeps the arrays
+        for c in ("flops", "bytes", "op_share", "op_kernels"):
+            assert np.shares_memory(whole[c].to_numpy(), full[c].to_numpy()), c
     picked = acts.iloc[::-3]  # reversed and thinned: taken through the row index
     some, _ = activity_work(t, picked)
     assert not np.shares_memory(some["flops"].to_numpy(), full["flops"].to_numpy())
