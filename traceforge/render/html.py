@@ -299,7 +299,7 @@ def _drawn(draw: Any, *args: Any, **kw: Any) -> tuple[bool, str]:
 def _charts(jobs: list[_Job]) -> list[str]:
     """Each chart's text: read back where the cache holds one drawn from the same data,
     the others drawn together (``figures.draw_all``: on the available cores) and kept."""
-    from traceforge.formats.cache import keep_text, stored_text, text_store
+    from traceforge.formats.cache_texts import keep_text, stored_text, text_store
 
     stores = [text_store(name, inputs) for name, inputs, _ in jobs]
     texts = [stored_text(s) if s is not None else None for s in stores]

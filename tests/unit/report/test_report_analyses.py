@@ -274,10 +274,10 @@ def test_charts_drawn_on_several_cores_equal_one_core(monkeypatch: pytest.Monkey
     children: byte for byte the page drawn in this process alone."""
     pytest.importorskip("matplotlib")
     from traceforge import forks
-    from traceforge.formats import cache
+    from traceforge.formats import cache_texts
 
     _need(COMPILED)
-    monkeypatch.setattr(cache, "text_store", lambda name, inputs: None)  # drawn each time
+    monkeypatch.setattr(cache_texts, "text_store", lambda name, inputs: None)  # drawn each time
     r = analyze(tf.load(COMPILED))
     monkeypatch.setattr(forks, "can_fork", lambda: False)
     alone = render_html([r], findings(r))
