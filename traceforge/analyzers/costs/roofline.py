@@ -159,14 +159,10 @@ def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None,
     by_key = pd.DataFrame({key: k[key].to_numpy()}).groupby(key, sort=False, observed=True)
     codes = by_key.ngroup().to_numpy()
     ok = codes >= 0  # a missing key is in no group, as in the groupby
-    every = bool(ok.all())
-
-    def rows(a: np.ndarray) -> np.ndarray:
-        return a if every else a[ok]
-
+    rows: slice | np.ndarray = slice(None) if ok.all() else ok  # (a slice: a view)
     names = list(cols)
-    g = pd.concat([pd.DataFrame({c: rows(cols[c]()) for c in names[i:i + _SUM_COLUMNS]},
-                                copy=False).groupby(rows(codes), sort=True).sum()
+    g = pd.concat([pd.DataFrame({c: cols[c]()[rows] for c in names[i:i + _SUM_COLUMNS]},
+                                copy=False).groupby(codes[rows], sort=True).sum()
                    for i in range(0, len(names), _SUM_COLUMNS)], axis=1)
     g.index = by_key.size().index
     # The two columns it reads, then the rows (a boolean selection of ``k`` copies every
