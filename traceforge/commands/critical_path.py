@@ -116,9 +116,8 @@ def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | N
     if fmt == "json":
         emit(to_json_bytes(_json(r)).decode())
         return
-    seg = critical_only(r, r.segments)
     if fmt == "csv":
-        emit(render_frame(seg, fmt))
+        emit(render_frame(critical_only(r, r.segments), fmt))
         return
     multi = r.steps["rank"].nunique() > 1
     st = r.steps if multi else r.steps[r.steps["critical"]]

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -20,8 +21,10 @@ from click.testing import CliRunner
 from tests.conftest import FIXTURES
 from traceforge import load
 from traceforge.analyzers import critical_path as cp_mod
+from traceforge.analyzers.critical_path import rank as cp_rank
 from traceforge.analyzers.timeline import core as tl_mod
 from traceforge.cli import cli
+from traceforge.errors import AnalysisError
 from traceforge.formats import cache, derived
 from traceforge.formats.multirank import load_run
 
@@ -131,6 +134,30 @@ def test_rank_graph_keeps_steps_and_rank_per_call(cdir: Path, src: Path) -> None
     assert a.rank == 3 and b.rank == 0
     assert a.windows["step"].tolist() == steps[-1:] and b.windows["step"].tolist() == steps
     assert (a.u == b.u).all() and a.notes == b.notes
+
+
+def test_a_stored_rank_graph_is_read_without_the_timeline(
+        cdir: Path, src: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps' windows come from the stored graph's own: the timeline (1.5 GB at 10M
+    events) is neither read nor held while the paths run, and a graph just built keeps
+    a copy of the timeline's windows, not a view of its buffer."""
+    load(src)
+    t = load(src)
+    tl = tl_mod.timeline(t)
+    built = cp_mod.rank_graph(t)
+    assert not np.shares_memory(built.windows["ts"].to_numpy(), tl.windows["ts"].to_numpy())
+    steps = tl.windows["step"].tolist()
+    with pytest.raises(AnalysisError) as want:
+        tl.select([10**6])
+
+    def no_timeline(*a: Any) -> Any:
+        raise AssertionError("the timeline was read")
+    monkeypatch.setattr(cp_rank, "timeline", no_timeline)
+    got = cp_mod.rank_graph(load(src), index=2, steps=steps[-1:])
+    assert got.rank == 2 and got.windows["step"].tolist() == steps[-1:]
+    pd.testing.assert_frame_equal(cp_mod.rank_graph(load(src)).windows, built.windows)
+    missing = cp_mod.rank_graph(load(src), steps=[10**6]).windows
+    assert isinstance(missing, AnalysisError) and str(missing) == str(want.value)
 
 
 @pytest.mark.parametrize("args", [

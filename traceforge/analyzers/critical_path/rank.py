@@ -22,7 +22,7 @@ from traceforge.analyzers.critical_path.host import Chain, contract, host_chain,
 from traceforge.analyzers.critical_path.streams import last_on_streams, stream_table
 from traceforge.analyzers.critical_path.sync import bind, event_candidates, sync_edges
 from traceforge.analyzers.profiling.notes import step_notes
-from traceforge.analyzers.timeline.core import timeline
+from traceforge.analyzers.timeline.core import select_windows, timeline
 from traceforge.analyzers.timing.breakdown import rank_of
 from traceforge.errors import AnalysisError
 from traceforge.model import Trace
@@ -166,18 +166,22 @@ def rank_graph(trace: Trace, *, index: int = 0, steps: Sequence[int] | None = No
     The graph covers the whole trace whatever the steps (a derived table of the trace:
     built once, and read back by later runs on a cached trace); the steps only choose
     the windows."""
-    tl = timeline(trace)
+    whole = trace.derived("critical_path.rank_graph", lambda: _whole_graph(trace))
+    # The steps' windows from the graph's own (a stored graph is read without the
+    # timeline: at 10M events that is 1.5 GB not read, and not held while paths run).
     try:
-        windows: pd.DataFrame | AnalysisError = tl.select(steps)
+        windows: pd.DataFrame | AnalysisError = select_windows(
+            cast("pd.DataFrame", whole.windows), steps, whole.path, whole.step_source)
     except AnalysisError as e:
         windows = e
-    whole = trace.derived("critical_path.rank_graph", lambda: _whole_graph(trace))
     return replace(whole, rank=rank_of(trace, index), windows=windows)
 
 
 def _whole_graph(trace: Trace) -> RankGraph:
     tl = timeline(trace)
-    rank, windows = -1, tl.windows
+    # A copy: a stored timeline's frames are views of one buffer, which a view kept
+    # here would keep whole for as long as the graph lives.
+    rank, windows = -1, tl.windows.copy()
     acts = tl.activity
     # Outlier steps and profiler overhead (the CPU side of the path is host time).
     notes: list[str] = step_notes(trace)

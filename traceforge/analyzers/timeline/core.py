@@ -174,15 +174,7 @@ class Timeline:
     def select(self, steps: Sequence[int] | None) -> pd.DataFrame:
         """The windows of the given step numbers (all when None); a step the trace does
         not have is an AnalysisError naming the steps it has."""
-        if steps is None:
-            return self.windows
-        have = self.windows["step"].tolist()
-        missing = sorted(set(steps) - set(have))
-        if missing:
-            listed = ", ".join(str(s) for s in have if s >= 0) or "none"
-            raise AnalysisError(f"{self.path or 'trace'}: no step {missing[0]} "
-                                f"(steps: {listed}; from {self.step_source})")
-        return cast("pd.DataFrame", self.windows[self.windows["step"].isin(list(steps))])
+        return select_windows(self.windows, steps, self.path, self.step_source)
 
     def window_set(self, steps: Sequence[int] | None = None) -> np.ndarray:
         """The selected steps' GPU windows as one interval set."""
@@ -199,6 +191,21 @@ class Timeline:
             return a
         wanted = self.select(steps)["step"].tolist()
         return cast("pd.DataFrame", a[a["step"].isin(wanted)])
+
+
+def select_windows(windows: pd.DataFrame, steps: Sequence[int] | None, path: str,
+                   step_source: str) -> pd.DataFrame:
+    """:meth:`Timeline.select` on a trace's step ``windows`` (kept apart from the timeline
+    where only they are needed: a rank's stored graph keeps its own)."""
+    if steps is None:
+        return windows
+    have = windows["step"].tolist()
+    missing = sorted(set(steps) - set(have))
+    if missing:
+        listed = ", ".join(str(s) for s in have if s >= 0) or "none"
+        raise AnalysisError(f"{path or 'trace'}: no step {missing[0]} "
+                            f"(steps: {listed}; from {step_source})")
+    return cast("pd.DataFrame", windows[windows["step"].isin(list(steps))])
 
 
 def timeline(trace: Trace) -> Timeline:

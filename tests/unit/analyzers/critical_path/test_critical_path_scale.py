@@ -231,3 +231,28 @@ def test_time_order_refuses_what_is_no_topological_order() -> None:
     chain = np.arange(n - 1, dtype=np.int64)
     assert step_mod._time_order(chain, chain + 1, np.zeros(n, np.int64)) is None
     assert step_mod._kahn(n, chain, chain + 1).tolist() == list(range(n))
+
+
+def test_segments_table_made_only_for_the_formats_that_print_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The terminal and Markdown tables are summed from the pieces' codes: the segments
+    table (a row per piece: 20M rows, ~2.5 GB, for 10M kernels in one window) is made
+    for CSV and JSON only."""
+    from click.testing import CliRunner
+
+    from traceforge.analyzers.critical_path import totals
+    from traceforge.cli import cli
+
+    made: list[int] = []
+    frame = totals.PathPieces.frame
+
+    def counted(self: totals.PathPieces) -> pd.DataFrame:
+        made.append(1)
+        return frame(self)
+    monkeypatch.setattr(totals.PathPieces, "frame", counted)
+    p = str(FIXTURES / "compiled.pt.trace.json.gz")
+    for fmt, want in (("table", 0), ("md", 0), ("csv", 1), ("json", 1)):
+        made.clear()
+        res = CliRunner().invoke(cli, ["critical-path", p, "--format", fmt])
+        assert res.exit_code == 0, res.output
+        assert len(made) == want, fmt
