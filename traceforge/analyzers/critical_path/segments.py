@@ -83,9 +83,20 @@ BATCH = 1 << 20
 def path_pieces(run: RunGraph, lab: Labels, sp: StepGraph, path: Sequence[int] | np.ndarray,
                 ri_end: int) -> Pieces:
     """The path's edges as named pieces of time, from rank ``ri_end``'s window start."""
+    return edge_pieces(run, lab, sp, path_edges(sp, path), ri_end)
+
+
+def path_edges(sp: StepGraph, path: Sequence[int] | np.ndarray) -> np.ndarray:
+    """The rows in the step's edge arrays of a path's edges that take time, in order."""
     e = edge_index(sp, path)
     e = e[e >= 0]
-    e = e[sp.w[e] > 0]
+    return np.asarray(e[sp.w[e] > 0])
+
+
+def edge_pieces(run: RunGraph, lab: Labels, sp: StepGraph, e: np.ndarray,
+                ri_end: int) -> Pieces:
+    """:func:`path_pieces` of a path's edges (:func:`path_edges`): labelled a batch at a
+    time, reading only the step's edge arrays (not its order or edge lookup)."""
     parts = [_merged(_labelled(run, lab, sp, e[i:i + BATCH], ri_end), lab)
              for i in range(0, max(len(e), 1), BATCH)]
     return Pieces(sp.step, run.ranks[ri_end].rank, *_joined(parts, lab))

@@ -22,7 +22,7 @@ import pandas as pd
 
 from traceforge.analyzers.critical_path.labels import Labels
 from traceforge.analyzers.critical_path.run_graph import RunGraph
-from traceforge.analyzers.critical_path.segments import Pieces, path_pieces
+from traceforge.analyzers.critical_path.segments import Pieces, edge_pieces, path_edges
 from traceforge.analyzers.critical_path.step import StepGraph, longest_into, step_graph
 from traceforge.analyzers.critical_path.what_if import edge_factors, what_if_length
 from traceforge.forks import ForkError, can_fork, cores, forked_map
@@ -52,10 +52,19 @@ def one_step(run: RunGraph, lab: Labels, n: int, wins: list[pd.DataFrame],
     sp = step_graph(run, n, wins)
     out = StepOut([], [], [], list(sp.notes))
     last = int(np.argmax(sp.w1))
+    nodes, edges = len(sp.node_ids), len(sp.u)
+    # Every rank's path and what-ifs first: the step's order and edge lookup (at 10M
+    # events ~1 GB) are then let go before the paths are labelled into pieces.
+    found = []
     for ri, r in enumerate(run.ranks):
-        if r.acts.empty:
-            continue
-        p = path_pieces(run, lab, sp, longest_into(sp, ri), ri)
+        if not r.acts.empty:
+            found.append((ri, path_edges(sp, longest_into(sp, ri)),
+                          [what_if_length(sp, ri, edge_factors(sp, fac))
+                           for _, fac in scenarios]))
+    sp.dag = sp.keys = sp.ids = None
+    for ri, e, news in found:
+        r = run.ranks[ri]
+        p = edge_pieces(run, lab, sp, e, ri)
         length = int(p.dur.sum())
         window = int(sp.w1[ri] - sp.w0[ri])
         if length != window:
@@ -66,9 +75,8 @@ def one_step(run: RunGraph, lab: Labels, n: int, wins: list[pd.DataFrame],
                          "length_ns": length, "ts": int(sp.w0[ri] - run.offset[ri]),
                          "end": int(sp.w1[ri] - run.offset[ri]),
                          "ranks_crossed": len(pd.unique(p.rank)),  # not a sort of every piece
-                         "nodes": len(sp.node_ids), "edges": len(sp.u)})
-        for label, fac in scenarios:
-            new = what_if_length(sp, ri, edge_factors(sp, fac))
+                         "nodes": nodes, "edges": edges})
+        for (label, _), new in zip(scenarios, news, strict=True):
             out.what_if.append({"step": n, "rank": r.rank, "critical": ri == last,
                                 "scenario": label, "length_ns": length,
                                 "new_length_ns": new, "saved_ns": length - new,

@@ -192,6 +192,33 @@ def test_vectorized_paths_equal_the_relaxation(names: list[str],
     _same(fast, critical_path(traces, what_if=["gemm=2", "attention=1.5"]))
 
 
+def test_a_what_if_that_speeds_nothing_up_is_not_relaxed(
+        eager: tf.Trace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A what-if whose kernels a step does not run (nccl on one GPU) changes no weight:
+    its path is the step's own, found from the times, and its length what the relaxation
+    of every node (the oracle, forced) gives; a class that is run is still relaxed."""
+    from traceforge.analyzers.critical_path import step as step_mod
+
+    relaxed: list[int] = []
+    real = step_mod._relaxed
+
+    def spy(*a: Any) -> Any:
+        relaxed.append(1)
+        return real(*a)
+    monkeypatch.setattr(step_mod, "_relaxed", spy)
+    fast = critical_path(eager, what_if=["nccl=1.5", "gemm=2"])
+    steps = len(fast.steps)
+    # gemm=2 and both together on every step; nccl=1.5 alone on none.
+    assert len(relaxed) == 2 * steps
+    relaxed.clear()
+    critical_path(eager, what_if=["nccl=1.5"])
+    assert not relaxed
+    nccl = fast.what_if[fast.what_if["scenario"] == "nccl=1.5"]
+    assert len(nccl) == steps and (nccl["new_length_ns"] == nccl["length_ns"]).all()
+    monkeypatch.setattr(step_mod, "_tight", lambda *a: None)
+    _same(fast, critical_path(eager, what_if=["nccl=1.5", "gemm=2"]))
+
+
 def test_a_time_that_contradicts_its_edges_is_relaxed() -> None:
     """A node later than any of its in-edges reach (a gap no edge explains) is no tight
     path: the relaxation, not the times, gives its distance."""
