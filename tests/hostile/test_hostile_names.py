@@ -142,3 +142,28 @@ def test_a_huge_name_is_shortened_in_tables_and_whole_in_json(tmp_path: Path) ->
     # AND JSON keeps the whole name
     assert huge in {r["name"] for r in json.loads(run("top-kernels", str(tr), "--format",
                                                       "json"))}
+
+
+@pytest.mark.parametrize("chunk", [3, 1 << 23])
+def test_the_escape_fast_path_says_what_the_regex_says(
+        chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``plain_lines`` skips its regex for ASCII text with nothing to escape, checked a
+    chunk at a time; every unsafe character, at any place (chunk seams included), in
+    ASCII text or not, still takes the regex, and JSON bytes are checked the same way."""
+    from traceforge.render import frame, text
+
+    monkeypatch.setattr(text, "_CHUNK", chunk)
+    unsafe = [chr(c) for c in range(0x20) if c != 0x0A] + ["\x7f", "\x85", "\u202e"]
+    bases = ["", "plain\nlines\n", "k" * 10, "é ok", "ﬁ\n"]
+    for base in bases:
+        assert text.plain_lines(base) == text._UNSAFE_INLINE.sub(text._u_escape, base)
+        for ch in unsafe:
+            for at in range(len(base) + 1):
+                s = base[:at] + ch + base[at:]
+                want = text._UNSAFE_INLINE.sub(text._u_escape, s)
+                assert want != s and text.plain_lines(s) == want, (base, ch, at)
+    assert text.safe_ascii(b'{\n  "a": 1\n}') and not text.safe_ascii(b"\x1b")
+    assert not text.safe_ascii("é".encode())
+    doc = {"name": "x\x85y\u202e", "ok": "tab\there"}
+    assert b"\\u0085" in frame.to_json_bytes(doc) and b"\\u202e" in frame.to_json_bytes(doc)
+    assert json.loads(frame.to_json_bytes(doc)) == doc

@@ -34,7 +34,7 @@ import pandas as pd
 
 from traceforge.render.output_formats import FORMATS
 from traceforge.render.schema import TIME_SUFFIXES, is_fraction_column, machine_frame, ns_name
-from traceforge.render.text import csv_cell, display, plain, plain_lines
+from traceforge.render.text import csv_cell, display, plain, plain_lines, safe_ascii
 
 #: Columns that hold integer nanoseconds besides those named ``*_ns`` (model columns).
 NS_COLUMNS = ("ts", "dur", "end")
@@ -159,6 +159,8 @@ def _plain_values(s: pd.Series) -> list[Any]:
         return vals
     if kind == "f":
         return [None if v != v else v for v in vals]
+    if kind == "O" and pd.api.types.infer_dtype(s, skipna=False) == "string":
+        return vals  # names: str already, none missing
     return [_plain(v) for v in vals]
 
 
@@ -215,7 +217,7 @@ def to_json_bytes(obj: Any, schema: bool = True) -> bytes:
     raw = orjson.dumps(obj, default=default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     # orjson escapes C0 but leaves C1 and bidirectional controls raw: written as \uXXXX,
     # the same string to a JSON reader, and nothing a terminal acts on.
-    return plain_lines(raw.decode()).encode()
+    return raw if safe_ascii(raw) else plain_lines(raw.decode()).encode()
 
 
 def render_frame(

