@@ -12,6 +12,7 @@ achieved rates, the bound and the time saved at a target share of the ceiling to
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import cast
 
 import numpy as np
@@ -91,12 +92,9 @@ def measured_key(key: str) -> str:
     return "fp32" if key == "fp32_tensor" else key
 
 
-def _ceilings(k: pd.DataFrame, device: DevicePeaks | None,
-              measured: MeasuredPeaks | None) -> pd.DataFrame:
-    """Per modelled activity: ceiling key, peak TFLOP/s and TB/s, datasheet and measured."""
-    n = len(k)
-    out = {c: np.full(n, np.nan) for c in ("peak", "bw", "mpeak", "mbw")}
-    key = np.full(n, "", dtype=object)
+def _keyed(k: pd.DataFrame, device: DevicePeaks | None,
+           measured: MeasuredPeaks | None) -> Iterator[tuple[np.ndarray, str]]:
+    """The modelled activities' rows (positions) sharing each ceiling key, and the key."""
     dsheet = dict(device.tflops) if device else {}
     known = dsheet or (dict(measured.tflops) if measured else {})
     dur = k["dur"].to_numpy().astype(float)
@@ -109,9 +107,27 @@ def _ceilings(k: pd.DataFrame, device: DevicePeaks | None,
     for (fam, dt, fst), idx in combos[combos["m"]].groupby(
             ["family", "dtype", "fast"]).groups.items():
         kk = _ceiling_key(str(fam), str(dt), known, bool(fst))
-        if kk is None:
-            continue
-        rows = combos.index.get_indexer(idx)
+        if kk is not None:
+            yield combos.index.get_indexer(idx), kk
+
+
+def ceiling_keys(k: pd.DataFrame, device: DevicePeaks | None,
+                 measured: MeasuredPeaks | None) -> np.ndarray:
+    """:func:`with_ceilings`' ``ceiling`` column alone (for MFU, which needs no other:
+    at 10M activities the whole table is some 20 columns of 80 MB)."""
+    key = np.full(len(k), "", dtype=object)
+    for rows, kk in _keyed(k, device, measured):
+        key[rows] = kk
+    return key
+
+
+def _ceilings(k: pd.DataFrame, device: DevicePeaks | None,
+              measured: MeasuredPeaks | None) -> pd.DataFrame:
+    """Per modelled activity: ceiling key, peak TFLOP/s and TB/s, datasheet and measured."""
+    n = len(k)
+    out = {c: np.full(n, np.nan) for c in ("peak", "bw", "mpeak", "mbw")}
+    key = np.full(n, "", dtype=object)
+    for rows, kk in _keyed(k, device, measured):
         key[rows] = kk
         if device is not None:
             out["peak"][rows] = device.peak(kk) or np.nan

@@ -28,10 +28,10 @@ import pandas as pd
 
 from traceforge.analyzers.costs.activity_work import activity_work, select, timeline
 from traceforge.analyzers.costs.ceilings import (
+    ceiling_keys,
     measured_key,
     measured_note,
     resolve_device,
-    with_ceilings,
 )
 from traceforge.analyzers.costs.devices import DevicePeaks, MeasuredPeaks
 from traceforge.errors import UsageError
@@ -63,7 +63,7 @@ def _step_work(trace: Trace, device: DevicePeaks | None, measured: MeasuredPeaks
     acts, win = timeline(trace)
     acts, win = select(acts, win, steps, trace.meta.path)
     k, notes = activity_work(trace, acts)
-    k = with_ceilings(k, device, measured, 1.0)
+    ceiling = ceiling_keys(k, device, measured)
     # The rows of each step as one slice of a stable sort by step: the same values in the
     # same order as selecting them by a mask, so the same sums, without selecting the
     # whole frame once per step (~3 ms each for 83k activities).
@@ -73,7 +73,7 @@ def _step_work(trace: Trace, device: DevicePeaks | None, measured: MeasuredPeaks
     modelled = k["modelled"].to_numpy(dtype=bool)[order]
     flops = k["flops"].to_numpy()[order]
     dur = k["dur"].to_numpy()[order]
-    ceiling, dtype = k["ceiling"].to_numpy()[order], k["dtype"].to_numpy()[order]
+    ceiling, dtype = ceiling[order], k["dtype"].to_numpy()[order]
     rows = []
     for step, lo, hi in zip(win["step"].to_numpy(), win["ts"].to_numpy(), win["end"].to_numpy(),
                             strict=True):

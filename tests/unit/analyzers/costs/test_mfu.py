@@ -93,3 +93,24 @@ def test_flops_from_eager_gives_compiled_the_same_math_and_a_higher_mfu() -> Non
 def test_flops_from_a_trace_without_flops_raises() -> None:
     with pytest.raises(UsageError, match="no modelled FLOPs"):
         mfu(_fixture("eager"), flops_from=_fixture("compiled"))
+
+
+@pytest.mark.parametrize("name", ["eager", "capture_h200x2.ddp_train.sdpa.rank0"])
+def test_mfu_ceiling_keys_are_the_roofline_tables(name: str) -> None:
+    """MFU takes only the ceiling key of each activity (``ceiling_keys``), not the whole
+    ceilings table the roofline makes (some 20 columns a row): the same key on every row,
+    with the datasheet, measured peaks alone, both, and no device."""
+    from traceforge.analyzers.costs.activity_work import activity_work, timeline
+    from traceforge.analyzers.costs.ceilings import ceiling_keys, resolve_device, with_ceilings
+
+    t = _fixture(name)
+    acts, _ = timeline(t)
+    k, _ = activity_work(t, acts)
+    dev, _ = resolve_device(t, None)
+    m = peaks_from_dict({"schema": "traceforge-peaks/1",
+                         "matmul_tflops": {"bf16": 500.0, "fp32": 40.0, "tf32": 300.0}})
+    for device, measured in ((dev, None), (None, m), (dev, m), (None, None)):
+        want = with_ceilings(k, device, measured, 1.0)["ceiling"].to_numpy(dtype=object)
+        got = ceiling_keys(k, device, measured)
+        assert got.tolist() == want.tolist()
+    assert set(ceiling_keys(k, dev, None)) - {""}
