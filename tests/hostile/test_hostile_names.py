@@ -167,3 +167,29 @@ def test_the_escape_fast_path_says_what_the_regex_says(
     doc = {"name": "x\x85y\u202e", "ok": "tab\there"}
     assert b"\\u0085" in frame.to_json_bytes(doc) and b"\\u202e" in frame.to_json_bytes(doc)
     assert json.loads(frame.to_json_bytes(doc)) == doc
+
+
+def test_csv_cells_of_each_distinct_text_once_equal_cell_by_cell() -> None:
+    """A column of text (names repeat) gets ``csv_cell`` of each distinct value once, the
+    same cells and dtype as cell by cell; a column with missing values or not all text
+    (1, 1.0 and True are one key to a hash) goes cell by cell."""
+    import pandas as pd
+
+    from traceforge.render import frame
+    from traceforge.render.text import csv_cell
+
+    texts = ["=HYPERLINK(1)", "-1.5", "@x", "+", "k\x1b]0;t\x07", "plain", "é\u202e"]
+    columns = [
+        pd.Series(texts * 3, dtype=object),
+        pd.Series(texts * 3, dtype="string"),
+        pd.Series(texts * 3 + [None, float("nan")], dtype=object),
+        pd.Series(texts * 2 + [None], dtype="string"),
+        pd.Series(texts + [None], dtype="str"),
+        pd.Series([1, 1.0, True, "=x", None], dtype=object),
+        pd.Series([], dtype=object),
+    ]
+    for s in columns:
+        want = s.map(csv_cell).astype(object)
+        got = frame._csv_cells(s)
+        pd.testing.assert_series_equal(got, want)
+        assert [type(v) for v in got] == [type(v) for v in want]
