@@ -316,7 +316,7 @@ def _rank_tables(t: Trace, r: int, top: int, notes: list[str],
         add("idle_histogram", r, idle.histogram[idle.histogram["stream"] == -1])
     del idle
     if not timeline(t).activity.empty:  # CPU-only traces: no launches to judge
-        lo = _try("launch", partial(launch_overhead, t), None, miss)
+        lo = _try("launch", partial(launch_overhead, t, store=False), None, miss)
         if lo is not None:
             add("launch", r, lo.steps)
     add("copies", r, host_copies(t))

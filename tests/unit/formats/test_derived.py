@@ -168,6 +168,8 @@ def test_a_stored_rank_graph_is_read_without_the_timeline(
     ["ops", "@SRC", "--format", "json"],
     ["idle", "@SRC", "--format", "json"],
     ["overlap", "@SRC", "--format", "json"],
+    ["launch", "@SRC", "--format", "json"],
+    ["launch", "@SRC", "--format", "json", "--bound-pct", "5", "--steps", "2"],
 ])
 def test_verbs_say_the_same_with_stored_tables(args: list[str], cdir: Path, src: Path,
                                                tmp_path: Path) -> None:
@@ -184,6 +186,30 @@ def test_verbs_say_the_same_with_stored_tables(args: list[str], cdir: Path, src:
     assert stored > 0
     assert run("warm") == first == fresh
     assert len(_derived(cdir)) == stored
+
+
+def test_launch_report_is_read_back_per_options(cdir: Path, src: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``launch`` (and the report's launch section) read a stored launch report: the
+    same frames, and a miss for other steps or another bound."""
+    from traceforge.analyzers.timing import launch as launch_mod
+
+    load(src)
+    first = launch_mod.launch_overhead(load(src))
+    other = launch_mod.launch_overhead(load(src), bound_pct=5.0, steps=[2])
+
+    def fail(*a: Any) -> Any:
+        raise AssertionError("computed again: the stored table was not used")
+    monkeypatch.setattr(launch_mod, "_launch_overhead", fail)
+    again = launch_mod.launch_overhead(load(src))
+    pd.testing.assert_frame_equal(again.steps, first.steps)
+    pd.testing.assert_frame_equal(again.kernels, first.kernels)
+    assert again.step_source == first.step_source
+    back = launch_mod.launch_overhead(load(src), bound_pct=5.0, steps=[2])
+    pd.testing.assert_frame_equal(back.steps, other.steps)
+    assert back.steps["step"].tolist() == [2]
+    with pytest.raises(AssertionError, match="computed again"):
+        launch_mod.launch_overhead(load(src), bound_pct=6.0)
 
 
 def test_cache_info_counts_and_clear_removes_them(cdir: Path, src: Path) -> None:

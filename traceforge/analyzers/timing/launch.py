@@ -73,14 +73,28 @@ class LaunchReport(Tables):
 
 
 def launch_overhead(
-    trace: Trace, *, steps: Sequence[int] | None = None, bound_pct: float = 50.0
+    trace: Trace, *, steps: Sequence[int] | None = None, bound_pct: float = 50.0,
+    store: bool = True,
 ) -> LaunchReport:
     """Launch delay and cost per activity, and per step whether the GPU waited on the CPU.
 
     A step is "launch-bound" when its host wait exceeds ``bound_pct`` % of its recorded
     window. A kernel is "short" when it ran for less time than its launch call took on the
     CPU: the host cannot keep a stream of such kernels fed.
+
+    A derived table of the trace, kept with it (a later run on the cached trace with the
+    same options reads it back); ``store=False`` makes it and keeps nothing (the report,
+    which stores its own summary of it and frees this row-per-activity table at once).
     """
+    if not store:
+        return _launch_overhead(trace, steps, bound_pct)
+    key = (f"launch|{None if steps is None else tuple(int(s) for s in steps)}"
+           f"|{float(bound_pct)!r}")
+    return trace.derived(key, lambda: _launch_overhead(trace, steps, bound_pct))
+
+
+def _launch_overhead(trace: Trace, steps: Sequence[int] | None, bound_pct: float
+                     ) -> LaunchReport:
     tl = timeline(trace)
     acts = tl.activity
     has = acts["launch_ts"].to_numpy() >= 0
