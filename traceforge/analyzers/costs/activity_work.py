@@ -104,8 +104,7 @@ def activity_work(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[
     The work of every activity of the trace is worked out once and memoized on the trace
     (roofline, MFU and the report each ask for it; decoding the ops' args is most of the
     cost), and ``acts`` takes its rows from it."""
-    full, notes = trace.derived("roofline.activity_work",
-                                lambda: _work_of(trace, timeline(trace)[0]))
+    full, notes = trace.derived("roofline.activity_work", lambda: _work_columns(trace))
     rows = acts["row"].to_numpy()
     if len(rows) == len(full) and np.array_equal(rows, full["row"].to_numpy()):
         # All of the timeline's rows (roofline, MFU): its columns as they are, not copies
@@ -115,6 +114,15 @@ def activity_work(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[
     if (pos < 0).any():  # not the timeline's rows: work them out on their own
         return _work_of(trace, acts)
     return acts.assign(**{c: full[c].to_numpy()[pos] for c in WORK_COLUMNS}), list(notes)
+
+
+def _work_columns(trace: Trace) -> tuple[pd.DataFrame, list[str]]:
+    """The work of every activity of the timeline: its ``row`` and :data:`WORK_COLUMNS`
+    alone (what :func:`activity_work` reads; the timeline's own columns are the
+    timeline's, stored once: kept here too they were 3/4 of the table, 2.5 GB at 10M
+    activities written again beside the trace)."""
+    out, notes = _work_of(trace, timeline(trace)[0])
+    return out[["row", *WORK_COLUMNS]], notes
 
 
 def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -56,7 +56,7 @@ from traceforge.analyzers.costs.devices import DevicePeaks, MeasuredPeaks
 from traceforge.analyzers.costs.replays import flops_from as shared_flops
 from traceforge.analyzers.costs.replays import step_flops
 from traceforge.analyzers.names.kernel_names import short_name
-from traceforge.errors import UsageError
+from traceforge.errors import AnalysisError, UsageError
 from traceforge.model import Tables, Trace
 
 #: Default ``target_pct``: the share of the ceiling a well-tuned kernel reaches.
@@ -285,8 +285,35 @@ def roofline(trace: Trace, *, by: str = "op", steps: Sequence[int] | None = None
     # (the ceilings by value: a device's or a peaks file's numbers) reads it back.
     step_key = None if steps is None else tuple(int(s) for s in steps)
     ceilings = hashlib.sha1(repr((device, peaks)).encode()).hexdigest()
-    return trace.derived(f"roofline|{by}|{step_key}|{ceilings}|{target_pct!r}",
-                         lambda: _roofline(trace, by, steps, device, peaks, target_pct, None))
+    kept = trace.derived(f"roofline|{by}|{step_key}|{ceilings}|{target_pct!r}",
+                         lambda: _own_columns(trace, _roofline(trace, by, steps, device,
+                                                               peaks, target_pct, None)))
+    return _with_activity(trace, steps, kept)
+
+
+def _own_columns(trace: Trace, rep: RooflineReport) -> RooflineReport:
+    """``rep`` with ``kernels`` cut to ``row`` and the columns the roofline made (the work
+    and the ceilings): what is kept, in memory and beside the trace. The timeline's own
+    columns (some 24 of 48) are the timeline's, put back by :func:`_with_activity`."""
+    acts = set(timeline(trace)[0].columns)
+    own = ["row", *(c for c in rep.kernels.columns
+                    if c != "row" and (c not in acts or c in WORK_COLUMNS))]
+    return replace(rep, kernels=rep.kernels[own])
+
+
+def _with_activity(trace: Trace, steps: Sequence[int] | None,
+                   kept: RooflineReport) -> RooflineReport:
+    """The report of :func:`_own_columns` with the activities' timeline columns again (its
+    ``kernels`` equal to what :func:`_roofline` made: the columns in its order)."""
+    acts, win = timeline(trace)
+    acts, _ = select(acts, win, steps, trace.meta.path)
+    own = kept.kernels
+    if len(acts) != len(own) or not np.array_equal(acts["row"].to_numpy(),
+                                                   own["row"].to_numpy()):
+        raise AnalysisError(f"{trace.meta.path}: the stored roofline is not of this "
+                            "trace's activities")  # (never: the store keys by the rows)
+    whole = acts.assign(**{c: own[c].set_axis(acts.index) for c in own.columns if c != "row"})
+    return replace(kept, kernels=whole)
 
 
 def _roofline(trace: Trace, by: str, steps: Sequence[int] | None,
