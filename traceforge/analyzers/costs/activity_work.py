@@ -27,7 +27,7 @@ from traceforge.analyzers.costs.operands import DTYPES, Work, unknown
 from traceforge.analyzers.costs.replays import COMPILED, REPLAY, match_replays
 from traceforge.analyzers.timeline.core import timeline as shared_timeline
 from traceforge.errors import AnalysisError
-from traceforge.model import Trace, distinct
+from traceforge.model import Trace, distinct, object_series
 
 
 def timeline(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -113,7 +113,9 @@ def activity_work(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[
     pos = pd.Index(full["row"].to_numpy()).get_indexer(rows)
     if (pos < 0).any():  # not the timeline's rows: work them out on their own
         return _work_of(trace, acts)
-    return acts.assign(**{c: full[c].to_numpy()[pos] for c in WORK_COLUMNS}), list(notes)
+    taken = {c: full[c].to_numpy()[pos] for c in WORK_COLUMNS}
+    return acts.assign(**{c: object_series(v, acts.index) if v.dtype == object else v
+                          for c, v in taken.items()}), list(notes)
 
 
 def _work_columns(trace: Trace) -> tuple[pd.DataFrame, list[str]]:
@@ -190,8 +192,9 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
             if w.known:
                 flops[i], nbytes[i], family[i] = w.flops, w.bytes, w.family
             share[i], per_op[i] = 1.0, 1
-    out = acts.assign(flops=flops, bytes=nbytes, dtype=dtype, family=family,
-                      modelled=reason == "", reason=reason, op_share=share,
+    out = acts.assign(flops=flops, bytes=nbytes, dtype=object_series(dtype, acts.index),
+                      family=object_series(family, acts.index), modelled=reason == "",
+                      reason=object_series(reason, acts.index), op_share=share,
                       op_kernels=per_op)
     out, matched = match_replays(trace, out)
     return out, notes + matched

@@ -26,7 +26,7 @@ from traceforge.analyzers.costs.devices import (
     match_device,
 )
 from traceforge.errors import UsageError
-from traceforge.model import Trace
+from traceforge.model import Trace, object_series
 
 #: An fp32 matrix product faster than this multiple of the FP32 (non-tensor) peak must
 #: have run on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32).
@@ -140,7 +140,7 @@ def _ceilings(k: pd.DataFrame, device: DevicePeaks | None,
     # The new arrays as they are (copy=False): not copied into one block, which held
     # both at once (320 MB more at 10M activities).
     res: pd.DataFrame = pd.DataFrame(out, index=k.index, copy=False)
-    res["ceiling"] = key
+    res["ceiling"] = object_series(key, k.index)
     if measured is None:
         res[["mpeak", "mbw"]] = np.nan
     return res
@@ -155,6 +155,16 @@ def _ideal(flops: np.ndarray, nbytes: np.ndarray, peak: np.ndarray,
     comp = np.where(np.isnan(peak) & (flops > 0), np.nan, comp)
     mem = np.where(np.isnan(bw) & (nbytes > 0), np.nan, mem)
     return comp, mem
+
+
+def _bound(ideal: np.ndarray, comp: np.ndarray, mem: np.ndarray) -> np.ndarray:
+    """"compute" or "memory" by the larger lower bound, "" where the ideal is unknown (an
+    object array: the same three strings shared, not a fixed-width copy of each)."""
+    out = np.full(len(ideal), "", dtype=object)
+    known = ~np.isnan(ideal)
+    out[known & (comp >= mem)] = "compute"
+    out[known & ~(comp >= mem)] = "memory"
+    return out
 
 
 def with_ceilings(k: pd.DataFrame, device: DevicePeaks | None,
@@ -181,7 +191,7 @@ def with_ceilings(k: pd.DataFrame, device: DevicePeaks | None,
             intensity=np.where(m & (b > 0), f / b, np.nan),
             compute_ns=np.where(m, comp, np.nan), memory_ns=np.where(m, mem, np.nan),
             ideal_ns=ideal, ideal_measured_ns=mideal,
-            bound=np.where(np.isnan(ideal), "", np.where(comp >= mem, "compute", "memory")),
+            bound=object_series(_bound(ideal, comp, mem), k.index),
             pct_of_bound=np.where(dur > 0, 100.0 * ideal / dur, np.nan),
             pct_of_measured=np.where(dur > 0, 100.0 * mideal / dur, np.nan),
             # fmax treats NaN as missing: NaN where the ideal is unknown. (Made so, not

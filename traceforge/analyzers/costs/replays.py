@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from traceforge.model import Trace, distinct
+from traceforge.model import Trace, distinct, object_series
 
 #: Why a replayed kernel has no work (shown in every roofline output).
 REPLAY = "work unknown: graph replay, no shapes recorded"
@@ -91,11 +91,11 @@ def match_replays(trace: Trace, k: pd.DataFrame) -> tuple[pd.DataFrame, list[str
                      ("dtype", src["dtype"]), ("family", src["family"])):
         arr = out[col].to_numpy().copy()
         arr[got] = val.to_numpy()
-        out[col] = arr
+        out[col] = object_series(arr, out.index) if arr.dtype == object else arr
     for col, val in (("modelled", True), ("reason", "")):
         arr = out[col].to_numpy().copy()
         arr[got] = val
-        out[col] = arr
+        out[col] = object_series(arr, out.index) if arr.dtype == object else arr
     us = float(k["dur"].to_numpy()[got].sum()) / 1e3
     note = (f"{len(got):,} replayed kernels ({us:,.0f} us) take the work of the same kernel "
             f"(name, grid, block) launched outside a graph with shapes recorded "

@@ -57,7 +57,7 @@ from traceforge.analyzers.costs.replays import flops_from as shared_flops
 from traceforge.analyzers.costs.replays import step_flops
 from traceforge.analyzers.names.kernel_names import short_name
 from traceforge.errors import AnalysisError, UsageError
-from traceforge.model import Tables, Trace
+from traceforge.model import Tables, Trace, object_frame
 
 #: Default ``target_pct``: the share of the ceiling a well-tuned kernel reaches.
 TARGET_PCT = 80.0
@@ -156,7 +156,8 @@ def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None,
     # frames hold the new arrays as they are (``copy=False``: pandas would otherwise copy
     # them into one block, 7x slower and twice the memory), and rows are selected only
     # where some key is missing.
-    by_key = pd.DataFrame({key: k[key].to_numpy()}).groupby(key, sort=False, observed=True)
+    # (Strings as object: Arrow strings of 10M activities cost seconds to make.)
+    by_key = object_frame({key: k[key].to_numpy()}).groupby(key, sort=False, observed=True)
     codes = by_key.ngroup().to_numpy()
     ok = codes >= 0  # a missing key is in no group, as in the groupby
     rows: slice | np.ndarray = slice(None) if ok.all() else ok  # (a slice: a view)
@@ -364,6 +365,11 @@ def _roofline(trace: Trace, by: str, steps: Sequence[int] | None,
 
 
 # -- views for reports and annotations ---------------------------------------------------
+def _by_op(report: RooflineReport) -> pd.DataFrame:
+    """The per-op table: the report's own when it is by op (not grouped again)."""
+    return report.table if report.by == "op" else _table(report.kernels, "op", report.device)
+
+
 def regroup(report: RooflineReport, by: str) -> pd.DataFrame:
     """The report's activities as the table :func:`roofline` gives for ``by`` (op, kernel
     or class), without measuring them again: a report shows several groupings of one run."""
@@ -395,7 +401,7 @@ def chart_data(report: RooflineReport) -> dict[str, Any]:
     the measured ones when a peaks file was given.
     """
     k = report.kernels
-    by_op = _table(k, "op", report.device)
+    by_op = _by_op(report)
     pts = by_op[(by_op["gflops"] > 0) & by_op["intensity"].notna()]
     points = [{"label": str(r.op), "intensity": float(r.intensity),
                "tflops_per_s": float(r.tflops_per_s), "time_us": float(r.time_us),
@@ -431,8 +437,7 @@ def below_bound(report: RooflineReport, n: int = 5) -> pd.DataFrame:
     (at the report's target_pct), work (why part of it is unknown), sorted by saved_us.
     Input for the report's findings.
     """
-    k = report.kernels
-    t = _table(k, "op", report.device)
+    t = _by_op(report)
     t = t[t["saved_us"].notna() & (t["saved_us"] > 0)]
     cols = ["op", "time_us", "pct_of_bound", "bound", "dtype", "tflops_per_s", "tb_per_s",
             "saved_us", "work"]
