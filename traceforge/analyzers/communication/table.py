@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
@@ -224,7 +224,5 @@ def comm(traces: Trace | Sequence[Trace], *, link_gbps: float | None = None,
     """Bandwidth of every collective of one rank's trace or of a run's rank traces
     (``tf.comm``; the ``comm`` verb runs the same through the engine)."""
     ts = [traces] if isinstance(traces, Trace) else list(traces)
-    parts = [comm_summary(t if t.meta.rank is not None else
-                          t.with_meta(replace(t.meta, rank=i)))
-             for i, t in enumerate(ts)]
+    parts = [comm_summary(t, rank=i) for i, t in enumerate(ts)]
     return comm_report(parts, link_gbps=link_gbps, measured_gbps=measured_gbps, top=top)

@@ -387,7 +387,8 @@ def kernel_rates(report: RooflineReport) -> pd.DataFrame:
     k = report.kernels
     cols = ["op_name", "flops", "bytes", "intensity", "tflops_per_s", "tb_per_s", "dtype",
             "bound", "pct_of_bound", "pct_of_measured"]
-    out: pd.DataFrame = k.set_index("row")[cols].rename(columns={"op_name": "op"})
+    # The columns first, then the index (not every column of every activity re-indexed).
+    out: pd.DataFrame = k[["row", *cols]].set_index("row").rename(columns={"op_name": "op"})
     out.index.name = "row"
     return out
 
