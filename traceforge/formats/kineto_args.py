@@ -103,10 +103,10 @@ class LazyArgs:
         slices are decoded once into a struct holding each key as raw JSON, rows are
         grouped by those bytes, and one row per group is decoded (~10x faster than
         :meth:`__call__` on a model's op calls)."""
-        raws = self._load()
         src = self.src_index[np.asarray(rows, dtype=np.int64)]
-        if not len(src):
+        if not len(src):  # (before the file is scanned: no row asks for it)
             return np.empty(0, dtype=np.int64), []
+        raws = self._load()
         fields = [f"k{i}" for i in range(len(keys))]
         struct: Any = msgspec.defstruct(
             "Keys", [(f, msgspec.Raw, msgspec.field(name=k, default=msgspec.Raw()))
@@ -156,8 +156,10 @@ class LazyArgs:
     def _array(self, rows: np.ndarray) -> bytes:
         """The rows' args JSON as one JSON array, copied out of the file (its map's pages
         handed back); a row without args is ``{}``."""
-        raws = self._load()
         src = self.src_index[np.asarray(rows, dtype=np.int64)]
+        if not len(src):
+            return b"[]"  # (the file is not scanned for no row)
+        raws = self._load()
         text = b"[" + b",".join([rw if len(rw) else b"{}"
                                  for rw in map(raws.__getitem__, src.tolist())]) + b"]"
         _drop_pages(raws)

@@ -156,9 +156,12 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
         comm = cls[idx] == "communication"
         has = op_row[idx] >= 0
         replayed = acts["replay"].to_numpy()[idx] >= 0
-        # Object arrays of the few strings (np.where on str makes fixed-width unicode
-        # arrays: ~110 bytes a kernel, twice, on 1M kernels without ops).
-        why_none = np.full(int((~has).sum()), "no launching op in the trace", dtype=object)
+        # Object arrays of the few strings, each string one object shared by its rows
+        # (np.where on str makes fixed-width unicode arrays: ~110 bytes a kernel, twice,
+        # on 1M kernels without ops; np.full of a str, and np.where's result, a new
+        # str object per row: 73 MB at 1M).
+        why_none = np.empty(int((~has).sum()), dtype=object)
+        why_none.fill("no launching op in the trace")
         why_none[replayed[~has]] = REPLAY
         why_none[comm[~has]] = _COMM
         reason[idx[~has]] = why_none
@@ -171,8 +174,10 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
             names, name_codes = _labels(acts["op_name"].to_numpy()[u])
             compiled = np.array([n.startswith(_COMPILED_OPS) for n in names] + [False])
             why = np.array([w.reason for w in per_call], dtype=object)[code[~known]]
-            reason[u] = np.where(comm[~known], _COMM, np.where(
-                replayed[has][~known], REPLAY, np.where(compiled[name_codes], COMPILED, why)))
+            why[compiled[name_codes]] = COMPILED  # (later lines take precedence)
+            why[replayed[has][~known]] = REPLAY
+            why[comm[~known]] = _COMM
+            reason[u] = why
         kn, c = j[known], code[known]
         flops[kn] = np.array([w.flops if w.known else 0.0 for w in per_call])[c] * shj[known]
         nbytes[kn] = np.array([w.bytes if w.known else 0.0 for w in per_call])[c] * shj[known]
