@@ -32,7 +32,7 @@ from traceforge.analyzers.timing.stalls import host_copies, sync_calls
 from traceforge.analyzers.timing.summary import summary
 from traceforge.errors import TraceforgeError
 from traceforge.forks import beside, cores
-from traceforge.model import Tables, Trace
+from traceforge.model import Tables, Trace, object_frame
 from traceforge.report import critical_path as path_tables
 from traceforge.report import memory as memory_tables
 from traceforge.report import roofline as roofline_tables
@@ -226,7 +226,7 @@ def _neutral(trace: Trace) -> pd.DataFrame:
     if acts.empty:
         return _empty(cols)
     nc = neutral_columns(acts, vendor_of(trace))
-    x = pd.DataFrame({"class": nc["ncls"].to_numpy(), "family": nc["nfamily"].to_numpy(),
+    x = object_frame({"class": nc["ncls"].to_numpy(), "family": nc["nfamily"].to_numpy(),
                       "library": nc["library"].to_numpy(),
                       "dur": (acts["end"] - acts["ts"]).to_numpy()})
     g = x.groupby(["class", "family"]).agg(calls=("dur", "size"), ns=("dur", "sum"))

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.timeline.core import timeline
-from traceforge.model import Trace, pair_codes, str_codes
+from traceforge.model import Trace, object_series, pair_codes, str_codes
 
 #: Neutral classes in the order comparison tables list them.
 NEUTRAL_CLASSES: tuple[str, ...] = (
@@ -169,9 +169,10 @@ def neutral_columns(acts: pd.DataFrame, vendor: str) -> pd.DataFrame:
     first = np.full(int(triple.max()) + 1, len(triple), dtype=np.int64)
     np.minimum.at(first, triple, np.arange(len(triple)))
     mapped = [neutral(l0[c0[i]], l1[c1[i]], l2[c2[i]], vendor) for i in first.tolist()]
+    # Object columns (object_series): Arrow strings of 10M rows cost seconds each way.
     out: pd.DataFrame = pd.DataFrame(
-        {col: np.array([getattr(m, attr) for m in mapped], dtype=object)[triple]
-         for col, attr in (("ncls", "cls"), ("nfamily", "family"), ("library", "library"))},
-        index=acts.index)
+        {col: object_series(np.array([getattr(m, attr) for m in mapped], dtype=object)[triple],
+                            acts.index)
+         for col, attr in (("ncls", "cls"), ("nfamily", "family"), ("library", "library"))})
     return out
 
