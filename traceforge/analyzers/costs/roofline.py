@@ -189,8 +189,11 @@ def _group(k: pd.DataFrame, key: str, device: DevicePeaks | None,
                                                      index=k.index))
     # Why the unmodelled part of each row is unknown: its largest reason by time.
     unm = ~m & ~fo
-    why = _dominant(k.assign(why=np.where(fo, k["reason"], "")), key, "why",
-                    pd.Series(np.where(fo, dur, 0.0), index=k.index))
+    # (The first part only where some activity takes a step's eager FLOPs: else a column
+    # of every activity made for a weight of zero everywhere.)
+    why = (_dominant(k.assign(why=np.where(fo, k["reason"], "")), key, "why",
+                     pd.Series(np.where(fo, dur, 0.0), index=k.index)) if fo.any()
+           else pd.Series(dtype=object))
     why = why.combine_first(_dominant(k, key, "reason",
                                       pd.Series(np.where(unm, dur, 0.0), index=k.index)))
     flt = mod + g["fot"]
