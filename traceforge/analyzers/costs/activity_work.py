@@ -27,7 +27,7 @@ from traceforge.analyzers.costs.operands import DTYPES, Work, unknown
 from traceforge.analyzers.costs.replays import COMPILED, REPLAY, match_replays
 from traceforge.analyzers.timeline.core import timeline as shared_timeline
 from traceforge.errors import AnalysisError
-from traceforge.model import Trace, distinct, object_series
+from traceforge.model import Trace, distinct, with_columns
 
 
 def timeline(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -39,7 +39,8 @@ def timeline(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:
     """
     tl = shared_timeline(trace)
     acts = tl.activity
-    return acts.assign(dur=(acts["end"] - acts["ts"]).astype(np.int64)), tl.windows
+    return with_columns(acts, {"dur": (acts["end"].to_numpy() - acts["ts"].to_numpy())
+                               .astype(np.int64)}), tl.windows
 
 
 def select(acts: pd.DataFrame, win: pd.DataFrame, steps: Sequence[int] | None,
@@ -109,13 +110,13 @@ def activity_work(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[
     if len(rows) == len(full) and np.array_equal(rows, full["row"].to_numpy()):
         # All of the timeline's rows (roofline, MFU): its columns as they are, not copies
         # taken through an identity index (at 10M activities ~80 MB a column).
-        return acts.assign(**{c: full[c].set_axis(acts.index) for c in WORK_COLUMNS}), list(notes)
+        return with_columns(acts, {c: full[c].set_axis(acts.index) for c in WORK_COLUMNS}
+                            ), list(notes)
     pos = pd.Index(full["row"].to_numpy()).get_indexer(rows)
     if (pos < 0).any():  # not the timeline's rows: work them out on their own
         return _work_of(trace, acts)
     taken = {c: full[c].to_numpy()[pos] for c in WORK_COLUMNS}
-    return acts.assign(**{c: object_series(v, acts.index) if v.dtype == object else v
-                          for c, v in taken.items()}), list(notes)
+    return with_columns(acts, taken), list(notes)
 
 
 def _work_columns(trace: Trace) -> tuple[pd.DataFrame, list[str]]:
@@ -197,9 +198,8 @@ def _work_of(trace: Trace, acts: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
             if w.known:
                 flops[i], nbytes[i], family[i] = w.flops, w.bytes, w.family
             share[i], per_op[i] = 1.0, 1
-    out = acts.assign(flops=flops, bytes=nbytes, dtype=object_series(dtype, acts.index),
-                      family=object_series(family, acts.index), modelled=reason == "",
-                      reason=object_series(reason, acts.index), op_share=share,
-                      op_kernels=per_op)
+    out = with_columns(acts, {"flops": flops, "bytes": nbytes, "dtype": dtype,
+                              "family": family, "modelled": reason == "", "reason": reason,
+                              "op_share": share, "op_kernels": per_op})
     out, matched = match_replays(trace, out)
     return out, notes + matched

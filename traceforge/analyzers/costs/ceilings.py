@@ -26,7 +26,7 @@ from traceforge.analyzers.costs.devices import (
     match_device,
 )
 from traceforge.errors import UsageError
-from traceforge.model import Trace, object_series
+from traceforge.model import Trace, object_frame, object_series, with_columns
 
 #: An fp32 matrix product faster than this multiple of the FP32 (non-tensor) peak must
 #: have run on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32).
@@ -102,13 +102,17 @@ def _keyed(k: pd.DataFrame, device: DevicePeaks | None,
         rate = np.where(dur > 0, k["flops"].to_numpy(dtype=float) / dur / 1e3, 0.0)
     # Only the TF32 test depends on the rate: rows are classed by (family, dtype, fast).
     fast = rate > known.get("fp32", math.inf) * TF32_EVIDENCE
-    combos = pd.DataFrame({"family": k["family"].to_numpy(), "dtype": k["dtype"].to_numpy(),
-                           "fast": fast, "m": k["modelled"].to_numpy()})
-    for (fam, dt, fst), idx in combos[combos["m"]].groupby(
-            ["family", "dtype", "fast"]).groups.items():
+    # The modelled rows first, as arrays (not a table of every activity: at 10M pandas 3
+    # made Arrow strings of both string columns), grouped by position.
+    at = np.flatnonzero(k["modelled"].to_numpy(dtype=bool))
+    combos = object_frame({"family": k["family"].to_numpy()[at],
+                           "dtype": k["dtype"].to_numpy()[at], "fast": fast[at]})
+    groups = combos.groupby(["family", "dtype", "fast"]).indices
+    for combo, idx in groups.items():
+        fam, dt, fst = cast("tuple[object, object, object]", combo)
         kk = _ceiling_key(str(fam), str(dt), known, bool(fst))
         if kk is not None:
-            yield combos.index.get_indexer(idx), kk
+            yield at[np.asarray(idx)], kk
 
 
 def ceiling_keys(k: pd.DataFrame, device: DevicePeaks | None,
@@ -183,23 +187,24 @@ def with_ceilings(k: pd.DataFrame, device: DevicePeaks | None,
     ideal = np.where(np.isnan(comp) | np.isnan(mem), np.nan, ideal)
     mideal = np.where(m & ~np.isnan(mcomp) & ~np.isnan(mmem), np.fmax(mcomp, mmem), np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out: pd.DataFrame = k.assign(
-            ceiling=c["ceiling"], peak_tflops=c["peak"], hbm_tb_s=c["bw"],
-            measured_tflops=c["mpeak"], measured_tb_s=c["mbw"],
-            tflops_per_s=np.where(m & (dur > 0), f / dur / 1e3, np.nan),
-            tb_per_s=np.where(m & (dur > 0), b / dur / 1e3, np.nan),
-            intensity=np.where(m & (b > 0), f / b, np.nan),
-            compute_ns=np.where(m, comp, np.nan), memory_ns=np.where(m, mem, np.nan),
-            ideal_ns=ideal, ideal_measured_ns=mideal,
-            bound=object_series(_bound(ideal, comp, mem), k.index),
-            pct_of_bound=np.where(dur > 0, 100.0 * ideal / dur, np.nan),
-            pct_of_measured=np.where(dur > 0, 100.0 * mideal / dur, np.nan),
+        # (The new arrays as they are: ``assign`` copied each of them.)
+        out = with_columns(k, {
+            "ceiling": c["ceiling"], "peak_tflops": c["peak"], "hbm_tb_s": c["bw"],
+            "measured_tflops": c["mpeak"], "measured_tb_s": c["mbw"],
+            "tflops_per_s": np.where(m & (dur > 0), f / dur / 1e3, np.nan),
+            "tb_per_s": np.where(m & (dur > 0), b / dur / 1e3, np.nan),
+            "intensity": np.where(m & (b > 0), f / b, np.nan),
+            "compute_ns": np.where(m, comp, np.nan), "memory_ns": np.where(m, mem, np.nan),
+            "ideal_ns": ideal, "ideal_measured_ns": mideal,
+            "bound": _bound(ideal, comp, mem),
+            "pct_of_bound": np.where(dur > 0, 100.0 * ideal / dur, np.nan),
+            "pct_of_measured": np.where(dur > 0, 100.0 * mideal / dur, np.nan),
             # fmax treats NaN as missing: NaN where the ideal is unknown. (Made so, not
             # set afterwards: a column set in place is copied first.)
-            saved_ns=np.where(np.isnan(ideal), np.nan, np.fmax(dur - ideal / target, 0.0)),
-            saved_measured_ns=np.where(np.isnan(mideal), np.nan,
-                                       np.fmax(dur - mideal / target, 0.0)),
-        )
+            "saved_ns": np.where(np.isnan(ideal), np.nan, np.fmax(dur - ideal / target, 0.0)),
+            "saved_measured_ns": np.where(np.isnan(mideal), np.nan,
+                                          np.fmax(dur - mideal / target, 0.0)),
+        })
     return out
 
 
