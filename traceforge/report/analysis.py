@@ -20,7 +20,7 @@ import pandas as pd
 
 from traceforge.analyzers.communication.table import CommReport, ceiling_line, comm
 from traceforge.analyzers.names.kernel_names import attention_text, classify
-from traceforge.analyzers.runs.vendor import NEUTRAL_CLASSES, neutral_columns, vendor_of
+from traceforge.analyzers.runs.vendor import NEUTRAL_CLASSES, neutral_codes, vendor_of
 from traceforge.analyzers.timeline.core import outlier_steps, timeline
 from traceforge.analyzers.timing.breakdown import breakdown, rank_of
 from traceforge.analyzers.timing.idle import idle_gaps
@@ -225,11 +225,17 @@ def _neutral(trace: Trace) -> pd.DataFrame:
     acts = timeline(trace).activity
     if acts.empty:
         return _empty(cols)
-    nc = neutral_columns(acts, vendor_of(trace))
-    x = object_frame({"class": nc["ncls"].to_numpy(), "family": nc["nfamily"].to_numpy(),
-                      "library": nc["library"].to_numpy(),
-                      "dur": (acts["end"] - acts["ts"]).to_numpy()})
-    g = x.groupby(["class", "family"]).agg(calls=("dur", "size"), ns=("dur", "sum"))
+    # Counted and summed per distinct (class, family, name) first, as arrays, then grouped
+    # as before: at 10M activities two groupbys on three string columns took ~13 s.
+    code, mapped = neutral_codes(acts, vendor_of(trace))
+    # (Whole ns: float sums exact below 2**53 ns.)
+    ns = np.bincount(code, weights=(acts["end"] - acts["ts"]).to_numpy(), minlength=len(mapped))
+    x = object_frame({"class": np.array([m.cls for m in mapped], dtype=object),
+                      "family": np.array([m.family for m in mapped], dtype=object),
+                      "library": np.array([m.library for m in mapped], dtype=object),
+                      "n": np.bincount(code, minlength=len(mapped)),
+                      "dur": ns.astype(np.int64)})
+    g = x.groupby(["class", "family"]).agg(calls=("n", "sum"), ns=("dur", "sum"))
     lib = x.groupby(["class", "family", "library"])["dur"].sum().reset_index().sort_values(
         ["dur", "library"], ascending=[False, True], kind="stable")
     libs = lib.groupby(["class", "family"], sort=False)["library"].agg(
