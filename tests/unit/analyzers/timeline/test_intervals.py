@@ -61,3 +61,21 @@ def test_union_is_order_independent(xs: list[tuple[int, int]], rnd: object) -> N
 
 def test_touching_intervals_join() -> None:
     assert iv.merge(np.array([0, 5]), np.array([5, 8])).tolist() == [[0, 8]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans, spans, st.lists(st.integers(0, GRID + 20), max_size=8))
+def test_ops_on_sets_with_touching_rows(a: list[tuple[int, int]], b: list[tuple[int, int]],
+                                        cuts: list[int]) -> None:
+    """The sweep merges both sets' sorted boundaries (no sort); a set cut into touching
+    rows (``split_at``: not what ``merge`` makes) is merged first and gives the same."""
+    sa, sb = _set(a), _set(b)
+    cut = iv.split_at(sa, np.array(sorted(set(cuts)), dtype=np.int64))
+    def norm(s: np.ndarray) -> np.ndarray:  # (an empty side returns the other as it is)
+        return iv.merge(s[:, 0], s[:, 1])
+
+    for op in (iv.union, iv.intersect, iv.difference):
+        assert np.array_equal(norm(op(cut, sb)), op(sa, sb)), op
+        assert np.array_equal(norm(op(sb, cut)), op(sb, sa)), op
+    ma, mb = _mask(a), _mask(b)
+    assert iv.total(iv.intersect(cut, sb)) == (ma & mb).sum()
