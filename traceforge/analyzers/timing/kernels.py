@@ -82,23 +82,53 @@ TOTAL_COLUMNS = ("name", "class", "family", "calls", "total_ns", "min_ns", "max_
 def kernel_totals(trace: Trace, *, include_memory: bool = False) -> pd.DataFrame:
     """Calls and total/min/max GPU time (int ns) per full kernel name, in order of first
     appearance: all :func:`top_kernels` needs of a trace, and what one rank of a run
-    sends to be merged with the others (:func:`merge_kernel_totals`)."""
-    kt = kernel_table(trace, include_memory=include_memory)
-    if kt.empty:
+    sends to be merged with the others (:func:`merge_kernel_totals`). A name's class and
+    family are its first row's (a copy or memset is classed by its kind)."""
+    kinds = ("kernel", "memcpy", "memset") if include_memory else ("kernel",)
+    # The three columns it reads, then the rows, and every sum over the names' codes:
+    # not :func:`kernel_table`'s twelve columns of every kernel (four of them strings)
+    # grouped by name (at 10M kernels ~5 s and a GB, twice in a report).
+    ev = trace.events[["name", "kind", "dur"]]
+    ev = ev[ev["kind"].isin(kinds).to_numpy()]
+    if ev.empty:
         return _no_totals()
-    g = kt.groupby("name", sort=False, observed=True)
-    agg = g["dur"].agg(["count", "sum", "min", "max"])
-    first = g[["class", "family"]].first()
-    out: pd.DataFrame = pd.DataFrame({"name": _text(agg.index), "class": _text(first["class"]),
-                                      "family": _text(first["family"]),
-                                      "calls": agg["count"].to_numpy(np.int64),
-                                      "total_ns": agg["sum"].to_numpy(np.int64),
-                                      "min_ns": agg["min"].to_numpy(np.int64),
-                                      "max_ns": agg["max"].to_numpy(np.int64)})
+    names_s = ev["name"]
+    if isinstance(names_s.dtype, pd.CategoricalDtype):
+        codes = np.asarray(names_s.cat.codes, dtype=np.int64)
+        cats = names_s.cat.categories
+    else:
+        codes, cats = pd.factorize(names_s.astype(str))
+        codes = np.asarray(codes, dtype=np.int64)
+    # Groups by name as ``str`` writes it (a missing name is "nan"), first appearance.
+    seen, at = pd.factorize(codes)
+    label = np.array([str(cats[c]) if c >= 0 else "nan" for c in at.tolist()], dtype=object)
+    merged, names = pd.factorize(label)
+    group = np.asarray(merged, dtype=np.int64)[seen]
+    n = len(names)
+    dur = ev["dur"].to_numpy(dtype=np.int64)
+    first = np.full(n, len(group), dtype=np.int64)
+    np.minimum.at(first, group, np.arange(len(group)))
+    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, group, dur)
+    np.maximum.at(hi, group, dur)
+    total = np.zeros(n, dtype=np.int64)
+    np.add.at(total, group, dur)  # (int64: exact)
+    kind = ev["kind"].to_numpy()[first]
+    info = [classify(str(nm)) for nm in names.tolist()]
+    is_kernel = kind == "kernel"
+    out: pd.DataFrame = pd.DataFrame({
+        "name": _text(names),
+        "class": _text(np.where(is_kernel, np.array([i.cls for i in info], dtype=object),
+                                kind)),
+        "family": _text(np.where(is_kernel, np.array([i.family for i in info], dtype=object),
+                                 kind)),
+        "calls": np.bincount(group, minlength=n).astype(np.int64),
+        "total_ns": total, "min_ns": lo, "max_ns": hi})
     return out
 
 
-def _text(values: pd.Index | pd.Series) -> pd.Series:
+def _text(values: pd.Index | pd.Series | np.ndarray) -> pd.Series:
     """Plain object strings (pandas 3 would infer its string dtype from an array)."""
     col: pd.Series = pd.Series(np.asarray(values, dtype=object), dtype=object, copy=False)
     return col
