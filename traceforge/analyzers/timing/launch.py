@@ -99,7 +99,15 @@ def _launch_overhead(trace: Trace, steps: Sequence[int] | None, bound_pct: float
     acts = tl.activity
     has = acts["launch_ts"].to_numpy() >= 0
     replay = acts["replay"].to_numpy()
-    first_in_replay = ~acts.duplicated(["device", "replay"]).to_numpy() | (replay < 0)
+    # The first activity of each (device, graph replay): the others of a replay were not
+    # launched by a call of their own. (Looked for among replayed rows only: hashing
+    # two columns of every activity cost seconds at 10M, none of them replayed.)
+    first_in_replay = np.ones(len(acts), dtype=bool)
+    rep = np.flatnonzero(replay >= 0)
+    if len(rep):
+        first_in_replay[rep] = ~pd.DataFrame({
+            "device": acts["device"].to_numpy()[rep], "replay": replay[rep]}).duplicated(
+        ).to_numpy()
     delay = np.where(has & first_in_replay, acts["ts"] - acts["launch_ts"], -1)
     queue, latency = delay_split(acts)
     queue = np.where(delay >= 0, queue, -1)
@@ -117,10 +125,11 @@ def _launch_overhead(trace: Trace, steps: Sequence[int] | None, bound_pct: float
             "queue_ns": queue,
             "launch_latency_ns": latency,
             "launch_dur_ns": ldur,
-            "replay": replay,
+            "replay": acts["replay"],
             "op_name": acts["op_name"],
             "step": acts["step"],
-        }
+        },
+        copy=False,  # (its new arrays as they are; the timeline's columns as Series)
     )
     win = tl.select(steps)
     out = _per_step(tl, kern, win, bound_pct)
