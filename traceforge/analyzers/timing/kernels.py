@@ -18,6 +18,15 @@ TOP_KERNEL_COLUMNS = (
 BY = ("name", "family", "class")
 
 
+def _name_codes(names: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """Each row's code into the distinct names (-1: missing): a categorical column's own
+    codes, else the names as ``str`` numbered by first appearance."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        return np.asarray(names.cat.codes, dtype=np.int64), names.cat.categories
+    codes, cats = pd.factorize(names.astype(str))
+    return np.asarray(codes, dtype=np.int64), pd.Index(cats)
+
+
 def kernel_table(trace: Trace, *, include_memory: bool = False) -> pd.DataFrame:
     """One row per GPU kernel (and copies/memsets if asked) with class, family, short name.
 
@@ -28,12 +37,7 @@ def kernel_table(trace: Trace, *, include_memory: bool = False) -> pd.DataFrame:
     # Names are classified once per distinct name and spread to rows through the integer
     # codes of the categorical column: per-row Python work on ~1M strings cost more than
     # the whole analysis. String columns stay plain objects (one dtype on pandas 2 and 3).
-    names_s = k["name"]
-    if isinstance(names_s.dtype, pd.CategoricalDtype):
-        codes = np.asarray(names_s.cat.codes)
-        cats = names_s.cat.categories
-    else:
-        codes, cats = pd.factorize(names_s.astype(str))
+    codes, cats = _name_codes(k["name"])
     used = distinct(codes[codes >= 0])
     labels = np.empty(len(cats) + 1, dtype=object)  # the last slot: missing name (code -1)
     short_c, cls_c, fam_c = (np.empty(len(cats) + 1, dtype=object) for _ in range(3))
@@ -92,13 +96,7 @@ def kernel_totals(trace: Trace, *, include_memory: bool = False) -> pd.DataFrame
     ev = ev[ev["kind"].isin(kinds).to_numpy()]
     if ev.empty:
         return _no_totals()
-    names_s = ev["name"]
-    if isinstance(names_s.dtype, pd.CategoricalDtype):
-        codes = np.asarray(names_s.cat.codes, dtype=np.int64)
-        cats = names_s.cat.categories
-    else:
-        codes, cats = pd.factorize(names_s.astype(str))
-        codes = np.asarray(codes, dtype=np.int64)
+    codes, cats = _name_codes(ev["name"])
     # Groups by name as ``str`` writes it (a missing name is "nan"), first appearance.
     seen, at = pd.factorize(codes)
     label = np.array([str(cats[c]) if c >= 0 else "nan" for c in at.tolist()], dtype=object)

@@ -105,9 +105,8 @@ def _launch_overhead(trace: Trace, steps: Sequence[int] | None, bound_pct: float
     first_in_replay = np.ones(len(acts), dtype=bool)
     rep = np.flatnonzero(replay >= 0)
     if len(rep):
-        first_in_replay[rep] = ~pd.DataFrame({
-            "device": acts["device"].to_numpy()[rep], "replay": replay[rep]}).duplicated(
-        ).to_numpy()
+        pairs = pd.DataFrame({"device": acts["device"].to_numpy()[rep], "replay": replay[rep]})
+        first_in_replay[rep] = ~pairs.duplicated().to_numpy()
     delay = np.where(has & first_in_replay, acts["ts"] - acts["launch_ts"], -1)
     queue, latency = delay_split(acts)
     queue = np.where(delay >= 0, queue, -1)
