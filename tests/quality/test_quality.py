@@ -23,6 +23,8 @@ ALLOWED = {
     "step_marks": set(),
     # How a trace's args are handed over (the model holds a provider; readers make them).
     "args_provider": set(),
+    # DataFrames whose columns stay as given (object strings, arrays not copied).
+    "frames": set(),
     "model": {"args_provider"},
     "errors": set(),
     "samples": set(),
@@ -50,8 +52,8 @@ ALLOWED = {
     # A PyTorch memory snapshot file read (formats) and analysed (analyzers.memory): the
     # notebook API's memory_snapshot and the memory verb's.
     "memory_snapshots": {"model", "errors", "analyzers", "formats"},
-    "analyzers": {"model", "errors", "step_marks", "step_time", "forks"},
-    "report": {"model", "errors", "analyzers", "forks", "step_time"},
+    "analyzers": {"model", "frames", "errors", "step_marks", "step_time", "forks"},
+    "report": {"model", "frames", "errors", "analyzers", "forks", "step_time"},
     "render": {"model", "errors", "analyzers", "report", "formats", "outputs", "output_file",
                "step_time", "forks"},
     "ui": {"model", "errors", "analyzers", "report", "render", "formats", "outputs"},

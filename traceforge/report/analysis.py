@@ -32,7 +32,8 @@ from traceforge.analyzers.timing.stalls import host_copies, sync_calls
 from traceforge.analyzers.timing.summary import summary
 from traceforge.errors import TraceforgeError
 from traceforge.forks import beside, cores
-from traceforge.model import Tables, Trace, object_frame
+from traceforge.frames import object_frame
+from traceforge.model import Tables, Trace
 from traceforge.report import critical_path as path_tables
 from traceforge.report import memory as memory_tables
 from traceforge.report import roofline as roofline_tables

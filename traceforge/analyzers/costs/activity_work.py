@@ -27,7 +27,8 @@ from traceforge.analyzers.costs.operands import DTYPES, Work, unknown
 from traceforge.analyzers.costs.replays import COMPILED, REPLAY, match_replays
 from traceforge.analyzers.timeline.core import timeline as shared_timeline
 from traceforge.errors import AnalysisError
-from traceforge.model import Trace, distinct, with_columns
+from traceforge.frames import with_columns
+from traceforge.model import Trace, distinct
 
 
 def timeline(trace: Trace) -> tuple[pd.DataFrame, pd.DataFrame]:

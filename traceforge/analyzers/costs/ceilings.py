@@ -26,7 +26,8 @@ from traceforge.analyzers.costs.devices import (
     match_device,
 )
 from traceforge.errors import UsageError
-from traceforge.model import Trace, object_frame, object_series, with_columns
+from traceforge.frames import object_frame, object_series, with_columns
+from traceforge.model import Trace
 
 #: An fp32 matrix product faster than this multiple of the FP32 (non-tensor) peak must
 #: have run on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32).

@@ -29,7 +29,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from traceforge.model import Trace, distinct, object_series
+from traceforge.frames import object_series
+from traceforge.model import Trace, distinct
 
 #: Why a replayed kernel has no work (shown in every roofline output).
 REPLAY = "work unknown: graph replay, no shapes recorded"

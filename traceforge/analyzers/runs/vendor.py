@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.timeline.core import timeline
-from traceforge.model import Trace, object_series, pair_codes, str_codes
+from traceforge.frames import object_series
+from traceforge.model import Trace, pair_codes, str_codes
 
 #: Neutral classes in the order comparison tables list them.
 NEUTRAL_CLASSES: tuple[str, ...] = (

@@ -32,12 +32,12 @@ import pandas as pd
 
 from traceforge.analyzers.names.kernel_names import classify
 from traceforge.analyzers.timeline.stacks import innermost
+from traceforge.frames import object_frame
 from traceforge.model import (
     GPU_KINDS,
     Trace,
     coded,
     name_mask,
-    object_frame,
     pair_codes,
     strings,
 )

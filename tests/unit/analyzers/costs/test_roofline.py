@@ -586,12 +586,12 @@ def test_groups_add_up_as_a_groupby_of_their_keys() -> None:
     and reason from arrays) against pandas groupbys and a hand count: blank ops are
     "(no op)" (one group with an op of that name), missing keys in no group, ties in
     dominance to the pair met first, calls the distinct op rows."""
-    from traceforge.analyzers.costs import roofline as rf
+    from traceforge.analyzers.costs import roofline_groups as rg
 
     k = _activities()
     op = k["op_name"].where(k["op_name"] != "", "(no op)")
     for by, keys in (("op", op), ("class", k["cls"])):
-        t = rf._table(k, by, None).set_index(by)
+        t = rg.table(k, by, None).set_index(by)
         ref = pd.DataFrame({"key": keys, "dur": k["dur"], "m": k["modelled"],
                             "by": np.where(k["modelled"], k["bytes"], 0.0),
                             "op_row": k["op_row"]})
@@ -609,8 +609,8 @@ def test_groups_add_up_as_a_groupby_of_their_keys() -> None:
         assert t["dtype"].to_dict() == {key: dt.get(key, "") for key in t.index}
         unm = np.where(~k["modelled"], k["dur"], 0).tolist()
         why = _dominant_by_hand(keys.tolist(), k["reason"].tolist(), unm)
-        assert t["work"].to_dict() == {key: rf._work(why.get(key, "")) for key in t.index}
-    u = rf._unmodelled(k, float(k["dur"].sum()))
+        assert t["work"].to_dict() == {key: rg._work(why.get(key, "")) for key in t.index}
+    u = rg.unmodelled(k, float(k["dur"].sum()))
     um = k[~k["modelled"]].assign(op=op[~k["modelled"]])
     want = um.groupby(["op", "reason"])["dur"].agg(["count", "sum"]).reset_index()
     got = u.assign(time_ns=(u["time_us"] * 1e3).round().astype(np.int64))
@@ -623,11 +623,11 @@ def test_groups_add_up_as_a_groupby_of_their_keys() -> None:
 
 
 def test_with_columns_is_assign_without_copies() -> None:
-    """``model.with_columns`` gives what ``assign`` gives (values, dtypes, column order,
+    """``frames.with_columns`` gives what ``assign`` gives (values, dtypes, column order,
     a column replaced in its place, Series aligned, scalars broadcast) and keeps the
     arrays handed to it under pandas 3 (whose ``assign`` copied each: 4 s and 1.2 GB at
     10M rows for the roofline's 16 columns); object arrays of str stay object."""
-    from traceforge.model import with_columns
+    from traceforge.frames import with_columns
 
     df = pd.DataFrame({"a": np.arange(5), "s": pd.Series(list("abcab"), dtype=object)},
                       index=np.arange(10, 15))
