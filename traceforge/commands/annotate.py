@@ -74,8 +74,8 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     pieces = sum(len(p.segments) for p in ann.path)
     with phase(f"writing {output}"):
         doc = annotated_source(t, ann)
-        drawn = sum(e.get("ph") == "X" and e.get("cat") == PATH_CAT for e in doc.extra)
-        # The path's pieces are drawn (doc.extra): let their tables go before the write.
+        drawn = sum(tb.n for tb in doc.tables if tb.cat == PATH_CAT)
+        # The path's pieces are drawn (doc.tables): let their tables go before the write.
         ann = replace(ann, path=())
         destination.stream(out, lambda f: write_document(doc, out, f))
     destination.wrote(output, f"{len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "

@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from traceforge.model import Trace
-from traceforge.render.critical_path import chrome_events
+from traceforge.render.critical_path import chrome_parts
+from traceforge.render.slice_table import SliceTable, column, labelled
 from traceforge.report.annotations import COUNTER_ARGS, Annotations
 
 if TYPE_CHECKING:
@@ -55,47 +56,27 @@ def _meta(pid: int, tid: int | None, name: str, sort: int) -> list[dict[str, Any
              "args": {"sort_index": sort}}]
 
 
-def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """``df.to_dict("records")`` (the same values), from column lists."""
-    cols = [str(c) for c in df.columns]
-    return [dict(zip(cols, row, strict=True))
-            for row in zip(*(df[c].tolist() for c in df.columns), strict=True)]
-
-
-def annotation_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
-    """The extra Chrome events: idle-gap slices, step windows and instants, top-N kernel
-    slices and overlap counters, on their own process named for the rank."""
+def annotation_parts(trace: Trace, ann: Annotations
+                     ) -> tuple[list[SliceTable], list[dict[str, Any]]]:
+    """The extra Chrome events on their own process named for the rank: the slices (idle
+    gaps, step windows, top-N kernel repeats) as tables, and the other events (names,
+    step instants, overlap and memory counters) as dicts."""
     pid = ANALYSIS_PID + ann.rank
     ev: list[dict[str, Any]] = _meta(pid, None, f"traceforge analysis (rank {ann.rank})", -1)
-    gaps = ann.gaps
     for cause, tid in CAUSE_TIDS.items():
         ev += _meta(pid, tid, f"idle: {cause}", tid)
-    for g in _records(gaps):
-        tid = CAUSE_TIDS.get(str(g["cause"]), CAUSE_TIDS["other"])
-        args = {"cause": str(g["cause"]), "gap_us": int(g["dur"]) / 1e3, "device": int(g["device"]),
-                "step": int(g["step"])}
-        for k in ("next_name", "launch_name", "cpu_op", "annotation"):
-            if g.get(k):
-                args[k] = str(g[k])
-        ev.append({"ph": "X", "cat": CAT, "name": str(g["cause"]), "pid": pid, "tid": tid,
-                   "ts": _us(int(g["ts"])), "dur": _us(int(g["dur"])), "args": args})
+    tables = [_gap_table(ann.gaps, pid)]
     ev += _meta(pid, STEPS_TID, "GPU step windows", STEPS_TID)
-    for w in ann.windows.to_dict("records"):
-        lo, hi, step = int(w["ts"]), int(w["end"]), int(w["step"])
-        ev.append({"ph": "X", "cat": CAT, "name": f"step {step}", "pid": pid, "tid": STEPS_TID,
-                   "ts": _us(lo), "dur": _us(hi - lo), "args": {"step": step}})
-        ev.append({"ph": "i", "s": "g", "cat": CAT, "name": f"step {step} begins (GPU)",
-                   "pid": pid, "tid": STEPS_TID, "ts": _us(lo)})
+    w = ann.windows
+    lo, hi, step = (w[c].to_numpy(np.int64) for c in ("ts", "end", "step"))
+    codes, names = labelled([f"step {s}" for s in step.tolist()])
+    tables.append(SliceTable(CAT, np.full(len(w), pid), np.full(len(w), STEPS_TID), lo, hi - lo,
+                             codes, names, [column("step", step)]))
+    for t0, s in zip(lo.tolist(), step.tolist(), strict=True):
+        ev.append({"ph": "i", "s": "g", "cat": CAT, "name": f"step {s} begins (GPU)",
+                   "pid": pid, "tid": STEPS_TID, "ts": _us(t0)})
     ev += _meta(pid, TOP_TID, f"top {len(ann.top)} kernels by GPU time", TOP_TID)
-    rank_of = {n: i + 1 for i, n in enumerate(ann.top)}
-    kern = trace.kernels()
-    kern = kern[kern["name"].astype(str).isin(rank_of)]
-    for name, ts, dur in zip(kern["name"].astype(str), kern["ts"].tolist(),
-                             kern["dur"].tolist(), strict=True):
-        short = name if len(name) < 80 else name[:77] + "..."
-        ev.append({"ph": "X", "cat": CAT, "name": f"#{rank_of[name]} {short}", "pid": pid,
-                   "tid": TOP_TID, "ts": _us(int(ts)), "dur": _us(int(dur)),
-                   "args": {"top_kernel": rank_of[name], "kernel": name}})
+    tables.append(_top_table(trace, ann, pid))
     series = f"comm/compute overlap (rank {ann.rank})"
     for r in ann.overlap.to_dict("records"):
         ev.append({"ph": "C", "cat": CAT, "name": series, "pid": pid, "tid": 0,
@@ -111,7 +92,62 @@ def annotation_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
                 args["reserved_bytes"] = int(res)
             ev.append({"ph": "C", "cat": CAT, "name": name, "pid": pid, "tid": 0,
                        "ts": _us(int(ts)), "args": args})
-    return ev
+    return tables, ev
+
+
+#: Gap columns written as args when set (a missing one is left out).
+_GAP_TEXT = ("next_name", "launch_name", "cpu_op", "annotation")
+
+
+def _gap_table(gaps: pd.DataFrame, pid: int) -> SliceTable:
+    """Each idle gap a slice named by its cause on the cause's thread; args cause,
+    ``gap_us``, device, step and the gap's names where known."""
+    cause = [str(c) for c in gaps["cause"].tolist()] if len(gaps) else []
+    codes, names = labelled(cause)
+    other = CAUSE_TIDS["other"]
+    tid = np.asarray([CAUSE_TIDS.get(c, other) for c in names], dtype=np.int64)[codes] \
+        if len(gaps) else np.zeros(0, dtype=np.int64)
+    dur = gaps["dur"].to_numpy(np.int64) if len(gaps) else np.zeros(0, dtype=np.int64)
+    ts = gaps["ts"].to_numpy(np.int64) if len(gaps) else np.zeros(0, dtype=np.int64)
+    args = [column("cause", np.asarray(names, dtype=object)[codes] if len(gaps)
+                   else np.zeros(0, dtype=object)),
+            column("gap_us", dur / 1e3)]
+    for c in ("device", "step"):
+        args.append(column(c, gaps[c].to_numpy(np.int64) if len(gaps)
+                           else np.zeros(0, dtype=np.int64)))
+    for c in _GAP_TEXT:
+        if c in gaps.columns and len(gaps):
+            v = gaps[c].tolist()
+            args.append(column(c, _texts(v), np.fromiter(map(bool, v), dtype=bool,
+                                                         count=len(v))))
+    return SliceTable(CAT, np.full(len(ts), pid), tid, ts, dur, codes, names, args)
+
+
+def _texts(values: list[Any]) -> np.ndarray:
+    """``str`` of each value, as an object array."""
+    return np.fromiter(map(str, values), dtype=object, count=len(values))
+
+
+def _top_table(trace: Trace, ann: Annotations, pid: int) -> SliceTable:
+    """The top-N kernels' slices repeated on their own thread, named ``#rank name``."""
+    rank_of = {n: i + 1 for i, n in enumerate(ann.top)}
+    kern = trace.kernels()
+    kern = kern[kern["name"].astype(str).isin(rank_of)]
+    codes, kernels = labelled([str(n) for n in kern["name"].tolist()])
+    names = [f"#{rank_of[n]} {n if len(n) < 80 else n[:77] + '...'}" for n in kernels]
+    rank = np.asarray([rank_of[n] for n in kernels], dtype=np.int64)[codes] \
+        if len(kern) else np.zeros(0, dtype=np.int64)
+    return SliceTable(CAT, np.full(len(kern), pid), np.full(len(kern), TOP_TID),
+                      kern["ts"].to_numpy(np.int64), kern["dur"].to_numpy(np.int64), codes,
+                      names, [column("top_kernel", rank),
+                              column("kernel", np.asarray(kernels, dtype=object)[codes]
+                                     if len(kern) else np.zeros(0, dtype=object))])
+
+
+def annotation_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
+    """:func:`annotation_parts` as Chrome events: the tables' slices, then the others."""
+    tables, ev = annotation_parts(trace, ann)
+    return [e for tb in tables for e in tb.events()] + ev
 
 
 #: Roofline columns of ``Annotations.rates`` -> the kernel arg they become, and its decimals.
@@ -212,25 +248,33 @@ class RowTags:
                     args[k].update(got)
 
 
-def path_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
-    """The critical-path tracks and flow arrows, with flow ids above the trace's own."""
+def path_parts(trace: Trace, ann: Annotations
+               ) -> tuple[list[SliceTable], list[dict[str, Any]]]:
+    """The critical-path tracks (tables) and their names and flow arrows (dicts), with
+    flow ids above the trace's own."""
     fl = trace.flows
     base = max([int(fl["id"].max()) if len(fl) else 0,
                 int(trace.events["corr"].max()) if len(trace.events) else 0, 0]) + 1
+    tables: list[SliceTable] = []
     ev: list[dict[str, Any]] = []
     for track in ann.path:
-        ev += chrome_events(track, flow_id_base=base)
+        table, events = chrome_parts(track, flow_id_base=base)
+        tables.append(table)
+        ev += events
         base += len(track.flows)
-    return ev
+    return tables, ev
 
 
 def annotated_source(trace: Trace, ann: Annotations) -> ChromeSource:
-    """The trace as a Chrome document with the analysis drawn on it, its rows' events built
-    a batch at a time as they are written (``render.document.write_document``)."""
+    """The trace as a Chrome document with the analysis drawn on it, its rows' events (and
+    the analysis's slices, held as columns) built a batch at a time as they are written
+    (``render.document.write_document``)."""
     from traceforge.render.chrome_json import ChromeSource
 
-    return ChromeSource(trace, [*annotation_events(trace, ann), *path_events(trace, ann)],
-                        tags=RowTags(trace, ann))
+    tables, ev = annotation_parts(trace, ann)
+    path_tables, path_ev = path_parts(trace, ann)
+    return ChromeSource(trace, [*ev, *path_ev], tags=RowTags(trace, ann),
+                        tables=[*tables, *path_tables])
 
 
 def annotated_document(trace: Trace, ann: Annotations) -> dict[str, Any]:

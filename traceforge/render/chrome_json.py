@@ -9,14 +9,17 @@ flow pairs the way Kineto writes them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from traceforge.model import GPU_KINDS, Trace
+from traceforge.model import GPU_KINDS, Trace, distinct
 from traceforge.render.document import document_bytes
+
+if TYPE_CHECKING:
+    from traceforge.render.slice_table import SliceTable
 
 #: Kineto's ``cat`` for each of our kinds; the Kineto reader maps these back to the kind.
 KINETO_CAT: dict[str, str] = {
@@ -40,6 +43,11 @@ def _us(ns: np.ndarray) -> list[float]:
     # and the Kineto reader's us_to_ns turns it back into the same integer ns.
     out: list[float] = (ns.astype(np.float64) / 1000.0).tolist()
     return out
+
+
+def _objects(items: list[Any]) -> np.ndarray:
+    """``items`` as an object array (dicts stay dicts)."""
+    return np.fromiter(items, dtype=object, count=len(items))
 
 
 def _labels(col: Any) -> tuple[np.ndarray, list[str]]:
@@ -85,19 +93,23 @@ class ChromeSource:
 
     :meth:`document` is the whole dict (what :func:`trace_to_chrome` returns). The rows'
     columns (``pid``, ``tid``, ``ts_us``, ``dur_us``, name and cat codes) are what the
-    Perfetto writer reads directly; ``extra`` holds the other events (flows, names, the
-    caller's ``extra_events``) as dicts; ``tags(rows, names, cats, args)`` adds to the rows'
-    args in place (``render.annotate``'s analysis).
+    Perfetto writer reads directly; ``tables`` (:class:`~traceforge.render.slice_table.
+    SliceTable`, the caller's slices as columns) add rows after the trace's ``nt``, written
+    as the dicts they stand for; ``extra`` holds the other events (flows, names, the
+    caller's ``extra_events``) as dicts; ``tags(rows, names, cats, args)`` adds to the
+    trace rows' args in place (``render.annotate``'s analysis).
     """
 
     def __init__(self, trace: Trace, extra_events: Iterable[Mapping[str, Any]] | None = None,
                  *, with_source_args: bool = True,
                  tags: Callable[[np.ndarray, list[str], list[str], list[dict[str, Any]]], None]
-                 | None = None
+                 | None = None,
+                 tables: Sequence[SliceTable] = ()
                  ) -> None:
         ev = trace.events
         self.trace, self.with_source_args, self.tags = trace, with_source_args, tags
-        self.n = len(ev)
+        #: The trace's own rows (the first ``nt``), then the slices of ``tables``.
+        self.nt = self.n = len(ev)
         self.pid = ev["pid"].to_numpy(np.int64)
         self.tid = ev["tid"].to_numpy(np.int64)
         # ns / 1000 as a double prints as at most three decimals (see _us).
@@ -105,6 +117,9 @@ class ChromeSource:
         self.dur_us = ev["dur"].to_numpy().astype(np.float64) / 1000.0
         self.name_codes, self.names = _labels(ev["name"])
         self.cat_codes, self.cats = _cats(trace)
+        self.tables = list(tables)
+        if self.tables:
+            self._append(self.tables)
         self.labels = ev.index.to_numpy()
         self.ids = {k: ev[c].to_numpy() for k, c in _ID_ARGS.items()}
         self.extra: list[dict[str, Any]] = [*_flow_events(trace), *_name_events(trace)]
@@ -128,6 +143,28 @@ class ChromeSource:
         self.tail: dict[str, Any] = {"displayTimeUnit": "ms", "baseTimeNanoseconds": self.base_ns}
         if m.path:
             self.tail["traceName"] = m.path
+
+    def _append(self, tables: list[SliceTable]) -> None:
+        """The slices of ``tables`` as rows after the trace's own."""
+        # A missing name's code -1 names the trace's last string (nan) explicitly, as
+        # other strings follow it now.
+        self.name_codes = np.where(self.name_codes < 0, len(self.names) - 1, self.name_codes)
+        codes, cats = [self.name_codes], [self.cat_codes]
+        for tb in tables:
+            codes.append(tb.name_codes.astype(np.int64) + len(self.names))
+            self.names = self.names + tb.names
+            cats.append(np.full(tb.n, len(self.cats), dtype=np.int64))
+            self.cats = self.cats + [tb.cat]
+        self.name_codes, self.cat_codes = np.concatenate(codes), np.concatenate(cats)
+        self.pid = np.concatenate([self.pid, *(tb.pid.astype(np.int64) for tb in tables)])
+        self.tid = np.concatenate([self.tid, *(tb.tid.astype(np.int64) for tb in tables)])
+        self.ts_us = np.concatenate(
+            [self.ts_us, *(tb.ts_ns.astype(np.float64) / 1000.0 for tb in tables)])
+        self.dur_us = np.concatenate(
+            [self.dur_us, *(tb.dur_ns.astype(np.float64) / 1000.0 for tb in tables)])
+        self.n = len(self.pid)
+        #: Where each table's rows begin.
+        self._starts = np.cumsum([self.nt] + [tb.n for tb in tables])
 
     def row_args(self, rows: np.ndarray, json_values: bool = False) -> list[dict[str, Any]]:
         """The ``args`` of the events of rows ``rows`` (positions): the source's own, then
@@ -154,10 +191,29 @@ class ChromeSource:
         added (``json_values``: see :meth:`row_args`)."""
         names = list(map(self.names.__getitem__, self.name_codes[rows].tolist()))
         cats = list(map(self.cats.__getitem__, self.cat_codes[rows].tolist()))
+        if not len(rows) or int(rows.max()) < self.nt:
+            return names, cats, self._own_args(rows, names, cats, json_values)
+        # Rows of the trace and of the tables: each part's args, put back in order.
+        args = np.empty(len(rows), dtype=object)
+        own = np.flatnonzero(rows < self.nt)
+        if len(own):
+            args[own] = _objects(self._own_args(
+                rows[own], [names[i] for i in own.tolist()], [cats[i] for i in own.tolist()],
+                json_values))
+        table = np.searchsorted(self._starts, rows, side="right") - 1
+        for k in distinct(table[table >= 0]).tolist():
+            at = np.flatnonzero(table == k)
+            args[at] = _objects(self.tables[k].args_of(rows[at] - self._starts[k]))
+        out: list[dict[str, Any]] = args.tolist()
+        return names, cats, out
+
+    def _own_args(self, rows: np.ndarray, names: list[str], cats: list[str],
+                  json_values: bool) -> list[dict[str, Any]]:
+        """The args of trace rows ``rows``, tagged."""
         args = self.row_args(rows, json_values)
         if self.tags is not None:
             self.tags(rows, names, cats, args)
-        return names, cats, args
+        return args
 
     def events(self, rows: np.ndarray, json_values: bool = False) -> list[dict[str, Any]]:
         """The ``X`` events of rows ``rows`` (positions), as :func:`trace_to_chrome` writes

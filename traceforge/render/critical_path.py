@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.critical_path import PathTrack
+from traceforge.render.slice_table import SliceTable, column, labelled
 
 #: Chrome ``pid`` of the path track of rank 0 (+ rank for others): next to the analysis
 #: tracks of ``render.annotate`` (1_900_000_000 + rank), inside int32.
@@ -35,6 +36,14 @@ def chrome_events(track: PathTrack, *, flow_id_base: int = 0) -> list[dict[str, 
     """Metadata, one slice per path segment on the rank's path track, and a flow arrow
     for every hop of the path between two tracks of the trace (ids from
     ``flow_id_base``)."""
+    table, ev = chrome_parts(track, flow_id_base=flow_id_base)
+    return ev[:3] + table.events() + ev[3:]
+
+
+def chrome_parts(track: PathTrack, *, flow_id_base: int = 0
+                 ) -> tuple[SliceTable, list[dict[str, Any]]]:
+    """:func:`chrome_events` in two parts: the path's slices as a table, and the other
+    events (the track's names, then the flow arrows) as dicts."""
     pid = PATH_PID + track.rank
     ev: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
@@ -45,20 +54,28 @@ def chrome_events(track: PathTrack, *, flow_id_base: int = 0) -> list[dict[str, 
          "args": {"name": "critical path"}},
     ]
     m = merged_pieces(track.segments)
-    cols = [m[c].astype(str).tolist() if c in ("kind", "category", "name") else
-            m[c].to_numpy(np.int64).tolist()
-            for c in ("kind", "category", "step", "order", "name", "pieces", "last_order",
-                      "row", "ts", "dur")]
-    for kind, cat, step, order, name, n, last, row, ts, dur in zip(*cols, strict=True):
-        args: dict[str, Any] = {"kind": kind, "category": cat, "step": step, "order": order}
-        if n > 1:
-            args["pieces"] = n
-            args["last_order"] = last
-            name = f"{name} +{n - 1} more"
-        elif row >= 0:
-            args["row"] = row
-        ev.append({"ph": "X", "cat": CAT, "name": name, "pid": pid,
-                   "tid": PATH_TID, "ts": ts / 1000.0, "dur": dur / 1000.0, "args": args})
+    n = len(m)
+    pieces = m["pieces"].to_numpy(np.int64)
+    row = m["row"].to_numpy(np.int64)
+    codes, names = labelled(m["name"].astype(str).tolist())
+    merged = np.flatnonzero(pieces > 1)
+    if len(merged):
+        # A run is named by its heaviest piece and how many more it holds.
+        label = [f"{names[c]} +{k - 1} more"
+                 for c, k in zip(codes[merged].tolist(), pieces[merged].tolist(), strict=True)]
+        more, more_names = labelled(label)
+        codes[merged] = more + len(names)
+        names = names + more_names
+    many = pieces > 1
+    args = [column("kind", _texts(m["kind"])), column("category", _texts(m["category"])),
+            column("step", m["step"].to_numpy(np.int64)),
+            column("order", m["order"].to_numpy(np.int64)),
+            column("pieces", pieces, many),
+            column("last_order", m["last_order"].to_numpy(np.int64), many),
+            column("row", row, ~many & (row >= 0))]
+    table = SliceTable(CAT, np.full(n, pid, dtype=np.int64), np.full(n, PATH_TID, dtype=np.int64),
+                       m["ts"].to_numpy(np.int64), m["dur"].to_numpy(np.int64), codes, names,
+                       args)
     for f in track.flows.to_dict("records"):
         fid = flow_id_base + int(f["id"])
         # A flow binds to the slice open at its time: start it just before the end of
@@ -68,7 +85,13 @@ def chrome_events(track: PathTrack, *, flow_id_base: int = 0) -> list[dict[str, 
         ev.append({"ph": "f", "bp": "e", "id": fid, "cat": CAT, "name": CAT,
                    "pid": int(f["to_pid"]), "tid": int(f["to_tid"]),
                    "ts": _us(int(f["to_ts"]))})
-    return ev
+    return table, ev
+
+
+def _texts(col: pd.Series) -> np.ndarray:
+    """``astype(str)`` of a column, as an object array of str."""
+    out: np.ndarray = np.fromiter(col.astype(str).tolist(), dtype=object, count=len(col))
+    return out
 
 
 def merged_pieces(seg: pd.DataFrame) -> pd.DataFrame:
