@@ -80,6 +80,7 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
         destination.stream(out, lambda f: write_document(doc, out, f))
     destination.wrote(output, f"{len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
                       f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
-                      f"critical path in {pieces} pieces (drawn as {drawn} slices)")
+                      f"critical path in {pieces} pieces (drawn as {drawn} "
+                      f"{'slice' if drawn == 1 else 'slices'})")
     for n in ann.notes:
         say(f"note: {n}")

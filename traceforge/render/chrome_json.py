@@ -17,6 +17,7 @@ import numpy as np
 
 from traceforge.model import GPU_KINDS, Trace, distinct
 from traceforge.render.document import document_bytes
+from traceforge.render.slice_table import objects
 
 if TYPE_CHECKING:
     from traceforge.render.slice_table import SliceTable
@@ -43,11 +44,6 @@ def _us(ns: np.ndarray) -> list[float]:
     # and the Kineto reader's us_to_ns turns it back into the same integer ns.
     out: list[float] = (ns.astype(np.float64) / 1000.0).tolist()
     return out
-
-
-def _objects(items: list[Any]) -> np.ndarray:
-    """``items`` as an object array (dicts stay dicts)."""
-    return np.fromiter(items, dtype=object, count=len(items))
 
 
 def _labels(col: Any) -> tuple[np.ndarray, list[str]]:
@@ -185,10 +181,12 @@ class ChromeSource:
                 src[i][key] = x
         return src
 
-    def slices(self, rows: np.ndarray, json_values: bool = False
-               ) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    def slices(self, rows: np.ndarray, json_values: bool = False,
+               encoded: Callable[[SliceTable, np.ndarray], list[bytes]] | None = None
+               ) -> tuple[list[str], list[str], list[Any]]:
         """(names, cats, args) of the ``X`` events of rows ``rows`` (positions), tags
-        added (``json_values``: see :meth:`row_args`)."""
+        added (``json_values``: see :meth:`row_args`). ``encoded(table, rows)``: the args
+        of a table's rows as a writer encodes them (one bytes per row), instead of dicts."""
         names = list(map(self.names.__getitem__, self.name_codes[rows].tolist()))
         cats = list(map(self.cats.__getitem__, self.cat_codes[rows].tolist()))
         if not len(rows) or int(rows.max()) < self.nt:
@@ -197,14 +195,16 @@ class ChromeSource:
         args = np.empty(len(rows), dtype=object)
         own = np.flatnonzero(rows < self.nt)
         if len(own):
-            args[own] = _objects(self._own_args(
+            args[own] = objects(self._own_args(
                 rows[own], [names[i] for i in own.tolist()], [cats[i] for i in own.tolist()],
                 json_values))
         table = np.searchsorted(self._starts, rows, side="right") - 1
         for k in distinct(table[table >= 0]).tolist():
             at = np.flatnonzero(table == k)
-            args[at] = _objects(self.tables[k].args_of(rows[at] - self._starts[k]))
-        out: list[dict[str, Any]] = args.tolist()
+            local = rows[at] - self._starts[k]
+            args[at] = objects(self.tables[k].args_of(local) if encoded is None
+                                else encoded(self.tables[k], local))
+        out: list[Any] = args.tolist()
         return names, cats, out
 
     def _own_args(self, rows: np.ndarray, names: list[str], cats: list[str],

@@ -24,7 +24,8 @@ import numpy as np
 
 from traceforge.forks import part_cuts, write_in_order
 from traceforge.render.pftrace_packets import U64_MASK, PacketEncoder, varint_pieces
-from traceforge.render.pftrace_slices import SliceBatch, objects
+from traceforge.render.pftrace_slices import SliceBatch
+from traceforge.render.slice_table import SliceTable, objects
 
 #: Packets encoded per batch (the rows' names, cats and args are built per batch).
 CHUNK = 1 << 14
@@ -35,7 +36,8 @@ PARALLEL_PACKETS = 1 << 17
 class Rows(Protocol):
     """A document whose trace rows are columns (``chrome_json.ChromeSource``): the names,
     cats and args of the rows' ``X`` events are built by :meth:`slices` only for the
-    packets being written; ``names[name_codes[i]]`` is row i's name."""
+    packets being written (a table's args already encoded where ``encoded`` is given);
+    ``names[name_codes[i]]`` is row i's name."""
 
     n: int
     pid: np.ndarray
@@ -47,8 +49,9 @@ class Rows(Protocol):
     names: list[str]
     name_codes: np.ndarray
 
-    def slices(self, rows: np.ndarray, json_values: bool = False
-               ) -> tuple[list[str], list[str], list[dict[str, Any]]]: ...
+    def slices(self, rows: np.ndarray, json_values: bool = False,
+               encoded: Callable[[SliceTable, np.ndarray], list[bytes]] | None = None
+               ) -> tuple[list[str], list[str], list[Any]]: ...
 
 
 @dataclass(eq=False)
@@ -144,7 +147,8 @@ class Packets:
             begins = ib[from_rows]
             names, cats, args = (np.empty(len(ib), dtype=object) for _ in range(3))
             if rows is not None and len(begins):
-                got_names, got_cats, got_args = rows.slices(begins, json_values=True)
+                got_names, got_cats, got_args = rows.slices(
+                    begins, json_values=True, encoded=w.table_annotations)
                 names[from_rows] = objects(got_names)
                 cats[from_rows] = objects(got_cats)
                 args[from_rows] = objects(got_args)

@@ -11,10 +11,15 @@ import json
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
+
+from traceforge.render.slice_table import objects
+
+if TYPE_CHECKING:
+    from traceforge.render.slice_table import SliceTable
 
 _SEQ = 1  # trusted_packet_sequence_id of every packet we write
 #: TrackEvent.Type values.
@@ -206,6 +211,35 @@ class PacketEncoder:
             out[i] = self.annotation(keys[i], vals[i])
         encoded: list[bytes] = out.tolist()
         return encoded
+
+    def table_annotations(self, table: SliceTable, rows: np.ndarray) -> list[bytes]:
+        """The args of slices ``rows`` of ``table``, each slice's annotations joined (what
+        :meth:`annotations` gives for its args dict), encoded a column at a time."""
+        n = len(rows)
+        parts = []
+        for col in table.args:
+            at = np.arange(n) if col.present is None else np.flatnonzero(col.present[rows])
+            vals = col.values[rows[at]]
+            keys = np.full(len(at), col.key, dtype=object)
+            if vals.dtype.kind == "i":
+                enc = self._ints(keys, vals.astype(np.int64))
+            elif vals.dtype.kind == "f":
+                enc = self._floats(keys, vals.astype(np.float64))
+            else:
+                # Text looked up among the values met before (as :meth:`annotations` does;
+                # only text: True would find 1's bytes), the rest encoded one at a time.
+                v = vals.tolist()
+                seen, key = self.seen, col.key
+                got = [seen.get((key, x)) if type(x) is str else None for x in v]
+                for j in [j for j, x in enumerate(got) if x is None]:
+                    got[j] = self.annotation(key, v[j])
+                enc = objects(got)
+            piece = np.full(n, b"", dtype=object)
+            piece[at] = enc
+            parts.append(piece.tolist())
+        if not parts:
+            return [b""] * n
+        return list(map(b"".join, zip(*parts, strict=True)))
 
     def _ints(self, keys: np.ndarray, v: np.ndarray) -> np.ndarray:
         """The annotations of int args (``keys`` an object array, ``v`` int64)."""

@@ -27,6 +27,7 @@ from traceforge.render.pftrace_packets import (
     prefixed,
     varint,
 )
+from traceforge.render.slice_table import objects
 
 #: A packet's pieces: frame, b"\x40", ts, track-event head, (args), tail, flows,
 #: interning, flags.
@@ -82,11 +83,7 @@ class SliceBatch:
         for j in [j for j, x in enumerate(tails) if x is None]:
             tails[j] = self._tail(int(iids[j] or 0), trk_b[j], cats[j])
         flows = [b"" if f is None else f for f in map(self.flows_at.get, slice_no[b].tolist())]
-        args = [a if type(a) is dict else dict(a) if isinstance(a, Mapping) else {}
-                for a in given]
-        counts = np.fromiter(map(len, args), dtype=np.int64, count=len(args))
-        encs = w.annotations(list(chain.from_iterable(args)),
-                             list(chain.from_iterable(map(dict.values, args))))
+        encs, counts = _encoded_args(w, given)
         # Per slice begin: the args' bytes, then the rest of the track event.
         upto = np.concatenate([[0], np.cumsum(lengths(encs))]).astype(np.int64)
         cut = np.cumsum(counts)
@@ -142,6 +139,34 @@ class SliceBatch:
         return tail
 
 
+def _encoded_args(w: PacketEncoder, given: list[Any]) -> tuple[list[bytes], np.ndarray]:
+    """Each slice's args as annotation pieces (all slices' in order) and how many pieces
+    each has: a dict's args encoded here, a ``bytes`` (a table's args, already encoded by
+    :meth:`PacketEncoder.table_annotations`) one piece as it is."""
+    args: list[Any] = [a if type(a) is dict or type(a) is bytes else
+                       dict(a) if isinstance(a, Mapping) else {} for a in given]
+    ready = np.fromiter((type(a) is bytes for a in args), dtype=bool, count=len(args))
+    if not ready.any():
+        counts = np.fromiter(map(len, args), dtype=np.int64, count=len(args))
+        return w.annotations(list(chain.from_iterable(args)),
+                             list(chain.from_iterable(map(dict.values, args)))), counts
+    counts = np.ones(len(args), dtype=np.int64)
+    own = np.flatnonzero(~ready)
+    dicts: list[dict[str, Any]] = [args[i] for i in own.tolist()]
+    counts[own] = np.fromiter(map(len, dicts), dtype=np.int64, count=len(dicts))
+    first = np.cumsum(counts) - counts
+    encs = np.empty(int(counts.sum()), dtype=object)
+    encs[first[ready]] = objects([args[i] for i in np.flatnonzero(ready).tolist()])
+    mine = w.annotations(list(chain.from_iterable(dicts)),
+                         list(chain.from_iterable(map(dict.values, dicts))))
+    if mine:
+        n = counts[own]
+        encs[np.repeat(first[own] - (np.cumsum(n) - n), n) + np.arange(len(mine))] = \
+            objects(mine)
+    out: list[bytes] = encs.tolist()
+    return out, counts
+
+
 def flow_fields(slice_no: np.ndarray, fid: np.ndarray, end: np.ndarray) -> dict[int, bytes]:
     """Slice number -> its TrackEvent's ``flow_ids`` and ``terminating_flow_ids`` fields,
     from the flow points bound to slices (``pftrace_layout.bind_flows``: by slice, the
@@ -160,9 +185,3 @@ def flow_fields(slice_no: np.ndarray, fid: np.ndarray, end: np.ndarray) -> dict[
     hi = (np.concatenate([cut, [len(slice_no)]]) * width).tolist()
     return dict(zip(slice_no[np.concatenate([[0], cut])].tolist(),
                     [whole[a:b] for a, b in zip(lo, hi, strict=True)], strict=True))
-
-
-def objects(items: list[Any]) -> np.ndarray:
-    """``items`` as an object array (bytes never made a fixed-width array of bytes)."""
-    return np.fromiter(items, dtype=object, count=len(items))
-

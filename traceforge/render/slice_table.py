@@ -76,6 +76,12 @@ class SliceTable:
                     strict=True)]
 
 
+def objects(items: list[Any]) -> np.ndarray:
+    """``items`` as an object array (bytes never made a fixed-width array of bytes, dicts
+    stay dicts)."""
+    return np.fromiter(items, dtype=object, count=len(items))
+
+
 def labelled(values: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, list[str]]:
     """(codes, names) of the strings ``values``, names in order of first use."""
     import pandas as pd
