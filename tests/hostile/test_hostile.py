@@ -454,9 +454,28 @@ def test_memory_in_use_is_measured() -> None:
 
     if not Path("/proc/self/smaps_rollup").exists():
         pytest.skip("no /proc/self/smaps_rollup")
-    before = limits.in_use()
+    before, bound = limits.in_use(), limits.in_use(bound=True)
     block = bytearray(64 * 2**20)
     assert limits.in_use() - before > 50 * 2**20
+    assert limits.in_use(bound=True) - bound > 50 * 2**20
+    # The bound is never below the exact figure (the guard reads the exact one only when
+    # the bound passes the limit), with a forked child sharing the block too.
+    import os
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child waits to be ended)
+        import time
+
+        time.sleep(30)
+        os._exit(0)
+    try:
+        import time
+
+        time.sleep(0.2)
+        assert limits.in_use(bound=True) >= limits.in_use() > 50 * 2**20
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
     del block
     assert limits.parse_limit("0") == 0 and limits.parse_limit("2GB") == 2 * 10**9
     assert limits.parse_limit(None) is None
