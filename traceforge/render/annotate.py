@@ -203,6 +203,22 @@ def _counter_args(c: pd.DataFrame) -> Callable[[int], dict[str, Any]]:
     return args
 
 
+def _tags_something(table: pd.DataFrame) -> np.ndarray:
+    """Which rows of a tag table give a kernel any arg: a value that is not NaN among the
+    columns :func:`_rate_args` / :func:`_counter_args` write, a true ``bound``, or a
+    collective (``kind``: every row of the comm table)."""
+    if "kind" in table.columns:
+        return np.ones(len(table), dtype=bool)
+    cols = [c for c in (*RATE_ARGS, *COUNTER_ARGS) if c in table.columns]
+    some = np.zeros(len(table), dtype=bool)
+    for c in cols:
+        some |= ~np.isnan(table[c].to_numpy(dtype=float))
+    if "bound" in table.columns:
+        b = table["bound"].tolist()
+        some |= np.fromiter(map(bool, b), dtype=bool, count=len(b))
+    return some
+
+
 class RowTags:
     """The args the analysis adds to the trace's own events (``tags`` of a
     :class:`~traceforge.render.chrome_json.ChromeSource`): every kernel's
@@ -221,7 +237,8 @@ class RowTags:
                 continue
             pos = trace.events.index.get_indexer(table.index)
             at = np.full(n, -1, dtype=np.int64)
-            ok = pos >= 0
+            # Rows whose args would be empty (a kernel of unknown work) tag nothing.
+            ok = (pos >= 0) & _tags_something(table)
             at[pos[ok]] = np.flatnonzero(ok)
             self.parts.append((at, make(table)))
 

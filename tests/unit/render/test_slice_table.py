@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import traceforge as tf
 from tests.conftest import REPO, ev, make_trace
@@ -84,3 +85,21 @@ def test_annotate_holds_its_slices_as_columns() -> None:
     # Each path table's pieces add up to the path's time on that rank.
     for tb, track in zip(path, ann.path, strict=True):
         assert int(tb.dur_ns.sum()) == int(pd.to_numeric(track.segments["dur"]).sum())
+
+
+def test_rows_whose_tags_are_empty_are_skipped_with_the_same_args(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows of the roofline table with no rate and no bound (a kernel of unknown work)
+    tag nothing: skipping them up front gives every row the args it had."""
+    from traceforge.render import annotate
+
+    t = tf.load(REPO / "fixtures" / "compiled.pt.trace.json.gz")
+    ann = annotation_data(t)
+    rows = np.arange(len(t.events))
+    src = ChromeSource(t, tags=annotate.RowTags(t, ann))
+    skipped = annotate._tags_something(ann.rates)
+    assert 0 < int(skipped.sum()) < len(skipped)  # both kinds of row are there
+    got = src.slices(rows)[2]
+    monkeypatch.setattr(annotate, "_tags_something",
+                        lambda table: np.ones(len(table), dtype=bool))
+    assert got == ChromeSource(t, tags=annotate.RowTags(t, ann)).slices(rows)[2]
