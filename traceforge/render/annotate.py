@@ -144,12 +144,6 @@ def _top_table(trace: Trace, ann: Annotations, pid: int) -> SliceTable:
                                      if len(kern) else np.zeros(0, dtype=object))])
 
 
-def annotation_events(trace: Trace, ann: Annotations) -> list[dict[str, Any]]:
-    """:func:`annotation_parts` as Chrome events: the tables' slices, then the others."""
-    tables, ev = annotation_parts(trace, ann)
-    return [e for tb in tables for e in tb.events()] + ev
-
-
 #: Roofline columns of ``Annotations.rates`` -> the kernel arg they become, and its decimals.
 RATE_ARGS: dict[str, tuple[str, int]] = {
     "tflops_per_s": ("achieved_tflops_per_s", 3), "tb_per_s": ("achieved_tb_per_s", 4),
