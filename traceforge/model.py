@@ -408,6 +408,12 @@ class Trace:
         self.memo[key] = value
         return cast(T, value)
 
+    def forget_derived(self) -> None:
+        """Let go of the tables :meth:`derived` (and :meth:`memory`) keep in memory, for a
+        caller done analysing a large trace that still reads its rows: the store's copies
+        stay, and a later call makes or reads a table again."""
+        self.memo.clear()
+
     def window(self, start_ns: int, end_ns: int) -> Trace:
         """Events that overlap ``[start_ns, end_ns)``, with row labels kept for ``args``."""
         ev = self.events

@@ -72,15 +72,17 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
                           ("device peaks", "durations under ncu")))))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
     pieces = sum(len(p.segments) for p in ann.path)
+    done = (f"{len(ann.gaps)} idle gaps, {len(ann.windows)} steps, top {len(ann.top)} kernels "
+            f"marked, {rated} activities with % of bound, critical path in {pieces} pieces")
+    notes = ann.notes
     with phase(f"writing {output}"):
         doc = annotated_source(t, ann)
         drawn = sum(tb.n for tb in doc.tables if tb.cat == PATH_CAT)
-        # The path's pieces are drawn (doc.tables): let their tables go before the write.
-        ann = replace(ann, path=())
+        # What the write reads is in ``doc`` now (the trace's rows and the drawn tables):
+        # the analysis' tables, and the trace's derived ones, go before it.
+        del ann
+        t.forget_derived()
         destination.stream(out, lambda f: write_document(doc, out, f))
-    destination.wrote(output, f"{len(ann.gaps)} idle gaps, {len(ann.windows)} steps, "
-                      f"top {len(ann.top)} kernels marked, {rated} activities with % of bound, "
-                      f"critical path in {pieces} pieces (drawn as {drawn} "
-                      f"{'slice' if drawn == 1 else 'slices'})")
-    for n in ann.notes:
+    destination.wrote(output, f"{done} (drawn as {drawn} {'slice' if drawn == 1 else 'slices'})")
+    for n in notes:
         say(f"note: {n}")

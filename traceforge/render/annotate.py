@@ -229,10 +229,12 @@ class RowTags:
                             (ann.counters, _counter_args)):
             if table.empty:
                 continue
+            # Rows whose args would be empty (a kernel of unknown work) tag nothing, and
+            # are not kept.
+            table = table[_tags_something(table)]
             pos = trace.events.index.get_indexer(table.index)
             at = np.full(n, -1, dtype=np.int64)
-            # Rows whose args would be empty (a kernel of unknown work) tag nothing.
-            ok = (pos >= 0) & _tags_something(table)
+            ok = pos >= 0
             at[pos[ok]] = np.flatnonzero(ok)
             self.parts.append((at, make(table)))
 

@@ -103,3 +103,17 @@ def test_rows_whose_tags_are_empty_are_skipped_with_the_same_args(
     monkeypatch.setattr(annotate, "_tags_something",
                         lambda table: np.ones(len(table), dtype=bool))
     assert got == ChromeSource(t, tags=annotate.RowTags(t, ann)).slices(rows)[2]
+
+
+def test_a_trace_forgets_its_derived_tables_and_makes_them_again() -> None:
+    """``annotate`` lets the analysis' tables go before its write: the trace keeps its
+    rows, and a table asked for again is made again, equal."""
+    from traceforge.analyzers.timeline.core import timeline
+
+    t = tf.load(REPO / "fixtures" / "compiled.pt.trace.json.gz", cache=False)
+    first = timeline(t).activity
+    assert t.memo
+    t.forget_derived()
+    assert not t.memo and len(t.events)
+    again = timeline(t).activity
+    assert again is not first and again.equals(first)
