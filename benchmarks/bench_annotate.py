@@ -17,6 +17,7 @@ new/old ratios are printed too.
 
     flock /tmp/tf-heavy.lock python benchmarks/bench_annotate.py --trace /tmp/tf-bench/big.json
     python benchmarks/bench_annotate.py [--mb 70] [--repeat 1] [--baseline main]
+    python benchmarks/bench_annotate.py --tiny 1000000 --cases "annotate -o .pftrace"
 
 Without ``--trace``, builds benchmarks/out/big-<MB>mb.json from
 fixtures/eager.pt.trace.json.gz once.
@@ -87,11 +88,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--mb", type=float, default=70.0)
     ap.add_argument("--trace", type=Path)
+    ap.add_argument("--tiny", type=int, default=0,
+                    help="a trace of N tiny kernels on one stream instead (N idle gaps, a "
+                         "critical path of 2N pieces: what annotate draws grows with N)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--baseline", help="also run annotate/convert on this git ref")
     ap.add_argument("--cases", nargs="*", default=list(CASES))
     a = ap.parse_args()
-    trace = (a.trace or trace_of(a.mb)).resolve()
+    if a.tiny:
+        from bench_critical_path_cli import tiny_trace  # (this script's folder is on the path)
+
+        trace = tiny_trace(Path(tempfile.gettempdir()) / "tf-bench" / f"tiny-{a.tiny}.json",
+                           a.tiny)
+    else:
+        trace = (a.trace or trace_of(a.mb)).resolve()
     cases = [c for c in CASES if c in a.cases]
     for c in list(cases):  # a case's reference always runs beside it
         ref = CASES[c][1]

@@ -43,6 +43,7 @@ def tiny_trace(path: Path, n: int) -> Path:
     """``n`` kernels of 1 us, 1 us apart, on one stream (~127 bytes an event)."""
     if path.exists():
         return path
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".part")
     with tmp.open("w") as f:
         f.write('{"schemaVersion": 1, "traceEvents": [\n')
