@@ -19,6 +19,7 @@ allocation larger than what is left still fails as MemoryError.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -75,14 +76,20 @@ def _rss_bound(pid: str) -> int:
         resident, shared = int(size[1]), int(size[2])
     except (OSError, ValueError, IndexError):
         return 0
-    return (resident - shared if _HAS_PSS_ANON else resident) * _PAGE
+    return (resident - shared if _has_pss_anon() else resident) * _PAGE
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-try:
-    _HAS_PSS_ANON = "Pss_Anon:" in Path("/proc/self/smaps_rollup").read_text()
-except OSError:
-    _HAS_PSS_ANON = False
+
+
+@functools.cache
+def _has_pss_anon() -> bool:
+    """Whether this kernel's ``smaps_rollup`` gives ``Pss_Anon`` (read once, when the
+    guard first looks: not at import, which every command does)."""
+    try:
+        return "Pss_Anon:" in Path("/proc/self/smaps_rollup").read_text()
+    except OSError:
+        return False
 
 
 def _children(pid: str) -> list[str]:

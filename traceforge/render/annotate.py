@@ -26,7 +26,7 @@ import pandas as pd
 
 from traceforge.model import Trace
 from traceforge.render.critical_path import chrome_parts
-from traceforge.render.slice_table import SliceTable, column, labelled
+from traceforge.render.slice_table import SliceTable, column, labelled, texts
 from traceforge.report.annotations import COUNTER_ARGS, Annotations
 
 if TYPE_CHECKING:
@@ -102,30 +102,19 @@ _GAP_TEXT = ("next_name", "launch_name", "cpu_op", "annotation")
 def _gap_table(gaps: pd.DataFrame, pid: int) -> SliceTable:
     """Each idle gap a slice named by its cause on the cause's thread; args cause,
     ``gap_us``, device, step and the gap's names where known."""
-    cause = [str(c) for c in gaps["cause"].tolist()] if len(gaps) else []
-    codes, names = labelled(cause)
+    codes, names = labelled(texts(gaps["cause"].tolist()))
     other = CAUSE_TIDS["other"]
-    tid = np.asarray([CAUSE_TIDS.get(c, other) for c in names], dtype=np.int64)[codes] \
-        if len(gaps) else np.zeros(0, dtype=np.int64)
-    dur = gaps["dur"].to_numpy(np.int64) if len(gaps) else np.zeros(0, dtype=np.int64)
-    ts = gaps["ts"].to_numpy(np.int64) if len(gaps) else np.zeros(0, dtype=np.int64)
-    args = [column("cause", np.asarray(names, dtype=object)[codes] if len(gaps)
-                   else np.zeros(0, dtype=object)),
-            column("gap_us", dur / 1e3)]
+    tid = np.asarray([CAUSE_TIDS.get(c, other) for c in names], dtype=np.int64)[codes]
+    dur, ts = gaps["dur"].to_numpy(np.int64), gaps["ts"].to_numpy(np.int64)
+    args = [column("cause", texts(names)[codes]), column("gap_us", dur / 1e3)]
     for c in ("device", "step"):
-        args.append(column(c, gaps[c].to_numpy(np.int64) if len(gaps)
-                           else np.zeros(0, dtype=np.int64)))
+        args.append(column(c, gaps[c].to_numpy(np.int64)))
     for c in _GAP_TEXT:
-        if c in gaps.columns and len(gaps):
+        if c in gaps.columns:
             v = gaps[c].tolist()
-            args.append(column(c, _texts(v), np.fromiter(map(bool, v), dtype=bool,
-                                                         count=len(v))))
+            args.append(column(c, texts(v), np.fromiter(map(bool, v), dtype=bool,
+                                                        count=len(v))))
     return SliceTable(CAT, np.full(len(ts), pid), tid, ts, dur, codes, names, args)
-
-
-def _texts(values: list[Any]) -> np.ndarray:
-    """``str`` of each value, as an object array."""
-    return np.fromiter(map(str, values), dtype=object, count=len(values))
 
 
 def _top_table(trace: Trace, ann: Annotations, pid: int) -> SliceTable:
@@ -133,15 +122,13 @@ def _top_table(trace: Trace, ann: Annotations, pid: int) -> SliceTable:
     rank_of = {n: i + 1 for i, n in enumerate(ann.top)}
     kern = trace.kernels()
     kern = kern[kern["name"].astype(str).isin(rank_of)]
-    codes, kernels = labelled([str(n) for n in kern["name"].tolist()])
+    codes, kernels = labelled(texts(kern["name"].tolist()))
     names = [f"#{rank_of[n]} {n if len(n) < 80 else n[:77] + '...'}" for n in kernels]
-    rank = np.asarray([rank_of[n] for n in kernels], dtype=np.int64)[codes] \
-        if len(kern) else np.zeros(0, dtype=np.int64)
+    rank = np.asarray([rank_of[n] for n in kernels], dtype=np.int64)[codes]
     return SliceTable(CAT, np.full(len(kern), pid), np.full(len(kern), TOP_TID),
                       kern["ts"].to_numpy(np.int64), kern["dur"].to_numpy(np.int64), codes,
                       names, [column("top_kernel", rank),
-                              column("kernel", np.asarray(kernels, dtype=object)[codes]
-                                     if len(kern) else np.zeros(0, dtype=object))])
+                              column("kernel", texts(kernels)[codes])])
 
 
 #: Roofline columns of ``Annotations.rates`` -> the kernel arg they become, and its decimals.
@@ -198,11 +185,9 @@ def _counter_args(c: pd.DataFrame) -> Callable[[int], dict[str, Any]]:
 
 
 def _tags_something(table: pd.DataFrame) -> np.ndarray:
-    """Which rows of a tag table give a kernel any arg: a value that is not NaN among the
-    columns :func:`_rate_args` / :func:`_counter_args` write, a true ``bound``, or a
-    collective (``kind``: every row of the comm table)."""
-    if "kind" in table.columns:
-        return np.ones(len(table), dtype=bool)
+    """Which rows of a roofline or counters table give a kernel any arg: a value that is
+    not NaN among the columns :func:`_rate_args` / :func:`_counter_args` write, or a true
+    ``bound``. (Every row of the comm table does: its ``collective_kind``.)"""
     cols = [c for c in (*RATE_ARGS, *COUNTER_ARGS) if c in table.columns]
     some = np.zeros(len(table), dtype=bool)
     for c in cols:
@@ -225,13 +210,15 @@ class RowTags:
         n = len(trace.events)
         # Per table: which of its rows tags each trace row (-1: none), and that row's args.
         self.parts: list[tuple[np.ndarray, Callable[[int], dict[str, Any]]]] = []
-        for table, make in ((ann.rates, _rate_args), (ann.comm, _comm_args),
-                            (ann.counters, _counter_args)):
+        for table, make, may_tag_nothing in ((ann.rates, _rate_args, True),
+                                             (ann.comm, _comm_args, False),
+                                             (ann.counters, _counter_args, True)):
             if table.empty:
                 continue
-            # Rows whose args would be empty (a kernel of unknown work) tag nothing, and
-            # are not kept.
-            table = table[_tags_something(table)]
+            if may_tag_nothing:
+                # Rows whose args would be empty (a kernel of unknown work) tag nothing,
+                # and are not kept.
+                table = table[_tags_something(table)]
             pos = trace.events.index.get_indexer(table.index)
             at = np.full(n, -1, dtype=np.int64)
             ok = pos >= 0

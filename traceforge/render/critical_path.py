@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.analyzers.critical_path import PathTrack
-from traceforge.render.slice_table import SliceTable, column, labelled
+from traceforge.render.slice_table import SliceTable, column, labelled, texts
 
 #: Chrome ``pid`` of the path track of rank 0 (+ rank for others): next to the analysis
 #: tracks of ``render.annotate`` (1_900_000_000 + rank), inside int32.
@@ -63,8 +63,9 @@ def chrome_parts(track: PathTrack, *, flow_id_base: int = 0
     n = len(m)
     pieces = m["pieces"].to_numpy(np.int64)
     row = m["row"].to_numpy(np.int64)
-    codes, names = labelled(m["name"].astype(str).tolist())
-    merged = np.flatnonzero(pieces > 1)
+    codes, names = labelled(texts(m["name"].tolist()))
+    many = pieces > 1
+    merged = np.flatnonzero(many)
     if len(merged):
         # A run is named by its heaviest piece and how many more it holds.
         label = [f"{names[c]} +{k - 1} more"
@@ -72,8 +73,8 @@ def chrome_parts(track: PathTrack, *, flow_id_base: int = 0
         more, more_names = labelled(label)
         codes[merged] = more + len(names)
         names = names + more_names
-    many = pieces > 1
-    args = [column("kind", _texts(m["kind"])), column("category", _texts(m["category"])),
+    args = [column("kind", texts(m["kind"].tolist())),
+            column("category", texts(m["category"].tolist())),
             column("step", m["step"].to_numpy(np.int64)),
             column("order", m["order"].to_numpy(np.int64)),
             column("pieces", pieces, many),
@@ -95,12 +96,6 @@ def chrome_parts(track: PathTrack, *, flow_id_base: int = 0
                    "pid": int(f["to_pid"]), "tid": int(f["to_tid"]),
                    "ts": _us(int(f["to_ts"]))})
     return table, ev
-
-
-def _texts(col: pd.Series) -> np.ndarray:
-    """``astype(str)`` of a column, as an object array of str."""
-    out: np.ndarray = np.fromiter(col.astype(str).tolist(), dtype=object, count=len(col))
-    return out
 
 
 def drawn_pieces(seg: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

@@ -225,15 +225,8 @@ class PacketEncoder:
                 enc = self._ints(keys, vals.astype(np.int64))
             elif vals.dtype.kind == "f":
                 enc = self._floats(keys, vals.astype(np.float64))
-            else:
-                # Text looked up among the values met before (as :meth:`annotations` does;
-                # only text: True would find 1's bytes), the rest encoded one at a time.
-                v = vals.tolist()
-                seen, key = self.seen, col.key
-                got = [seen.get((key, x)) if type(x) is str else None for x in v]
-                for j in [j for j, x in enumerate(got) if x is None]:
-                    got[j] = self.annotation(key, v[j])
-                enc = objects(got)
+            else:  # text (and anything else) as :meth:`annotations` encodes it
+                enc = objects(self.annotations(keys.tolist(), vals.tolist()))
             piece = np.full(n, b"", dtype=object)
             piece[at] = enc
             parts.append(piece.tolist())

@@ -146,21 +146,20 @@ def _encoded_args(w: PacketEncoder, given: list[Any]) -> tuple[list[bytes], np.n
     args: list[Any] = [a if type(a) is dict or type(a) is bytes else
                        dict(a) if isinstance(a, Mapping) else {} for a in given]
     ready = np.fromiter((type(a) is bytes for a in args), dtype=bool, count=len(args))
-    if not ready.any():
-        counts = np.fromiter(map(len, args), dtype=np.int64, count=len(args))
-        return w.annotations(list(chain.from_iterable(args)),
-                             list(chain.from_iterable(map(dict.values, args)))), counts
-    counts = np.ones(len(args), dtype=np.int64)
     own = np.flatnonzero(~ready)
-    dicts: list[dict[str, Any]] = [args[i] for i in own.tolist()]
-    counts[own] = np.fromiter(map(len, dicts), dtype=np.int64, count=len(dicts))
+    dicts: list[dict[str, Any]] = [args[i] for i in own.tolist()] if ready.any() else args
+    n = np.fromiter(map(len, dicts), dtype=np.int64, count=len(dicts))
+    mine = w.annotations(list(chain.from_iterable(dicts)),
+                         list(chain.from_iterable(map(dict.values, dicts))))
+    if not ready.any():
+        return mine, n
+    # The tables' bytes (one piece each) and the dicts' pieces, in the slices' order.
+    counts = np.ones(len(args), dtype=np.int64)
+    counts[own] = n
     first = np.cumsum(counts) - counts
     encs = np.empty(int(counts.sum()), dtype=object)
     encs[first[ready]] = objects([args[i] for i in np.flatnonzero(ready).tolist()])
-    mine = w.annotations(list(chain.from_iterable(dicts)),
-                         list(chain.from_iterable(map(dict.values, dicts))))
     if mine:
-        n = counts[own]
         encs[np.repeat(first[own] - (np.cumsum(n) - n), n) + np.arange(len(mine))] = \
             objects(mine)
     out: list[bytes] = encs.tolist()

@@ -82,6 +82,12 @@ def objects(items: list[Any]) -> np.ndarray:
     return np.fromiter(items, dtype=object, count=len(items))
 
 
+def texts(values: Sequence[Any]) -> np.ndarray:
+    """``str`` of each value, as an object array (``None`` and NaN as ``astype(str)``
+    writes them)."""
+    return np.fromiter(map(str, values), dtype=object, count=len(values))
+
+
 def labelled(values: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, list[str]]:
     """(codes, names) of the strings ``values``, names in order of first use."""
     import pandas as pd
