@@ -7,6 +7,7 @@ itself. A leaf: :class:`traceforge.model.Trace` holds a provider; readers make t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -55,3 +56,25 @@ def factorize_args(provider: ArgsProvider, rows: np.ndarray, keys: Sequence[str]
             uniques.append(sub)
         codes[i] = c
     return codes, uniques
+
+
+@dataclass(frozen=True)
+class ArgShapes:
+    """The args of some rows as a few shapes: a row's args are its shape's, but for the
+    int values at the shape's slots, which are the row's own (ids, counters: the values
+    that differ from row to row). A writer encodes each shape once and each slot as an
+    int column. What a provider's ``shapes(rows)`` returns (the Kineto reader's).
+
+    ``code``: per row, its shape (an index into ``args``), or -1 where the row's args
+    are not given so (ask the provider for them). ``args``: per shape, its args with each
+    value as its JSON text (``msgspec.Raw``), at a slot a stand-in (shared dicts: read
+    them, do not change them).
+    ``slots``: per shape, the positions (ascending) of its slots among its args.
+    ``values``: int64, the slot values of the rows with a shape, row after row, each
+    row's in its shape's order.
+    """
+
+    code: np.ndarray
+    args: list[dict[str, Any]]
+    slots: list[tuple[int, ...]]
+    values: np.ndarray

@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar, cast
 import numpy as np
 import pandas as pd
 
+from traceforge.args_provider import ArgShapes as ArgShapes  # (Trace.arg_shapes' type)
 from traceforge.args_provider import ArgsProvider, distinct_args, no_args
 
 #: Every value the ``kind`` column may hold.
@@ -342,6 +343,17 @@ class Trace:
         if fn is None:
             return None
         got: list[dict[str, Any]] | None = fn(np.asarray(rows, dtype=np.int64).reshape(-1))
+        return got
+
+    def arg_shapes(self, rows: Iterable[int]) -> ArgShapes | None:
+        """The args of the given row labels as shapes (:class:`~traceforge.args_provider.
+        ArgShapes`: each distinct args text once, the int values that differ per row as
+        a column), where the source can give them so (Kineto JSON); None where it cannot.
+        For writers that encode many rows' args."""
+        fn = getattr(self.args_provider, "shapes", None)
+        if fn is None:
+            return None
+        got: ArgShapes | None = fn(np.asarray(rows, dtype=np.int64).reshape(-1))
         return got
 
     def distinct_args(self, rows: Iterable[int], keys: Sequence[str]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from traceforge.args_provider import distinct_args, no_args
+from traceforge.args_provider import ArgShapes, distinct_args, no_args
 from traceforge.model import Trace
 
 if TYPE_CHECKING:
@@ -137,6 +137,15 @@ class CachedArgs:
             return None
         r = np.asarray(rows, dtype=np.int64)
         got: list[dict[str, Any]] | None = fn(r if self.rows is None else self.rows[r])
+        return got
+
+    def shapes(self, rows: np.ndarray) -> ArgShapes | None:
+        """The rebuilt provider's ``shapes`` (:class:`ArgShapes`), None where it has none."""
+        fn = getattr(self._provider(), "shapes", None)
+        if fn is None:
+            return None
+        r = np.asarray(rows, dtype=np.int64)
+        got: ArgShapes | None = fn(r if self.rows is None else self.rows[r])
         return got
 
     def distinct(self, rows: np.ndarray, keys: Sequence[str]

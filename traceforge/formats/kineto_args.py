@@ -19,9 +19,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from traceforge.args_provider import factorize_args
+from traceforge.args_provider import ArgShapes, factorize_args
 from traceforge.errors import TraceFormatError
 from traceforge.formats import kineto_chunks as chunks
+from traceforge.formats.arg_shapes import Shapes
 from traceforge.formats.kineto_schema import ArgsDoc, ArgsOnly
 from traceforge.formats.source import first_byte, view
 
@@ -47,13 +48,14 @@ class LazyArgs:
         self.path = path
         self.src_index = src_index
         self._raws: list[msgspec.Raw] | None = None
+        self._shapes: Shapes | None = None
         # A report may ask from two threads at once (where it cannot fork, its critical
         # path is worked out on a thread): the file is decoded once, the other waits.
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         # The raw slices reference a map of the file: another process re-reads it.
-        return {**self.__dict__, "_raws": None, "_lock": None}
+        return {**self.__dict__, "_raws": None, "_lock": None, "_shapes": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -151,6 +153,21 @@ class LazyArgs:
                 text, type=list[dict[str, msgspec.Raw]])
         except msgspec.ValidationError:
             return None
+        return got
+
+    def shapes(self, rows: np.ndarray) -> ArgShapes | None:
+        """The args of ``rows`` as shapes (:mod:`traceforge.formats.arg_shapes`): for a
+        writer that encodes each shape once and the ids that differ per row as columns.
+        None where the texts cannot be masked (they hold a control byte)."""
+        src = self.src_index[np.asarray(rows, dtype=np.int64)]
+        if not len(src):
+            return None
+        raws = self._load()
+        texts = [rw if len(rw) else b"{}" for rw in map(raws.__getitem__, src.tolist())]
+        if self._shapes is None:
+            self._shapes = Shapes()
+        got = self._shapes.of(texts)
+        _drop_pages(raws)
         return got
 
     def _array(self, rows: np.ndarray) -> bytes:

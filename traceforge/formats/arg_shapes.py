@@ -1,0 +1,173 @@
+"""JSON args texts grouped by shape: the texts of many events' ``args`` objects, equal but
+for some int values (a Kineto op's ``External id``/``Ev Idx``, a kernel's
+``correlation``), as a few shapes and a column of those values
+(:class:`~traceforge.args_provider.ArgShapes`).
+
+An int value here is a JSON number of at most 18 digits written right after a colon
+(and at most one space), without fraction or exponent, and followed by ``,``, ``}`` or
+whitespace. Each text is masked: such a number becomes one marker byte (a control
+character, never in valid JSON text, and refused when the texts hold one), so texts with
+equal masks have their numbers at the same places and are equal elsewhere. Each mask is
+then checked by decoding it once with a distinct sentinel in place of each marker: it is
+a shape only where every sentinel is the whole value of one of its top-level args, in
+order (a number inside a string, a nested object or a duplicated key fails this, and its
+rows are left to the plain decode). Rows of one shape differ only in valid int runs at
+its slots, so the shape's decode holds for every row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from traceforge.args_provider import ArgShapes
+
+#: Marks a masked number; deletes the rest of its bytes.
+_MARK, _GONE = 0x1E, 0x1F
+#: Bytes that may end an int value.
+_ENDS = np.zeros(256, dtype=bool)
+_ENDS[[ord(c) for c in ",} \n\r\t"]] = True
+#: The longest int value masked (digits; 18 always fit int64).
+_DIGITS = 18
+#: Windows read after a number's start: enough for most values at once.
+_SHORT = 8
+#: Verified masks kept for later calls (beyond it, masks are checked again).
+_KEEP = 1 << 14
+
+
+class Shapes:
+    """Groups args texts by shape (:meth:`of`), keeping the masks it has checked."""
+
+    def __init__(self) -> None:
+        #: mask -> (args with the sentinels, the slots) or None where it is no shape
+        self.known: dict[bytes, tuple[dict[str, msgspec.Raw], tuple[int, ...]] | None] = {}
+
+    def of(self, texts: list[Any]) -> ArgShapes | None:
+        """The shapes of ``texts`` (each an args object's JSON text: bytes or
+        ``msgspec.Raw``), None where the texts hold a marker byte."""
+        n = len(texts)
+        size = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+        # Padding: a window read after a number near the end stays in the buffer.
+        text = b"".join([*texts, b"\x00" * (_DIGITS + 2)])
+        if b"\x1e" in text or b"\x1f" in text:
+            return None
+        at, end, values = _ints(text, int(size.sum()))
+        masked = _masked(text, at, end)
+        # Each row's mask: its bytes less the masked numbers' deleted ones.
+        row = np.searchsorted(np.cumsum(size), at, side="right")
+        size = size - np.bincount(row, weights=end - at - 1, minlength=n).astype(np.int64)
+        stop = np.cumsum(size)
+        first: dict[bytes, int] = {}
+        local = np.fromiter(map(first.setdefault, map(masked.__getitem__, map(
+            slice, (stop - size).tolist(), stop.tolist())), range(n)),
+            dtype=np.int64, count=n)
+        # Shapes numbered in order of their first rows.
+        reps = np.fromiter(first.values(), dtype=np.int64, count=len(first))
+        number = np.full(n, -1, dtype=np.int64)
+        checked = self._check(list(first))
+        args: list[dict[str, Any]] = []
+        slots: list[tuple[int, ...]] = []
+        for j, got in enumerate(checked):
+            if got is None:
+                continue
+            number[reps[j]] = len(args)
+            args.append(got[0])
+            slots.append(got[1])
+        code = number[local]
+        keep = code[row] >= 0
+        return ArgShapes(code, args, slots, values[keep] if not keep.all() else values)
+
+    def _check(self, masks: list[bytes]) -> list[tuple[dict[str, msgspec.Raw],
+                                                       tuple[int, ...]] | None]:
+        """Each mask's args (sentinels at its slots) and slots, or None where it is no
+        shape; masks not met before are decoded together."""
+        known = self.known
+        new = [m for m in masks if m not in known]
+        if new:
+            texts = [_with_sentinels(m) for m in new]
+            try:
+                decoded: list[Any] = msgspec.json.decode(
+                    b"[" + b",".join(texts) + b"]", type=list[dict[str, msgspec.Raw]])
+            except msgspec.MsgspecError:  # one is not an object, or not JSON: one by one
+                decoded = [_decoded(t) for t in texts]
+            if len(known) + len(new) > _KEEP:
+                known.clear()
+            for m, d in zip(new, decoded, strict=True):
+                known[m] = None if d is None else _slots(d, m.count(b"\x1e"))
+        return [known[m] for m in masks]
+
+
+def _ints(text: bytes, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The int values in ``text[:size]`` (see the module's doc): each one's first byte
+    (its sign, if any), the byte after its last digit, and its value."""
+    buf = np.frombuffer(text, dtype=np.uint8)
+    colon = np.flatnonzero(buf[:size] == 58)
+    at = colon + 1 + (buf[colon + 1] == 32)
+    digits = at + (buf[at] == 45)
+    is_digit = buf[digits] - np.uint8(48) < 10
+    at, digits = at[is_digit], digits[is_digit]
+    # Each run of digits' length: from a short window, a longer one where it is all digits.
+    win = buf[digits[:, None] + np.arange(_SHORT)] - np.uint8(48) < 10
+    run = np.argmin(win, axis=1)
+    long = np.flatnonzero(win.all(axis=1))
+    if len(long):
+        wide = buf[digits[long, None] + np.arange(_DIGITS + 1)] - np.uint8(48) < 10
+        run[long] = np.where(wide.all(axis=1), _DIGITS + 1, np.argmin(wide, axis=1))
+    end = digits + run
+    ok = (run <= _DIGITS) & _ENDS[buf[end]] & ((buf[digits] != 48) | (run == 1))
+    at, digits, end, run = at[ok], digits[ok], end[ok], run[ok]
+    values = np.zeros(len(at), dtype=np.int64)
+    for j in range(int(run.max()) if len(run) else 0):
+        values = np.where(run > j, values * 10 + (buf[digits + j].astype(np.int64) - 48),
+                          values)
+    return at, end, np.where(digits > at, -values, values)
+
+
+def _masked(text: bytes, at: np.ndarray, end: np.ndarray) -> bytes:
+    """``text`` with each number ``at:end`` made one marker byte (padding kept)."""
+    buf = np.frombuffer(text, dtype=np.uint8).copy()
+    buf[at] = _MARK
+    rest = end - at - 1
+    total = int(rest.sum())
+    if total:
+        # The bytes after each number's first, all at once: run starts repeated, plus steps.
+        start = np.repeat(at + 1 - (np.cumsum(rest) - rest), rest)
+        buf[start + np.arange(total)] = _GONE
+    out: bytes = buf.tobytes()
+    return out.translate(None, b"\x1f")
+
+
+def _sentinel(j: int) -> bytes:
+    """The j-th slot's stand-in when a mask is checked: an int no trace writes."""
+    return str(-9_000_000_000_000_000_000 - j).encode()
+
+
+def _with_sentinels(mask: bytes) -> bytes:
+    parts = mask.split(b"\x1e")
+    out = [parts[0]]
+    for j, p in enumerate(parts[1:]):
+        out += [_sentinel(j), p]
+    return b"".join(out)
+
+
+def _decoded(text: bytes) -> dict[str, msgspec.Raw] | None:
+    try:
+        got: dict[str, msgspec.Raw] = msgspec.json.decode(text,
+                                                           type=dict[str, msgspec.Raw])
+    except msgspec.MsgspecError:
+        return None
+    return got
+
+
+def _slots(args: dict[str, msgspec.Raw], count: int
+           ) -> tuple[dict[str, msgspec.Raw], tuple[int, ...]] | None:
+    """The positions of the sentinels among ``args``' values, where each of the ``count``
+    is the whole value of one arg, in order; else None."""
+    sentinels = {_sentinel(j): j for j in range(count)}
+    found = [(i, sentinels.get(bytes(v))) for i, v in enumerate(args.values())]
+    slots = tuple(i for i, j in found if j is not None)
+    if [j for _, j in found if j is not None] != list(range(count)):
+        return None
+    return args, slots
