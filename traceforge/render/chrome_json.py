@@ -10,8 +10,9 @@ flow pairs the way Kineto writes them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -20,7 +21,25 @@ from traceforge.render.document import document_bytes
 from traceforge.render.slice_table import objects
 
 if TYPE_CHECKING:
+    from traceforge.model import ArgShapes
     from traceforge.render.slice_table import SliceTable
+
+
+class ArgsEncoder(Protocol):
+    """A writer that encodes args itself (the Perfetto encoder): a table's slices' args,
+    and the trace's own args given as shapes, one ``bytes`` per slice instead of dicts."""
+
+    def table_annotations(self, table: SliceTable, rows: np.ndarray) -> list[bytes]: ...
+
+    def shape_annotations(self, shapes: ArgShapes,
+                          ids: Sequence[tuple[str, np.ndarray]] = ()) -> list[bytes]: ...
+
+    def annotations(self, keys: list[Any], vals: list[Any]) -> list[bytes]: ...
+
+
+#: What a writer's caller adds to the trace rows' args, in place (``annotate``'s analysis):
+#: ``tags(rows, names, cats, args)``.
+Tags = Callable[[np.ndarray, list[str], list[str], list[dict[str, Any]]], None]
 
 #: Kineto's ``cat`` for each of our kinds; the Kineto reader maps these back to the kind.
 KINETO_CAT: dict[str, str] = {
@@ -98,8 +117,7 @@ class ChromeSource:
 
     def __init__(self, trace: Trace, extra_events: Iterable[Mapping[str, Any]] | None = None,
                  *, with_source_args: bool = True,
-                 tags: Callable[[np.ndarray, list[str], list[str], list[dict[str, Any]]], None]
-                 | None = None,
+                 tags: Tags | None = None,
                  tables: Sequence[SliceTable] = ()
                  ) -> None:
         ev = trace.events
@@ -117,7 +135,7 @@ class ChromeSource:
         if self.tables:
             self._append(self.tables)
         self.labels = ev.index.to_numpy()
-        self.ids = {k: ev[c].to_numpy() for k, c in _ID_ARGS.items()}
+        self.ids = {k: ev[c].to_numpy(np.int64) for k, c in _ID_ARGS.items()}
         self.extra: list[dict[str, Any]] = [*_flow_events(trace), *_name_events(trace)]
         if extra_events is not None:
             self.extra += [dict(e) for e in extra_events]
@@ -182,34 +200,70 @@ class ChromeSource:
         return src
 
     def slices(self, rows: np.ndarray, json_values: bool = False,
-               encoded: Callable[[SliceTable, np.ndarray], list[bytes]] | None = None
+               encoder: ArgsEncoder | None = None
                ) -> tuple[list[str], list[str], list[Any]]:
         """(names, cats, args) of the ``X`` events of rows ``rows`` (positions), tags
-        added (``json_values``: see :meth:`row_args`). ``encoded(table, rows)``: the args
-        of a table's rows as a writer encodes them (one bytes per row), instead of dicts."""
+        added (``json_values``: see :meth:`row_args`). ``encoder``: a writer that encodes
+        args itself; a slice's args may then be its encoding (one ``bytes``), not a dict."""
         names = list(map(self.names.__getitem__, self.name_codes[rows].tolist()))
         cats = list(map(self.cats.__getitem__, self.cat_codes[rows].tolist()))
         if not len(rows) or int(rows.max()) < self.nt:
-            return names, cats, self._own_args(rows, names, cats, json_values)
+            return names, cats, self._own_args(rows, names, cats, json_values, encoder)
         # Rows of the trace and of the tables: each part's args, put back in order.
         args = np.empty(len(rows), dtype=object)
         own = np.flatnonzero(rows < self.nt)
         if len(own):
             args[own] = objects(self._own_args(
                 rows[own], [names[i] for i in own.tolist()], [cats[i] for i in own.tolist()],
-                json_values))
+                json_values, encoder))
         table = np.searchsorted(self._starts, rows, side="right") - 1
         for k in distinct(table[table >= 0]).tolist():
             at = np.flatnonzero(table == k)
             local = rows[at] - self._starts[k]
-            args[at] = objects(self.tables[k].args_of(local) if encoded is None
-                                else encoded(self.tables[k], local))
+            args[at] = objects(self.tables[k].args_of(local) if encoder is None
+                                else encoder.table_annotations(self.tables[k], local))
         out: list[Any] = args.tolist()
         return names, cats, out
 
     def _own_args(self, rows: np.ndarray, names: list[str], cats: list[str],
-                  json_values: bool) -> list[dict[str, Any]]:
-        """The args of trace rows ``rows``, tagged."""
+                  json_values: bool, encoder: ArgsEncoder | None = None) -> list[Any]:
+        """The args of trace rows ``rows``, tagged: dicts, or with an ``encoder``, the
+        encodings of the rows whose source args come as shapes (their tags after them)."""
+        shapes = (self.trace.arg_shapes(self.labels[rows])
+                  if encoder is not None and self.with_source_args and len(rows) else None)
+        if encoder is None or shapes is None:
+            return self._tagged(rows, names, cats, json_values)
+        out = np.empty(len(rows), dtype=object)
+        shaped = shapes.code >= 0
+        out[shaped] = objects(encoder.shape_annotations(
+            shapes, [(k, v[rows]) for k, v in self.ids.items()]))
+        if self.tags is not None:
+            tags: list[dict[str, Any]] = [{} for _ in range(len(rows))]
+            self.tags(rows, names, cats, tags)
+            tagged = [i for i in np.flatnonzero(shaped).tolist() if tags[i]]
+            # A tag goes after the row's args (a dict's new key), unless it would replace
+            # one of them or an id: such a row is made as a dict.
+            own = [shapes.args[c] for c in shapes.code[tagged].tolist()]
+            clash = [i for i, a in zip(tagged, own, strict=True)
+                     if any(k in a or k in self.ids for k in tags[i])]
+            shaped[clash] = False
+            tagged = [i for i in tagged if shaped[i]]
+            mine = [tags[i] for i in tagged]
+            enc = encoder.annotations(list(chain.from_iterable(mine)),
+                                      list(chain.from_iterable(map(dict.values, mine))))
+            ends = np.cumsum([len(t) for t in mine], dtype=np.int64).tolist()
+            out[tagged] = objects([out[i] + b"".join(enc[lo:hi]) for i, lo, hi in
+                                   zip(tagged, [0, *ends][:-1], ends, strict=True)])
+        rest = np.flatnonzero(~shaped)
+        if len(rest):
+            out[rest] = objects(self._tagged(rows[rest], [names[i] for i in rest.tolist()],
+                                             [cats[i] for i in rest.tolist()], json_values))
+        got: list[Any] = out.tolist()
+        return got
+
+    def _tagged(self, rows: np.ndarray, names: list[str], cats: list[str],
+                json_values: bool) -> list[dict[str, Any]]:
+        """The args dicts of trace rows ``rows``, tagged."""
         args = self.row_args(rows, json_values)
         if self.tags is not None:
             self.tags(rows, names, cats, args)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import msgspec
 import numpy as np
@@ -25,7 +25,10 @@ import numpy as np
 from traceforge.forks import part_cuts, write_in_order
 from traceforge.render.pftrace_packets import U64_MASK, PacketEncoder, varint_pieces
 from traceforge.render.pftrace_slices import SliceBatch
-from traceforge.render.slice_table import SliceTable, objects
+from traceforge.render.slice_table import objects
+
+if TYPE_CHECKING:
+    from traceforge.render.chrome_json import ArgsEncoder
 
 #: Packets encoded per batch (the rows' names, cats and args are built per batch).
 CHUNK = 1 << 14
@@ -36,7 +39,7 @@ PARALLEL_PACKETS = 1 << 17
 class Rows(Protocol):
     """A document whose trace rows are columns (``chrome_json.ChromeSource``): the names,
     cats and args of the rows' ``X`` events are built by :meth:`slices` only for the
-    packets being written (a table's args already encoded where ``encoded`` is given);
+    packets being written (args already encoded where an ``encoder`` is given);
     ``names[name_codes[i]]`` is row i's name."""
 
     n: int
@@ -50,7 +53,7 @@ class Rows(Protocol):
     name_codes: np.ndarray
 
     def slices(self, rows: np.ndarray, json_values: bool = False,
-               encoded: Callable[[SliceTable, np.ndarray], list[bytes]] | None = None
+               encoder: ArgsEncoder | None = None
                ) -> tuple[list[str], list[str], list[Any]]: ...
 
 
@@ -134,7 +137,7 @@ class Packets:
 
     def encode(self, w: PacketEncoder, batch: SliceBatch, lo: int, hi: int) -> None:
         """Encode packets ``lo:hi`` into ``w``, a batch of :data:`CHUNK` at a time."""
-        rows, nr, xs = self.rows, self.nr, self.xs
+        rows, nr = self.rows, self.nr
         for a in range(lo, hi, CHUNK):
             z = min(a + CHUNK, hi)
             cs, rs = self.code[a:z], self.ref[a:z]
@@ -143,30 +146,38 @@ class Packets:
             idx = np.where(is_slice, self.order[sl], -1)
             trk = np.where(is_slice, self.track[sl], 0)
             ib = idx[cs == 0]
-            from_rows = ib < nr
-            begins = ib[from_rows]
-            names, cats, args = (np.empty(len(ib), dtype=object) for _ in range(3))
-            if rows is not None and len(begins):
-                got_names, got_cats, got_args = rows.slices(
-                    begins, json_values=True, encoded=w.table_annotations)
-                names[from_rows] = objects(got_names)
-                cats[from_rows] = objects(got_cats)
-                args[from_rows] = objects(got_args)
-            if not from_rows.all():
-                own = [xs[i - nr] for i in ib[~from_rows].tolist()]
-                names[~from_rows] = objects([str(e.get("name", "")) for e in own])
-                cats[~from_rows] = objects([str(e.get("cat", "")) for e in own])
-                args[~from_rows] = objects([e.get("args") for e in own])
-            tsv, tsl = varint_pieces(self.ts[a:z].astype(np.uint64)
-                                     + np.uint64(self.base & U64_MASK))
-            made: Sequence[Callable[[], bytes]] = [
-                partial(w.event_packet, *self.rest[i]) for i in rs[cs == 2].tolist()]
             try:
-                w.write(batch.packets(cs, idx, trk, tsv, tsl,
-                                      (names.tolist(), cats.tolist(), args.tolist()), made))
+                names, cats, args = self._begins(w, ib, nr)
+                tsv, tsl = varint_pieces(self.ts[a:z].astype(np.uint64)
+                                         + np.uint64(self.base & U64_MASK))
+                made: Sequence[Callable[[], bytes]] = [
+                    partial(w.event_packet, *self.rest[i]) for i in rs[cs == 2].tolist()]
+                w.write(batch.packets(cs, idx, trk, tsv, tsl, (names, cats, args), made))
             except msgspec.MsgspecError:
                 # An args value as JSON text that does not decode (a number out of
                 # range): the source's decoded args name the file and the problem.
+                begins = ib[ib < nr]
                 if rows is not None and len(begins):
                     rows.slices(begins)
                 raise
+
+    def _begins(self, w: PacketEncoder, ib: np.ndarray, nr: int
+                ) -> tuple[list[str], list[str], list[Any]]:
+        """The names, cats and args of the slices ``ib`` (document order) that begin in a
+        batch: the rows' from :attr:`rows` (args encoded by ``w`` where it can), the
+        others' from their dicts."""
+        rows, xs = self.rows, self.xs
+        from_rows = ib < nr
+        begins = ib[from_rows]
+        names, cats, args = (np.empty(len(ib), dtype=object) for _ in range(3))
+        if rows is not None and len(begins):
+            got_names, got_cats, got_args = rows.slices(begins, json_values=True, encoder=w)
+            names[from_rows] = objects(got_names)
+            cats[from_rows] = objects(got_cats)
+            args[from_rows] = objects(got_args)
+        if not from_rows.all():
+            own = [xs[i - nr] for i in ib[~from_rows].tolist()]
+            names[~from_rows] = objects([str(e.get("name", "")) for e in own])
+            cats[~from_rows] = objects([str(e.get("cat", "")) for e in own])
+            args[~from_rows] = objects([e.get("args") for e in own])
+        return names.tolist(), cats.tolist(), args.tolist()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pandas as pd
 import pytest
@@ -242,12 +243,85 @@ def test_source_args_as_json_text_encode_as_decoded(tmp_path: Path, last_args: s
     t = tf.load(path, cache=cached)
     raw = t.raw_args(t.events.index.to_numpy())
     assert (raw is None) == (last_args == "5")
+    assert t.arg_shapes(t.events.index.to_numpy()) is not None
     fast = chrome_to_pftrace(ChromeSource(t))
     with monkeypatch.context() as m:
+        m.setattr(Trace, "arg_shapes", lambda self, rows: None)
+        raw_only = chrome_to_pftrace(ChromeSource(t))
         m.setattr(Trace, "raw_args", lambda self, rows: None)
         slow = chrome_to_pftrace(ChromeSource(t))
-    assert fast == slow
+    assert fast == raw_only == slow
     assert fast == reference(ChromeSource(t).document())
+
+
+
+def test_tags_after_shaped_args_or_made_as_dicts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tags follow a row's shaped args, as a dict's new keys do; a row whose tag would
+    replace one of its args (or an id) is made as a dict: the bytes are those of the
+    dicts, and the oracle's."""
+    from tests.support.pftrace_reference import chrome_to_pftrace as reference
+    from traceforge.model import Trace
+    from traceforge.render.chrome_json import ChromeSource
+
+    t = tf.load(FIX / "compiled.pt.trace.json.gz")
+
+    def tags(rows: np.ndarray, names: object, cats: object, args: list[dict[str, object]]
+             ) -> None:
+        for r, a in zip(rows.tolist(), args, strict=True):
+            if r % 3 == 1:
+                a["grid"] = "replaced"  # a kernel's own arg
+            if r % 3 == 2:
+                a["correlation"] = -5  # an id
+            if r % 2:
+                a["tag"] = r
+
+    fast = chrome_to_pftrace(ChromeSource(t, tags=tags))
+    with monkeypatch.context() as m:
+        m.setattr(Trace, "arg_shapes", lambda self, rows: None)
+        assert fast == chrome_to_pftrace(ChromeSource(t, tags=tags))
+    assert fast == reference(ChromeSource(t, tags=tags).document())
+
+
+def test_shapes_encode_as_their_rows_dicts() -> None:
+    """Args given as shapes (``PacketEncoder.shape_annotations``) encode as each row's
+    dict does through ``annotations``, ids set as ``ChromeSource`` sets them: in the
+    key's place where the row has it (a slot, or a text it replaces), else after the
+    row's args, in order; -1 sets nothing. Slots of every size and sign, zero, a key
+    long enough for a longer frame, and rows without a shape left out."""
+    import msgspec
+
+    from traceforge.formats.arg_shapes import Shapes
+    from traceforge.render.pftrace_packets import PacketEncoder
+
+    long_key = "k" * 130
+    texts = [b'{"External id": %d, "s": "x", "stream": "seven", "n": %d}' % (i, -i * 977)
+             for i in range(6)]
+    texts += [b'{"%s": %d, "f": 1.5, "l": [1, 2]}' % (long_key.encode(), v)
+              for v in (0, 1, -1, 2**62, -(2**62), 127)]
+    texts += [b'{}', b'{"a": {"b": 1}}', b'[1]', b'{"d": 0, "d2": 65535, "d3": 123456789}']
+    shapes = Shapes().of(texts)
+    assert shapes is not None and shapes.code.tolist().count(-1) == 2  # nested, a list
+    n = len(texts)
+    ids = [("External id", np.array([5, -1] * (n // 2) + [-1] * (n % 2))),
+           ("correlation", np.arange(n) - 3),
+           ("stream", np.full(n, 9)),
+           ("graph id", np.full(n, -1))]
+    want = []
+    for i, text in enumerate(texts):
+        if shapes.code[i] < 0:
+            continue
+        a = msgspec.json.decode(text)
+        for key, col in ids:
+            if col[i] >= 0:
+                a[key] = int(col[i])
+        want.append(b"".join(PacketEncoder().annotations(list(a), list(a.values()))))
+    assert PacketEncoder().shape_annotations(shapes, ids) == want
+    no_ids = []
+    for i, text in enumerate(texts):
+        if shapes.code[i] >= 0:
+            a = msgspec.json.decode(text)
+            no_ids.append(b"".join(PacketEncoder().annotations(list(a), list(a.values()))))
+    assert PacketEncoder().shape_annotations(shapes) == no_ids
 
 
 def test_dict_slices_every_int_flows_and_names_in_packet_order() -> None:
