@@ -501,16 +501,22 @@ def test_a_run_ended_mid_decode_keeps_its_own_error(tmp_path: Path, gz: bool) ->
 
 @pytest.mark.parametrize("out", ["x.pftrace", "x.json"])
 @pytest.mark.parametrize("verb", ["convert", "annotate"])
+@pytest.mark.parametrize(("bad", "says"), [(b'"a": 1e400', "Number out of range"),
+                                           (b'"registers per \x93thread": 8', "utf-8")])
 def test_args_a_number_out_of_range_is_one_line(tmp_path: Path, verb: str, out: str,
+                                                bad: bytes, says: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    """An args value msgspec cannot hold (1e400) is skipped by the reader and met when the
-    args are read: one line naming the file, exit 2 (it was an internal error), whether
-    the values are decoded (JSON) or kept as their text (.pftrace)."""
+    """An args value msgspec cannot hold (1e400), or a key that is not UTF-8 (a fuzzed
+    byte), is skipped by the reader and met when the args are read: one line naming the
+    file, exit 2 (both were internal errors), whether the values are decoded (JSON) or
+    kept as their text or shapes (.pftrace), on a row among others."""
     p = tmp_path / "t.json"
-    p.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, '
-                 '"tid": 7, "ts": 1, "dur": 1, "args": {"device": 0, "a": 1e400}}]}')
+    rows = [b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, '
+            b'"dur": 1, "args": {"device": 0, "correlation": %d%s}}'
+            % (i, i, b", " + bad if i == 3 else b"") for i in range(6)]
+    p.write_bytes(b'{"traceEvents": [' + b", ".join(rows) + b"]}")
     o = str(tmp_path / out)
     args = [str(p), o] if verb == "convert" else [str(p), "-o", o]
     rc, _, err = run_cli(capsys, verb, *args)
     one_line_error(rc, err, p.name)
-    assert "Number out of range" in err and "$[" not in err, err
+    assert says in err and "$[" not in err, err

@@ -90,7 +90,7 @@ class Shapes:
             try:
                 decoded: list[Any] = msgspec.json.decode(
                     b"[" + b",".join(texts) + b"]", type=list[dict[str, msgspec.Raw]])
-            except msgspec.MsgspecError:  # one is not an object, or not JSON: one by one
+            except (msgspec.MsgspecError, UnicodeDecodeError):  # one is no object: one by one
                 decoded = [_decoded(t) for t in texts]
             if len(known) + len(new) > _KEEP:
                 known.clear()
@@ -156,7 +156,7 @@ def _decoded(text: bytes) -> dict[str, msgspec.Raw] | None:
     try:
         got: dict[str, msgspec.Raw] = msgspec.json.decode(text,
                                                            type=dict[str, msgspec.Raw])
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, UnicodeDecodeError):
         return None
     return got
 

@@ -151,7 +151,7 @@ class LazyArgs:
         try:
             got: list[dict[str, msgspec.Raw]] = msgspec.json.decode(
                 text, type=list[dict[str, msgspec.Raw]])
-        except msgspec.ValidationError:
+        except (msgspec.ValidationError, UnicodeDecodeError):  # decoded whole, it says why
             return None
         return got
 
@@ -188,7 +188,7 @@ class LazyArgs:
         text = self._array(rows)
         try:
             vals = msgspec.json.decode(text)
-        except msgspec.MsgspecError as e:  # e.g. a number out of range: the reader skips args
+        except (msgspec.MsgspecError, UnicodeDecodeError) as e:  # the reader skips args
             raise TraceFormatError(self.path, _unreadable(e)) from None
         return [v if isinstance(v, dict) else {} for v in vals]
 
