@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from traceforge.model import pair_codes
 from traceforge.render.pftrace_chunks import Packets, Rows
 from traceforge.render.pftrace_layout import bind_flows, lanes_of
 from traceforge.render.pftrace_layout import ns as _ns
@@ -137,14 +138,10 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     t0 = [np.zeros(0, dtype=np.int64)]
     dns = [np.zeros(0, dtype=np.int64)]
     if rows is not None and nr:
-        pairs = np.stack([rows.pid, rows.tid], axis=1)
-        uniq, first, inv = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
-        by_first = np.argsort(first, kind="stable")
-        rank = np.empty(len(uniq), dtype=np.int64)
-        rank[by_first] = np.arange(len(uniq))
-        th_rows = rank[np.asarray(inv).reshape(-1)]
-        for j in by_first.tolist():
-            keys[(int(uniq[j, 0]), int(uniq[j, 1]))] = len(keys)
+        th_rows = pair_codes(rows.pid, rows.tid)[0]
+        first = np.unique(th_rows, return_index=True)[1]  # (codes: by first appearance)
+        for pid, tid in zip(rows.pid[first].tolist(), rows.tid[first].tolist(), strict=True):
+            keys[(pid, tid)] = len(keys)
         t0.append(np.rint(rows.ts_us * 1000.0).astype(np.int64))
         dns.append(np.rint(rows.dur_us * 1000.0).astype(np.int64))
     th_x = [keys.setdefault((e.get("pid"), e.get("tid")), len(keys)) for e in xs]

@@ -37,8 +37,31 @@ def lanes_of(th: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
     over = (th[1:] == th[:-1]) & (t0[1:] < t1[:-1])
     for h in distinct(th[1:][over]).tolist():
         lo, hi = np.searchsorted(th, h, side="left"), np.searchsorted(th, h, side="right")
-        out[lo:hi] = _walk(t0[lo:hi].tolist(), t1[lo:hi].tolist())
+        if not nested(t0[lo:hi], t1[lo:hi]):
+            out[lo:hi] = _walk(t0[lo:hi].tolist(), t1[lo:hi].tolist())
     return out
+
+
+def nested(t0: np.ndarray, t1: np.ndarray) -> bool:
+    """Whether one thread's slices (sorted by start, longest first; ``t1 >= t0``) nest:
+    each ends by the end of every slice still open when it starts (one ending when the
+    next starts is closed), so :func:`lane` puts them all on lane 0. As brackets, in time
+    order (at one time: ends, then each start and, for a slice of no length, its end;
+    ends at one time innermost first), every end closes the last slice opened: at each
+    depth, the brackets alternate open/close, each pair one slice."""
+    n = len(t0)
+    idx = np.arange(n, dtype=np.int64)
+    zero = t1 == t0
+    time = np.concatenate([t0, t1])
+    late = np.concatenate([np.ones(n, dtype=np.int64), zero.astype(np.int64)])
+    tie = np.concatenate([2 * idx, np.where(zero, 2 * idx + 1, -idx)])
+    order = np.lexsort((tie, late, time))
+    opens = order < n
+    depth = np.cumsum(np.where(opens, 1, -1))
+    level = np.where(opens, depth, depth + 1)
+    pairs = order[np.lexsort((np.arange(2 * n), level))]
+    first, second = pairs[0::2], pairs[1::2]
+    return bool((first < n).all() and (second >= n).all() and (second - n == first).all())
 
 
 def _walk(t0: list[int], t1: list[int]) -> list[int]:

@@ -13,6 +13,8 @@ import orjson
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import traceforge as tf
 from tests.conftest import REPO
@@ -454,6 +456,27 @@ def test_partly_overlapping_slices_go_to_lanes_in_order() -> None:
             lanes, prev = [], h
         want.append(lane(lanes, a, b))
     assert lanes_of(th, t0, t1).tolist() == want and max(want) > 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.sampled_from([0, 0, 1, 2, 3, 5, 8, 13])),
+                min_size=1, max_size=30))
+def test_a_thread_nests_exactly_when_every_slice_goes_on_lane_zero(
+        spans: list[tuple[int, int]]) -> None:
+    """``nested`` (brackets matched by depth, vectorized) says a thread's slices all go
+    on lane 0 exactly when the slice-at-a-time walk puts them there: touching slices,
+    slices of no length, equal starts and equal ends included; ``lanes_of`` walks only
+    the others, so its lanes are the walk's."""
+    from traceforge.render.pftrace_layout import lane, lanes_of, nested
+
+    t0 = np.asarray([a for a, _ in spans], dtype=np.int64)
+    t1 = t0 + np.asarray([d for _, d in spans], dtype=np.int64)
+    o = np.lexsort((np.arange(len(t0)), t0 - t1, t0))
+    t0, t1 = t0[o], t1[o]
+    lanes: list[list[int]] = []
+    want = [lane(lanes, a, b) for a, b in zip(t0.tolist(), t1.tolist(), strict=True)]
+    assert nested(t0, t1) == (max(want) == 0)
+    assert lanes_of(np.zeros(len(t0), dtype=np.int64), t0, t1).tolist() == want
 
 
 @pytest.mark.parametrize("first", [0, 1, 2])
