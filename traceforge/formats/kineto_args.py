@@ -24,7 +24,7 @@ from traceforge.errors import TraceFormatError
 from traceforge.formats import kineto_chunks as chunks
 from traceforge.formats.arg_shapes import Shapes
 from traceforge.formats.kineto_schema import ArgsDoc, ArgsOnly
-from traceforge.formats.source import first_byte, view
+from traceforge.formats.source import first_byte, paused_gc, view
 
 
 def args_from_cache(path: Path, columns: dict[str, np.ndarray]) -> LazyArgs:
@@ -149,8 +149,9 @@ class LazyArgs:
         not an object): for a writer that encodes the values it meets again only once."""
         text = self._array(rows)
         try:
-            got: list[dict[str, msgspec.Raw]] = msgspec.json.decode(
-                text, type=list[dict[str, msgspec.Raw]])
+            with paused_gc():
+                got: list[dict[str, msgspec.Raw]] = msgspec.json.decode(
+                    text, type=list[dict[str, msgspec.Raw]])
         except (msgspec.ValidationError, UnicodeDecodeError):  # decoded whole, it says why
             return None
         return got
@@ -187,7 +188,8 @@ class LazyArgs:
         # more than the decoding itself when an analysis asks for ~100k rows.
         text = self._array(rows)
         try:
-            vals = msgspec.json.decode(text)
+            with paused_gc():
+                vals = msgspec.json.decode(text)
         except (msgspec.MsgspecError, UnicodeDecodeError) as e:  # the reader skips args
             raise TraceFormatError(self.path, _unreadable(e)) from None
         return [v if isinstance(v, dict) else {} for v in vals]

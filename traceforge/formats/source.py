@@ -3,6 +3,7 @@ limits), with one-line errors."""
 
 from __future__ import annotations
 
+import gc
 import gzip
 import mmap
 import zlib
@@ -12,6 +13,21 @@ from pathlib import Path
 
 from traceforge.errors import TraceFormatError
 from traceforge.formats import gunzip
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused while JSON is decoded: millions of new
+    containers (none can form a cycle) trigger it over and over, each time over every
+    object the process holds (decoding a large trace's args: 8-11 s with it, 2.2 s
+    without). Back on afterwards if it was on."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def read_bytes(path: Path) -> bytes:

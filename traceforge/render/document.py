@@ -114,14 +114,18 @@ def _stream_events(doc: Source, put: Callable[[bytes], Any]) -> None:
     import orjson
 
     from traceforge.forks import part_cuts, write_in_order
+    from traceforge.formats.source import paused_gc
 
     opt = orjson.OPT_SERIALIZE_NUMPY
 
     def rows(lo: int, hi: int, out: Callable[[bytes], Any]) -> None:
         for a in range(lo, hi, BATCH):
-            batch = doc.events(np.arange(a, min(a + BATCH, hi)))
-            if batch:
-                out(b"," + orjson.dumps(batch, option=opt)[1:-1])
+            with paused_gc():  # (a batch's dicts are gone before it is back)
+                batch = doc.events(np.arange(a, min(a + BATCH, hi)))
+                data = b"," + orjson.dumps(batch, option=opt)[1:-1] if batch else b""
+                del batch
+            if data:
+                out(data)
 
     def child(k: int, f: BinaryIO) -> None:
         with open(f.fileno(), "wb", closefd=False) as out:

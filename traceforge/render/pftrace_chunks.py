@@ -23,6 +23,7 @@ import msgspec
 import numpy as np
 
 from traceforge.forks import part_cuts, write_in_order
+from traceforge.formats.source import paused_gc
 from traceforge.render.pftrace_packets import U64_MASK, PacketEncoder, varint_pieces
 from traceforge.render.pftrace_slices import SliceBatch
 from traceforge.render.slice_table import objects
@@ -147,12 +148,16 @@ class Packets:
             trk = np.where(is_slice, self.track[sl], 0)
             ib = idx[cs == 0]
             try:
-                names, cats, args = self._begins(w, ib, nr)
-                tsv, tsl = varint_pieces(self.ts[a:z].astype(np.uint64)
-                                         + np.uint64(self.base & U64_MASK))
-                made: Sequence[Callable[[], bytes]] = [
-                    partial(w.event_packet, *self.rest[i]) for i in rs[cs == 2].tolist()]
-                w.write(batch.packets(cs, idx, trk, tsv, tsl, (names, cats, args), made))
+                with paused_gc():  # (a batch's objects are gone before it is back)
+                    names, cats, args = self._begins(w, ib, nr)
+                    tsv, tsl = varint_pieces(self.ts[a:z].astype(np.uint64)
+                                             + np.uint64(self.base & U64_MASK))
+                    made: Sequence[Callable[[], bytes]] = [
+                        partial(w.event_packet, *self.rest[i])
+                        for i in rs[cs == 2].tolist()]
+                    data = batch.packets(cs, idx, trk, tsv, tsl, (names, cats, args), made)
+                    del names, cats, args, made
+                w.write(data)
             except msgspec.MsgspecError:
                 # An args value as JSON text that does not decode (a number out of
                 # range): the source's decoded args name the file and the problem.

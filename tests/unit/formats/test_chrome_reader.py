@@ -189,3 +189,26 @@ def test_cpu_only_and_mtia_traces_say_so(tmp_path: Path) -> None:
     assert any("CPU-only" in n for n in t.meta.notes)
     assert any("MTIA activity (mtia_ccp_events)" in n for n in t.meta.notes)
     assert load(write(tmp_path, kineto_doc(), name="gpu.json")).meta.notes == ()
+
+
+def test_the_collector_is_paused_and_back_as_it_was() -> None:
+    """``paused_gc`` (the reader's load, the args decodes, the writers' batches): the cyclic
+    collector is off inside and back as it was after, an error included."""
+    import gc
+
+    from traceforge.formats.source import paused_gc
+
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ValueError), paused_gc():
+        raise ValueError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()  # a caller's own pause is left alone
+    finally:
+        gc.enable()
