@@ -502,12 +502,13 @@ def test_a_run_ended_mid_decode_keeps_its_own_error(tmp_path: Path, gz: bool) ->
 @pytest.mark.parametrize("out", ["x.pftrace", "x.json"])
 @pytest.mark.parametrize("verb", ["convert", "annotate"])
 @pytest.mark.parametrize(("bad", "says"), [(b'"a": 1e400', "Number out of range"),
-                                           (b'"registers per \x93thread": 8', "utf-8")])
+                                           (b'"registers per \x93thread": 8', "utf-8"),
+                                           (b'"s": "a\x93b"', "utf-8")])
 def test_args_a_number_out_of_range_is_one_line(tmp_path: Path, verb: str, out: str,
                                                 bad: bytes, says: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    """An args value msgspec cannot hold (1e400), or a key that is not UTF-8 (a fuzzed
-    byte), is skipped by the reader and met when the args are read: one line naming the
+    """An args value msgspec cannot hold (1e400), or a key or a text that is not UTF-8 (a
+    fuzzed byte), is skipped by the reader and met when the args are read: one line naming the
     file, exit 2 (both were internal errors), whether the values are decoded (JSON) or
     kept as their text or shapes (.pftrace), on a row among others."""
     p = tmp_path / "t.json"

@@ -158,9 +158,10 @@ class Packets:
                     data = batch.packets(cs, idx, trk, tsv, tsl, (names, cats, args), made)
                     del names, cats, args, made
                 w.write(data)
-            except msgspec.MsgspecError:
+            except (msgspec.MsgspecError, UnicodeDecodeError):
                 # An args value as JSON text that does not decode (a number out of
-                # range): the source's decoded args name the file and the problem.
+                # range, a string not UTF-8): the source's decoded args name the file
+                # and the problem.
                 begins = ib[ib < nr]
                 if rows is not None and len(begins):
                     rows.slices(begins)
