@@ -35,6 +35,9 @@ _DIGITS = 18
 _SHORT = 8
 #: Verified masks kept for later calls (beyond it, masks are checked again).
 _KEEP = 1 << 14
+#: Above this share of distinct masks among the texts, none is given as shapes: checking
+#: and encoding a shape per row costs more than decoding the rows.
+_DISTINCT, _FEW = 0.25, 256
 
 
 class Shapes:
@@ -46,7 +49,8 @@ class Shapes:
 
     def of(self, texts: list[Any]) -> ArgShapes | None:
         """The shapes of ``texts`` (each an args object's JSON text: bytes or
-        ``msgspec.Raw``), None where the texts hold a marker byte."""
+        ``msgspec.Raw``), None where the texts hold a marker byte or differ beyond their
+        ints (of :data:`_FEW` or more, more distinct masks than :data:`_DISTINCT` of them)."""
         n = len(texts)
         size = np.fromiter(map(len, texts), dtype=np.int64, count=n)
         # Padding: a window read after a number near the end stays in the buffer.
@@ -63,6 +67,8 @@ class Shapes:
         local = np.fromiter(map(first.setdefault, map(masked.__getitem__, map(
             slice, (stop - size).tolist(), stop.tolist())), range(n)),
             dtype=np.int64, count=n)
+        if n >= _FEW and len(first) > n * _DISTINCT:
+            return None  # (rows whose args differ beyond their ids: read them as they are)
         # Shapes numbered in order of their first rows.
         reps = np.fromiter(first.values(), dtype=np.int64, count=len(first))
         number = np.full(n, -1, dtype=np.int64)

@@ -102,6 +102,16 @@ def test_texts_that_are_no_object_get_no_shape(text: bytes) -> None:
     assert _rows(shapes) == [{"a": 1}, None, {"a": 2}]
 
 
+def test_rows_that_differ_beyond_their_ids_are_not_given_as_shapes() -> None:
+    """Where most rows have args of their own (a unique string each), a shape per row
+    would cost more than decoding them: none is given (the caller decodes the rows)."""
+    unique = [b'{"id": %d, "note": "n%d"}' % (i, i) for i in range(400)]
+    assert Shapes().of(unique) is None
+    assert Shapes().of(unique[:40]) is not None  # (a few rows: given all the same)
+    mostly = [b'{"id": %d, "note": "n%d"}' % (i, i % 50) for i in range(400)]
+    _check(mostly)
+
+
 def test_a_marker_byte_in_the_texts_means_no_shapes() -> None:
     assert Shapes().of([b'{"a": 1}', b'{"a": "\x1e"}']) is None
     assert Shapes().of([b'{"a": "\x1f"}']) is None
