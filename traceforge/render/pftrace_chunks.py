@@ -24,8 +24,9 @@ import numpy as np
 
 from traceforge.forks import part_cuts, write_in_order
 from traceforge.formats.source import paused_gc
-from traceforge.render.pftrace_packets import U64_MASK, PacketEncoder, varint_pieces
+from traceforge.render.pftrace_packets import PacketEncoder
 from traceforge.render.pftrace_slices import SliceBatch
+from traceforge.render.pftrace_varints import U64_MASK, varint_pieces
 from traceforge.render.slice_table import objects
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ class Packets:
             ib = idx[cs == 0]
             try:
                 with paused_gc():  # (a batch's objects are gone before it is back)
-                    names, cats, args = self._begins(w, ib, nr)
+                    names, cats, args = self._begins(w, ib)
                     tsv, tsl = varint_pieces(self.ts[a:z].astype(np.uint64)
                                              + np.uint64(self.base & U64_MASK))
                     made: Sequence[Callable[[], bytes]] = [
@@ -167,12 +168,12 @@ class Packets:
                     rows.slices(begins)
                 raise
 
-    def _begins(self, w: PacketEncoder, ib: np.ndarray, nr: int
+    def _begins(self, w: PacketEncoder, ib: np.ndarray
                 ) -> tuple[list[str], list[str], list[Any]]:
         """The names, cats and args of the slices ``ib`` (document order) that begin in a
         batch: the rows' from :attr:`rows` (args encoded by ``w`` where it can), the
         others' from their dicts."""
-        rows, xs = self.rows, self.xs
+        rows, xs, nr = self.rows, self.xs, self.nr
         from_rows = ib < nr
         begins = ib[from_rows]
         names, cats, args = (np.empty(len(ib), dtype=object) for _ in range(3))

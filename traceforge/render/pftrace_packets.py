@@ -16,6 +16,17 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
+from traceforge.render.pftrace_varints import (
+    U64_MASK,
+    VARINT_TABLE,
+    int_texts,
+    lengths,
+    prefix_table,
+    prefixed,
+    varint,
+    varint_matrix,
+    varint_pieces,
+)
 from traceforge.render.slice_table import objects
 
 if TYPE_CHECKING:
@@ -25,35 +36,6 @@ if TYPE_CHECKING:
 _SEQ = 1  # trusted_packet_sequence_id of every packet we write
 #: TrackEvent.Type values.
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
-
-
-def _varint(n: int) -> bytes:
-    if n < 0x80:
-        return _SMALL[n]
-    if n < 0x4000:
-        return bytes((n & 0x7F | 0x80, n >> 7))
-    if n < 0x200000:
-        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
-    if n < 0x10000000:
-        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14 & 0x7F | 0x80, n >> 21))
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-_SMALL = [bytes((i,)) for i in range(0x80)]
-VARINT_TABLE = [_varint(i) for i in range(0x4000)]
-
-
-def varint(n: int) -> bytes:
-    """:func:`_varint` of a non-negative ``n``, from a table below 16384."""
-    return VARINT_TABLE[n] if n < 0x4000 else _varint(n)
 
 
 class PacketEncoder:
@@ -77,9 +59,9 @@ class PacketEncoder:
         if self.first:
             flags |= _CLEARED
             self.first = False
-        pkt = body + (b"\x68" + _varint(flags) if flags else b"") + tail
+        pkt = body + (b"\x68" + varint(flags) if flags else b"") + tail
         n = len(pkt)
-        return b"\x0a" + (VARINT_TABLE[n] if n < 0x4000 else _varint(n)) + pkt
+        return b"\x0a" + (VARINT_TABLE[n] if n < 0x4000 else varint(n)) + pkt
 
     def _packet(self, body: bytes, flags: int = 0, tail: bytes = b"") -> None:
         self.write(self._framed(body, flags, tail))
@@ -106,21 +88,21 @@ class PacketEncoder:
               thread: tuple[int, int, str | None] | None = None,
               counter: bool = False) -> None:
         """A TrackDescriptor packet."""
-        td = _key(1, 0) + _varint(uuid)
+        td = _key(1, 0) + varint(uuid)
         if name is not None:
             td += _bytes(2, name.encode())
         if process is not None:
-            pd = _key(1, 0) + _varint(process[0])
+            pd = _key(1, 0) + varint(process[0])
             if process[1]:
                 pd += _bytes(6, process[1].encode())
             td += _bytes(3, pd)
         if thread is not None:
-            th = _key(1, 0) + _varint(thread[0]) + _key(2, 0) + _varint(thread[1])
+            th = _key(1, 0) + varint(thread[0]) + _key(2, 0) + varint(thread[1])
             if thread[2]:
                 th += _bytes(5, thread[2].encode())
             td += _bytes(4, th)
         if parent is not None:
-            td += _key(5, 0) + _varint(parent)
+            td += _key(5, 0) + varint(parent)
         if counter:
             td += _bytes(8, b"")
         self._packet(_SEQ_FIELD, 0, _bytes(60, td))
@@ -389,8 +371,8 @@ class PacketEncoder:
         interned = b""
         if name is not None:
             iid, interned = self.interned(name)
-            te += b"\x50" + (VARINT_TABLE[iid] if iid < 0x4000 else _varint(iid))
-        te += b"\x58" + (VARINT_TABLE[track] if track < 0x4000 else _varint(track))
+            te += b"\x50" + (VARINT_TABLE[iid] if iid < 0x4000 else varint(iid))
+        te += b"\x58" + (VARINT_TABLE[track] if track < 0x4000 else varint(track))
         if cat:
             te += self.category(cat)
         if value is not None:
@@ -399,10 +381,10 @@ class PacketEncoder:
             te += FLOW + _FIXED(f & U64_MASK)
         for f in ends:
             te += TERMINATING_FLOW + _FIXED(f & U64_MASK)
-        tsb = ts if type(ts) is bytes else _varint(int(ts) & U64_MASK)
+        tsb = ts if type(ts) is bytes else varint(int(ts) & U64_MASK)
         n = len(te)
         body = (b"\x40" + tsb + _SEQ_FIELD + _TRACK_EVENT
-                + (VARINT_TABLE[n] if n < 0x4000 else _varint(n)) + te + interned)
+                + (VARINT_TABLE[n] if n < 0x4000 else varint(n)) + te + interned)
         return self._framed(body, NEEDS_INCREMENTAL_STATE)
 
     def end_tail(self, track: int) -> bytes:
@@ -411,38 +393,10 @@ class PacketEncoder:
         return _SEQ_FIELD + _TRACK_EVENT + varint(len(te)) + te
 
 
-U64_MASK = 2**64 - 1
 _LIST = object()  # marks a list arg's (key, _LIST, repr) among the encoded args
 _RAW = object()  # marks an arg given as JSON text: (key, _RAW, text)
 _RawJSON = msgspec.Raw
 _DECODE = msgspec.json.decode
-
-
-def varint_pieces(ns: np.ndarray) -> tuple[list[bytes], np.ndarray]:
-    """The varints of int64 values taken mod 2**64 (``_varint(v & U64_MASK)`` of each),
-    and their lengths."""
-    m, length = varint_matrix(ns)
-    # Each row as 10-byte strings without their trailing NULs: a varint's last byte is
-    # non-zero (its top 7 bits) but for the value 0, the varint b"\x00".
-    out: list[bytes] = m.view("S10").reshape(-1).tolist()
-    for i in np.flatnonzero(m[:, 0] == 0).tolist() if len(m) else []:
-        out[i] = b"\x00"
-    return out, length
-
-
-def varint_matrix(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The varints of int64 values taken mod 2**64, one per row of a (n, 10) uint8 array
-    (NUL after its end), and their lengths."""
-    rest = ns.astype(np.uint64)
-    m = np.empty((len(rest), 10), dtype=np.uint8)
-    length = np.ones(len(rest), dtype=np.int64)
-    for j in range(10):
-        m[:, j] = (rest & np.uint64(0x7F)).astype(np.uint8)
-        rest = rest >> np.uint64(7)
-        more = rest != 0
-        m[more, j] |= 0x80
-        length += more
-    return m, length
 
 
 def _int_heads(v: np.ndarray, key_len: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -467,43 +421,24 @@ def _int_heads(v: np.ndarray, key_len: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return out, 3 + vl + key_len
 
 
-def lengths(items: list[bytes] | np.ndarray) -> np.ndarray:
-    """``len`` of each item, as int64."""
-    return np.fromiter(map(len, items), dtype=np.int64, count=len(items))
-
-
-def prefixed(table: np.ndarray, prefix: bytes, n: np.ndarray) -> list[bytes]:
-    """``prefix + varint(v)`` for each of ``n`` (non-negative), from ``table`` (an object
-    array of them for 0..16383) where it holds them."""
-    if not len(n) or int(n.max()) < len(table):
-        out: list[bytes] = table[n].tolist()
-        return out
-    return [prefix + varint(v) for v in n.tolist()]
-
-
-def prefix_table(prefix: bytes) -> np.ndarray:
-    """``prefix + varint(v)`` for v in 0..16383, as an object array (for :func:`prefixed`)."""
-    return np.fromiter([prefix + v for v in VARINT_TABLE], dtype=object, count=0x4000)
-
-
 FLUSH_BYTES = 8 << 20  # bytes of packets per write to the sink
 _SEEN = 1 << 18  # encoded (key, value) args kept for reuse
 _CLEARED, NEEDS_INCREMENTAL_STATE = 1, 2  # TracePacket.SequenceFlags
 
 
 def _key(field: int, wire: int) -> bytes:
-    return _varint(field << 3 | wire)
+    return varint(field << 3 | wire)
 
 
 def _bytes(field: int, data: bytes) -> bytes:
-    return _key(field, 2) + _varint(len(data)) + data
+    return _key(field, 2) + varint(len(data)) + data
 
 
-_SEQ_FIELD = _key(10, 0) + _varint(_SEQ)
+_SEQ_FIELD = _key(10, 0) + varint(_SEQ)
 #: TrackEvent.flow_ids and terminating_flow_ids (fixed64) field keys.
 FLOW, TERMINATING_FLOW = _key(47, 1), _key(48, 1)
 _ANN, _TRACK_EVENT, _VALUE = _key(4, 2), _key(11, 2), _key(44, 1)
-_TYPE = {t: _key(9, 0) + _varint(t) for t in range(1, 5)}
+_TYPE = {t: _key(9, 0) + varint(t) for t in range(1, 5)}
 _ANN_TABLE = prefix_table(_ANN)
 #: What precedes a TrackEvent's bytes after a packet's timestamp: the sequence id and the
 #: track_event field's key (its length follows).
@@ -518,41 +453,19 @@ def event_type(typ: int) -> bytes:
     return _TYPE[typ]
 
 
-def int_texts(texts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Which of ``texts`` (JSON texts, an object array) are ints of at most 18 characters,
-    and their values (int64): (positions, values), or None where none is."""
-    size = lengths(texts)
-    cand = np.flatnonzero((size >= 1) & (size <= 18))
-    if not len(cand):
-        return None
-    m = np.asarray(texts[cand].tolist(), dtype="S18").view(np.uint8).reshape(len(cand), 18)
-    digit = (m >= 48) & (m <= 57)
-    neg = m[:, 0] == 45
-    ok = (digit | (m == 0)).all(axis=1) | (neg & (digit[:, 1:] | (m[:, 1:] == 0)).all(axis=1)
-                                           & digit[:, 1])
-    ok &= digit[:, 0] | neg
-    if not ok.any():
-        return None
-    m, digit, neg = m[ok], digit[ok], neg[ok]
-    v = np.zeros(len(m), dtype=np.int64)
-    for j in range(18):
-        v = np.where(digit[:, j], v * 10 + (m[:, j].astype(np.int64) - 48), v)
-    return cand[ok], np.where(neg, -v, v)
-
-
 def _annotation(v: Any) -> bytes:
     """A DebugAnnotation's value field (its ``name``, field 10, follows it)."""
     if v is True or v is False:
         return b"\x10\x01" if v else b"\x10\x00"
     t = type(v)
     if t is int and -(2**63) <= v < 2**63:
-        return b"\x20" + _varint(v & U64_MASK)
+        return b"\x20" + varint(v & U64_MASK)
     if t is float:
         return _DOUBLE_FIELD + _DOUBLE(v)
     if t is str:
         return _bytes(6, v.encode())
     if isinstance(v, int) and -(2**63) <= v < 2**63:
-        return b"\x20" + _varint(v & U64_MASK)
+        return b"\x20" + varint(v & U64_MASK)
     if isinstance(v, float):
         return _DOUBLE_FIELD + _DOUBLE(v)
     if isinstance(v, str):

@@ -22,11 +22,8 @@ from traceforge.render.pftrace_packets import (
     TERMINATING_FLOW,
     PacketEncoder,
     event_type,
-    lengths,
-    prefix_table,
-    prefixed,
-    varint,
 )
+from traceforge.render.pftrace_varints import lengths, prefix_table, prefixed, varint
 from traceforge.render.slice_table import objects
 
 #: A packet's pieces: frame, b"\x40", ts, track-event head, (args), tail, flows,

@@ -492,9 +492,9 @@ def test_a_batch_opening_the_sequence_marks_only_its_first_packet(first: int) ->
         SLICE_BEGIN,
         SLICE_END,
         PacketEncoder,
-        varint,
     )
     from traceforge.render.pftrace_slices import SliceBatch
+    from traceforge.render.pftrace_varints import varint
 
     kinds = [[0, 2, 1], [1, 0, 2], [2, 0, 1]][first]
     one = PacketEncoder(None)
