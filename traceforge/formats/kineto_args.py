@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import mmap
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import count
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -25,6 +25,8 @@ from traceforge.formats import kineto_chunks as chunks
 from traceforge.formats.arg_shapes import Shapes
 from traceforge.formats.kineto_schema import ArgsDoc, ArgsOnly
 from traceforge.formats.source import first_byte, paused_gc, view
+
+T = TypeVar("T")
 
 
 def args_from_cache(path: Path, columns: dict[str, np.ndarray]) -> LazyArgs:
@@ -160,28 +162,27 @@ class LazyArgs:
         """The args of ``rows`` as shapes (:mod:`traceforge.formats.arg_shapes`): for a
         writer that encodes each shape once and the ids that differ per row as columns.
         None where the texts cannot be masked (they hold a control byte)."""
-        src = self.src_index[np.asarray(rows, dtype=np.int64)]
-        if not len(src):
-            return None
-        raws = self._load()
-        texts = [rw if len(rw) else b"{}" for rw in map(raws.__getitem__, src.tolist())]
         if self._shapes is None:
             self._shapes = Shapes()
-        got = self._shapes.of(texts)
-        _drop_pages(raws)
-        return got
+        shapes = self._shapes
+        return self._with_texts(rows, lambda texts: shapes.of(texts) if texts else None)
 
     def _array(self, rows: np.ndarray) -> bytes:
         """The rows' args JSON as one JSON array, copied out of the file (its map's pages
         handed back); a row without args is ``{}``."""
+        return self._with_texts(rows, lambda texts: b"[" + b",".join(texts) + b"]")
+
+    def _with_texts(self, rows: np.ndarray, use: Callable[[list[Any]], T]) -> T:
+        """``use`` of the rows' args texts (slices of the file's map; a row without args
+        is ``{}``), the map's pages the slices touched handed back after; the file is
+        not scanned for no row."""
         src = self.src_index[np.asarray(rows, dtype=np.int64)]
         if not len(src):
-            return b"[]"  # (the file is not scanned for no row)
+            return use([])
         raws = self._load()
-        text = b"[" + b",".join([rw if len(rw) else b"{}"
-                                 for rw in map(raws.__getitem__, src.tolist())]) + b"]"
+        got = use([rw if len(rw) else b"{}" for rw in map(raws.__getitem__, src.tolist())])
         _drop_pages(raws)
-        return text
+        return got
 
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
         # One decode of all requested slices as a JSON array: per-row decode calls cost

@@ -17,10 +17,11 @@ from traceforge.formats import gunzip
 
 @contextmanager
 def paused_gc() -> Iterator[None]:
-    """The cyclic garbage collector paused while JSON is decoded: millions of new
-    containers (none can form a cycle) trigger it over and over, each time over every
-    object the process holds (decoding a large trace's args: 8-11 s with it, 2.2 s
-    without). Back on afterwards if it was on."""
+    """The cyclic garbage collector paused while JSON is decoded (a trace's events, its
+    args) or a writer's batch of events is built and encoded: millions of new containers
+    (none can form a cycle) trigger it over and over, each time over every object the
+    process holds (decoding a large trace's args: 8-11 s with it, 2.2 s without). Back
+    on afterwards if it was on."""
     enabled = gc.isenabled()
     gc.disable()
     try:
