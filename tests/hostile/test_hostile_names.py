@@ -189,7 +189,11 @@ def test_csv_cells_of_each_distinct_text_once_equal_cell_by_cell() -> None:
         pd.Series([], dtype=object),
     ]
     for s in columns:
-        want = s.map(csv_cell).astype(object)
+        want = pd.Series([csv_cell(v) for v in s.to_numpy(dtype=object).tolist()],
+                         index=s.index, dtype=object)
         got = frame._csv_cells(s)
         pd.testing.assert_series_equal(got, want)
         assert [type(v) for v in got] == [type(v) for v in want]
+    # Each cell as itself: an int beside a missing value is not made a float (``1.0``).
+    mixed = pd.DataFrame({"v": pd.Series([1, None, "x"], dtype=object), "n": [1, 2, 3]})
+    assert frame.render_frame(mixed, "csv") == "v,n\n1,1\n,2\nx,3\n"

@@ -9,14 +9,13 @@ import click
 from traceforge.analyzers.runs.rank_summaries import breakdown_reduce, breakdown_summary
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
-    emit,
+    emit_frame,
+    emit_json,
     format_option,
     resolve_steps,
     step_options,
     traces_argument,
 )
-from traceforge.render import render_frame
-from traceforge.render.frame import to_json_bytes
 
 
 @click.command("breakdown")
@@ -37,10 +36,10 @@ def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | N
                              steps_from=rule, source=lambda v: v.step_source)[0]
     df, source = breakdown_reduce([x.value for x in ranks])
     if fmt == "json":
-        emit(to_json_bytes({"steps_from": source, "breakdown": df}).decode())
+        emit_json({"steps_from": source, "breakdown": df})
         return
     notes: tuple[str, ...] = ()
     if df.empty:
         notes = ("No GPU activity in these traces: nothing to report.",)
-    emit(render_frame(df, fmt, title=f"Temporal breakdown per rank and step (steps from "
-                                     f"{source})", notes=notes))
+    emit_frame(df, fmt, title=f"Temporal breakdown per rank and step (steps from "
+                              f"{source})", notes=notes)

@@ -7,10 +7,8 @@ from datetime import datetime
 import click
 import pandas as pd
 
-from traceforge.commands.options import emit, format_option
+from traceforge.commands.options import emit, emit_frame, emit_json, format_option
 from traceforge.formats import cache as store
-from traceforge.render import render_frame
-from traceforge.render.frame import to_json_bytes
 
 
 @click.group("cache")
@@ -42,12 +40,12 @@ def info(fmt: str) -> None:
     if fmt == "json":
         doc = {"directory": str(store.cache_dir()), "enabled": enabled, "entries": len(entries),
                "bytes": total, "max_bytes": cap, "traces": df}
-        emit(to_json_bytes(doc).decode())
+        emit_json(doc)
         return
     title = (f"Trace cache {store.cache_dir()}: {len(entries)} entries, "
              f"{total / 1e6:,.1f} MB of {cap / 1e9:,.1f} GB")
     notes: tuple[str, ...] = () if enabled else ("Disabled by TRACEFORGE_NO_CACHE / --no-cache.",)
-    emit(render_frame(df, fmt, title=title, notes=notes, digits=1))
+    emit_frame(df, fmt, title=title, notes=notes, digits=1)
 
 
 @command.command("clear")

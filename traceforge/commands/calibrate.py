@@ -9,9 +9,8 @@ import pandas as pd
 
 from traceforge.capture import calibrate as cal
 from traceforge.commands import values
-from traceforge.commands.options import emit, format_option
+from traceforge.commands.options import emit_frame, format_option
 from traceforge.output_file import wrote
-from traceforge.render import render_frame
 
 
 @click.command("calibrate")
@@ -49,7 +48,7 @@ def command(out: Path, index: int, iters: int, comm: bool, backend: str | None,
              f"Device-to-device copy: {doc['copy_tb_s']:.3f} TB/s copied, "
              f"{doc['read_write_tb_s']:.3f} TB/s read + written.",
              *(f"Skipped {k}: {v}" for k, v in doc["skipped"].items()))
-    emit(render_frame(df, fmt, title=f"traceforge calibrate: {doc['device']}", notes=notes))
+    emit_frame(df, fmt, title=f"traceforge calibrate: {doc['device']}", notes=notes)
     wrote(out)
 
 
@@ -65,6 +64,6 @@ def _comm(out: Path, iters: int, backend: str | None, ranks: int | None, fmt: st
     m = res["comm_method"]
     notes = (f"Best all-reduce busbw: {res['allreduce_busbw_gb_s']:,.1f} GB/s over "
              f"{m['ranks']} ranks ({m['backend']}).",)
-    emit(render_frame(df, fmt, title=f"traceforge calibrate --comm: {res['device']}",
-                      notes=notes))
+    emit_frame(df, fmt, title=f"traceforge calibrate --comm: {res['device']}",
+               notes=notes)
     wrote(out)

@@ -21,7 +21,7 @@ from traceforge.capture.options import (
 )
 from traceforge.capture.target import parse_launch, parse_python, torch_missing
 from traceforge.capture.trace_file import check_writable
-from traceforge.commands.options import emit, format_option
+from traceforge.commands.options import emit_frame, format_option
 from traceforge.errors import UsageError
 
 if TYPE_CHECKING:
@@ -174,7 +174,6 @@ def _comparison_table(modes: tuple[str, ...], summaries: list[dict[str, Any]],
 
     from traceforge.analyzers.names.kernel_names import attention_text
     from traceforge.capture import compare
-    from traceforge.render import render_frame
 
     rows = compare.comparison(summaries)
     for row, s in zip(rows, summaries, strict=True):
@@ -184,8 +183,8 @@ def _comparison_table(modes: tuple[str, ...], summaries: list[dict[str, Any]],
     # Throughput and overhead columns only where some mode has them.
     optional = ["samples_per_s", "tokens_per_s", "profiled_ms", "overhead_pct"]
     df = df.drop(columns=[c for c in optional if df[c].isna().all()])
-    emit(render_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
-                      digits=2, notes=mode_notes(summaries)))
+    emit_frame(df, fmt, title=f"traceforge capture: {' vs '.join(modes)}",
+               digits=2, notes=mode_notes(summaries))
 
 
 def _kernels_per_step(out: Path, summary: dict[str, object], fallback: object) -> object:

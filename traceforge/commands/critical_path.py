@@ -12,14 +12,13 @@ import pandas as pd
 
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
-    emit,
+    emit_frame,
+    emit_json,
     format_option,
     resolve_steps,
     step_options,
     traces_argument,
 )
-from traceforge.render import render_frame
-from traceforge.render.frame import to_json_bytes
 
 _SPEC = re.compile(r"^[A-Za-z_][\w.-]*=[0-9.eE+-]+$")
 
@@ -114,27 +113,27 @@ def command(traces: tuple[str, ...], steps_from: str | None, steps_text: str | N
     ranks = engine.ranks(run_paths(paths), partial(rank_graph, steps=steps), steps_from=rule)
     r = critical_path_of([x.value for x in ranks], what_if=factors, top_n=top_n)
     if fmt == "json":
-        emit(to_json_bytes(_json(r)).decode())
+        emit_json(_json(r))
         return
     if fmt == "csv":
-        emit(render_frame(critical_only(r, r.segments), fmt))
+        emit_frame(critical_only(r, r.segments), fmt)
         return
     multi = r.steps["rank"].nunique() > 1
     st = r.steps if multi else r.steps[r.steps["critical"]]
     cols = ["step", "rank", "critical", "length_ns", "ranks_crossed"] if multi else [
         "step", "length_ns"]
-    emit(render_frame(_ms(st[cols], ("length_ns",)), fmt,
-                      title=f"Critical path per step (steps from {r.step_source})",
-                      notes=r.notes, digits=3))
+    emit_frame(_ms(st[cols], ("length_ns",)), fmt,
+               title=f"Critical path per step (steps from {r.step_source})",
+               notes=r.notes, digits=3)
     cat = critical_only(r, r.by_category).drop(columns="for_rank")
-    emit(render_frame(_ms(cat, ("ns",)), fmt, title="Time on the path by category",
-                      digits=3))
+    emit_frame(_ms(cat, ("ns",)), fmt, title="Time on the path by category",
+               digits=3)
     top = critical_only(r, r.top).drop(columns="for_rank")
     top = top.assign(name=_short(top["name"]))
-    emit(render_frame(_ms(top, ("ns",)), fmt, title="Top ops and kernels on the path",
-                      digits=3))
+    emit_frame(_ms(top, ("ns",)), fmt, title="Top ops and kernels on the path",
+               digits=3)
     if not r.what_if.empty:
         wi = r.what_if if multi else critical_only(r, r.what_if).drop(columns=["rank",
                                                                              "critical"])
-        emit(render_frame(_ms(wi, ("length_ns", "new_length_ns", "saved_ns")), fmt,
-                          title="What if: the path with those kernels sped up", digits=3))
+        emit_frame(_ms(wi, ("length_ns", "new_length_ns", "saved_ns")), fmt,
+                   title="What if: the path with those kernels sped up", digits=3)

@@ -6,7 +6,7 @@ import click
 
 from traceforge.analyzers.timing.summary import summary
 from traceforge.commands.options import (
-    emit,
+    emit_json,
     format_option,
     load_ranks,
     resolve_steps,
@@ -14,7 +14,6 @@ from traceforge.commands.options import (
     trace_argument,
 )
 from traceforge.commands.tables import Table, emit_tables, table_options
-from traceforge.render.frame import to_json_bytes
 
 
 @click.command("info")
@@ -36,7 +35,7 @@ def command(trace: str, steps_from: str | None, include_outliers: bool, table: s
         docs = [{"facts": s.facts, "notes": list(s.notes), "kinds": s.kinds,
                  "devices": s.devices, **({"ranges": s.ranges} if len(s.ranges) else {})}
                 for s in sums]
-        emit(to_json_bytes(docs[0] if len(docs) == 1 else {"ranks": docs}).decode())
+        emit_json(docs[0] if len(docs) == 1 else {"ranks": docs})
         return
     tables = []
     for t, s in zip(ranks, sums, strict=True):

@@ -8,7 +8,8 @@ from traceforge.analyzers.costs.mfu import mfu
 from traceforge.commands import values
 from traceforge.commands.options import (
     device_options,
-    emit,
+    emit_frame,
+    emit_json,
     format_option,
     load_trace,
     read_peaks,
@@ -16,8 +17,6 @@ from traceforge.commands.options import (
     step_options,
     trace_argument,
 )
-from traceforge.render import render_frame
-from traceforge.render.frame import to_json_bytes
 
 LABELS = {
     "step": "Step", "time_ms": "Step time (ms)", "gflops": "GFLOPs", "flops_source": "FLOPs from",
@@ -57,8 +56,8 @@ def command(trace: str, model_flops: float | None, params: float | None, tokens:
             model_flops=model_flops, params=params, tokens=tokens, training=training,
             flops_from=load_trace(flops_from, None) if flops_from else None, dtype=dtype)
     if fmt == "json":
-        emit(to_json_bytes({"device": r.device.key if r.device else None, "steps": r.steps,
-                            "notes": list(r.notes)}).decode())
+        emit_json({"device": r.device.key if r.device else None, "steps": r.steps,
+                   "notes": list(r.notes)})
         return
     df = r.steps
     if fmt in ("table", "md"):
@@ -70,4 +69,4 @@ def command(trace: str, model_flops: float | None, params: float | None, tokens:
     dev = f"{r.device.name} (key {r.device.key})" if r.device else "unknown device (no peak)"
     notes = (f"Peaks: {dev}, dense datasheet figures; step time = the step's GPU window.",
              *r.notes)
-    emit(render_frame(df, fmt, title=f"FLOPs utilization per step: {trace}", notes=notes))
+    emit_frame(df, fmt, title=f"FLOPs utilization per step: {trace}", notes=notes)

@@ -8,13 +8,13 @@ from traceforge.analyzers.timing.ops import ops, why_no_ops
 from traceforge.commands import values
 from traceforge.commands.options import (
     emit,
+    emit_frame,
     format_option,
     load_trace,
     resolve_steps,
     step_options,
     trace_argument,
 )
-from traceforge.render import render_frame
 
 
 @click.command("ops")
@@ -42,4 +42,4 @@ def command(trace: str, limit: int, kernels_only: bool, steps_from: str | None,
                      "calls": "Calls", "kernels": "Kernels", "gflops": "GFLOPs",
                      "tflops_per_s": "TFLOP/s"}
         )
-    emit(render_frame(df, fmt, title=f"Top operations by self GPU time: {trace}", notes=notes))
+    emit_frame(df, fmt, title=f"Top operations by self GPU time: {trace}", notes=notes)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -11,6 +14,8 @@ import click
 from traceforge.render import FORMATS
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from traceforge.analyzers.costs.devices import MeasuredPeaks
     from traceforge.model import Trace
 
@@ -52,6 +57,50 @@ def emit(text: str) -> None:
     from traceforge.render.text import plain_lines
 
     click.echo(plain_lines(text), nl=not text.endswith("\n"))
+
+
+def emit_pieces(pieces: Iterable[str | bytes]) -> None:
+    """:func:`emit` of a text made in pieces (UTF-8 bytes or str, each whole characters),
+    each written as it comes: the JSON or CSV of a table of millions of rows is never
+    held as one text."""
+    from traceforge.render.text import plain_lines
+
+    last = ""
+    try:
+        for piece in pieces:
+            text = piece.decode() if isinstance(piece, bytes) else piece
+            if text:
+                click.echo(plain_lines(text), nl=False)
+                last = text
+        if not last.endswith("\n"):
+            click.echo("")
+    except BrokenPipeError:
+        # The reader went away (``| head``): nothing more to say, and nothing wrong. What
+        # is left in the buffer goes nowhere (Python's documented way: stdout on
+        # /dev/null), so no flush at exit complains either.
+        with contextlib.suppress(OSError, ValueError):  # (a stream without a file)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, sys.stdout.fileno())
+            finally:
+                os.close(devnull)
+        raise SystemExit(0) from None
+
+
+def emit_json(obj: Any) -> None:
+    """Print ``obj`` as the verbs' JSON (:func:`traceforge.render.frame.json_pieces`: its
+    frames a slice of rows at a time)."""
+    from traceforge.render.frame import json_pieces
+
+    emit_pieces(json_pieces(obj))
+
+
+def emit_frame(df: pd.DataFrame, fmt: str, **kw: Any) -> None:
+    """Print ``df`` in ``fmt`` (:func:`traceforge.render.frame.frame_pieces`, whose
+    keywords it takes: JSON and CSV a slice of rows at a time)."""
+    from traceforge.render.frame import frame_pieces
+
+    emit_pieces(frame_pieces(df, fmt, **kw))
 
 
 def say(text: str) -> None:

@@ -14,7 +14,8 @@ from traceforge.commands import values
 from traceforge.commands.options import (
     derived_with_file,
     device_options,
-    emit,
+    emit_frame,
+    emit_json,
     format_option,
     load_trace,
     read_peaks,
@@ -24,8 +25,6 @@ from traceforge.commands.options import (
 )
 from traceforge.formats.counter_files import read_counters
 from traceforge.model import Trace
-from traceforge.render import render_frame
-from traceforge.render.frame import to_json_bytes
 
 #: Table headers of the roofline columns (JSON and CSV keep the column names).
 LABELS = {
@@ -96,18 +95,18 @@ def command(trace: str, by: str, limit: int, target_pct: float, device: str | No
     table = r.table if limit <= 0 else r.table.head(limit)
     meas = measured_view(t, r, measured_path, launch_skip)
     if fmt == "json":
-        emit(to_json_bytes({
-            "device": r.device.key if r.device else None,
-            "target_pct": target_pct,
-            "totals": r.totals,
-            "rows": table,
-            "unmodelled": r.unmodelled,
-            "notes": list(r.notes),
-            **({"measured": meas.table, "measured_notes": list(meas.notes)} if meas else {}),
-        }).decode())
+        emit_json({
+   "device": r.device.key if r.device else None,
+   "target_pct": target_pct,
+   "totals": r.totals,
+   "rows": table,
+   "unmodelled": r.unmodelled,
+   "notes": list(r.notes),
+   **({"measured": meas.table, "measured_notes": list(meas.notes)} if meas else {}),
+        })
         return
     if fmt == "csv":
-        emit(render_frame(meas.table if meas else table, fmt))
+        emit_frame(meas.table if meas else table, fmt)
         return
     if r.measured is None:
         table = table.drop(columns=["pct_of_measured", "saved_measured_us"])
@@ -125,17 +124,17 @@ def command(trace: str, by: str, limit: int, target_pct: float, device: str | No
                f" us; at {target_pct:g}% of every bound "
                f"{_us(tot['saved_ns'])} would be saved.")
     notes = (device_line(r), summary, *r.notes)
-    emit(render_frame(show, fmt, title=f"Roofline by {by}: {trace}", notes=notes))
+    emit_frame(show, fmt, title=f"Roofline by {by}: {trace}", notes=notes)
     if not r.unmodelled.empty and fmt in ("table", "md"):
-        emit(render_frame(r.unmodelled.rename(columns={"time_us": "GPU time (us)",
-                                                       "pct": "% of GPU time"}),
-                          fmt, title="Unmodelled GPU time (work unknown)"))
+        emit_frame(r.unmodelled.rename(columns={"time_us": "GPU time (us)",
+                                                "pct": "% of GPU time"}),
+                   fmt, title="Unmodelled GPU time (work unknown)")
     if meas is not None:
         show_m = meas.table if limit <= 0 else meas.table.head(limit)
         show_m = show_m.drop(columns=list(MEASURED_HIDDEN))
-        emit(render_frame(show_m.rename(columns=MEASURED_LABELS), fmt,
-                          title=f"Measured roofline by kernel: {measured_path}",
-                          notes=meas.notes))
+        emit_frame(show_m.rename(columns=MEASURED_LABELS), fmt,
+                   title=f"Measured roofline by kernel: {measured_path}",
+                   notes=meas.notes)
 
 
 #: The terminal's and Markdown's ``Work`` cell per reason (JSON keeps the reason in full).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from traceforge.commands.options import (
-    emit,
+    emit_frame,
     format_option,
     load_trace,
     resolve_steps,
@@ -40,11 +40,10 @@ def command(trace: str, query: str, steps_from: str | None, fmt: str, allow_file
     WHERE kind = 'kernel' GROUP BY name ORDER BY us DESC LIMIT 5"
     """
     from traceforge.analyzers.timeline.query import sql
-    from traceforge.render import render_frame
 
     rule, _ = resolve_steps(steps_from, None)
     from traceforge.formats import resolve
 
     df = sql(load_trace(trace, rule), query, allow_files=allow_files,
              inputs=[resolve(trace)])
-    emit(render_frame(df, fmt, title=f"SQL on {trace}", schema=False))  # the query's columns
+    emit_frame(df, fmt, title=f"SQL on {trace}", schema=False)  # the query's columns

@@ -15,9 +15,8 @@ from typing import Any, TypeVar
 import click
 
 from traceforge import output_file as output
-from traceforge.commands.options import emit
+from traceforge.commands.options import emit, emit_frame, emit_json
 from traceforge.errors import UsageError
-from traceforge.render.frame import to_json_bytes
 from traceforge.render.tables import Table, render_table
 
 __all__ = ["Table", "check_table", "emit_tables", "table_options"]
@@ -56,12 +55,12 @@ def emit_tables(tables: Sequence[Table], fmt: str, *, table: str | None = None,
         return
     if fmt == "json":
         if table is not None:
-            emit(render_table(tables[0], fmt))
+            emit_frame(tables[0].frame, fmt)  # (render_table's JSON, in pieces)
         else:
-            emit(to_json_bytes(doc or {t.name: t.frame for t in tables}).decode())
+            emit_json(doc or {t.name: t.frame for t in tables})
         return
     if fmt == "csv":
-        emit(render_table(tables[0], fmt))
+        emit_frame(tables[0].frame, fmt)
         if len(tables) > 1:
             click.echo(f"traceforge: CSV holds one table ({tables[0].name}); the others: "
                        + ", ".join(names[1:]) + " (use --table NAME or -o DIR)", err=True)

@@ -18,7 +18,7 @@ from traceforge.commands import values
 from traceforge.commands.engine import Engine, engine_options, run_paths
 from traceforge.commands.options import (
     derived_with_file,
-    emit,
+    emit_frame,
     format_option,
     load_trace,
     resolve_steps,
@@ -28,7 +28,6 @@ from traceforge.commands.options import (
 from traceforge.errors import UsageError
 from traceforge.formats.multirank import rank_from_name
 from traceforge.model import GPU_KINDS
-from traceforge.render import render_frame
 
 #: The counter columns ``--counters`` adds (means over each kernel's profiled launches).
 COUNTER_COLUMNS = ("matched", "sm_pct", "dram_pct", "occupancy_pct", "tensor_pct")
@@ -118,4 +117,4 @@ def command(
             df = df.drop(columns=["name"])
     if totals["class"].isin(("memcpy", "memset")).all():
         notes += ("No GPU kernels in this trace (CPU-only or GPU activity not recorded).",)
-    emit(render_frame(df, fmt, title=f"Top kernels by {by}: {what}", notes=notes))
+    emit_frame(df, fmt, title=f"Top kernels by {by}: {what}", notes=notes)

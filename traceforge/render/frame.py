@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import io
 import math
+import re
+import secrets
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -202,22 +205,108 @@ _LEAVES = frozenset((int, float, str, bool, type(None)))
 def to_json_bytes(obj: Any, schema: bool = True) -> bytes:
     """Serialize plain data (dicts, lists, DataFrames) as pretty JSON, times as integer ns
     (:mod:`traceforge.render.schema`; ``schema=False``: keys as they are)."""
+    return b"".join(json_pieces(obj, schema))
+
+
+#: Rows of a frame encoded at a time when JSON or CSV is written in pieces.
+PIECE_ROWS = 1 << 14
+
+
+def json_pieces(obj: Any, schema: bool = True, rows: int = PIECE_ROWS) -> Iterator[bytes]:
+    """:func:`to_json_bytes` of ``obj`` in pieces, each of them whole JSON values and
+    safe text: a DataFrame inside ``obj`` (or ``obj`` itself) is written ``rows`` records
+    at a time, so a frame of millions of rows (a critical path's pieces, a query's rows)
+    is never held as one dict per row or as one text. Joined, the pieces are the bytes
+    ``orjson.dumps`` gives for the whole document (the records spliced in at the frame's
+    place and depth; tests compare them)."""
+    # A frame inside a document is written as its machine frame; a frame given alone as
+    # its machine frame where ``schema``, each record then put through the key rule too.
+    alone = isinstance(obj, pd.DataFrame)
     if schema:
         obj = _machine(obj)
+    frames: list[pd.DataFrame] = []
+    # A frame's place in the outline: a string no text from a trace can hold (it is made
+    # afresh for each document).
+    token = secrets.token_hex(16)
 
     def default(o: Any) -> Any:
         if isinstance(o, pd.DataFrame):
-            return _records(o)
-        if hasattr(o, "item"):
-            return o.item()
-        if hasattr(o, "tolist"):
-            return o.tolist()
-        raise TypeError(type(o).__name__)
+            frames.append(o)
+            return f"{token}.{len(frames) - 1}"
+        return _json_value(o)
 
-    raw = orjson.dumps(obj, default=default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
-    # orjson escapes C0 but leaves C1 and bidirectional controls raw: written as \uXXXX,
-    # the same string to a JSON reader, and nothing a terminal acts on.
+    outline = orjson.dumps(obj, default=default,
+                           option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    at = 0
+    for m in re.finditer(b'"' + token.encode() + rb'\.(\d+)"', outline):
+        yield _safe_json(outline[at:m.start()])
+        line = outline.rfind(b"\n", 0, m.start()) + 1
+        depth = len(outline[line:m.start()]) - len(outline[line:m.start()].lstrip(b" "))
+        yield from _frame_json(frames[int(m.group(1))], depth, rows, schema or not alone,
+                               schema and alone)
+        at = m.end()
+    yield _safe_json(outline[at:])
+
+
+def _json_value(o: Any) -> Any:
+    """What orjson writes for a value it does not know (numpy scalars and arrays)."""
+    if hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    raise TypeError(type(o).__name__)
+
+
+def _frame_json(df: pd.DataFrame, pad: int, rows: int, machine: bool, keyed: bool
+                ) -> Iterator[bytes]:
+    """The records of ``df`` (its machine frame where ``machine``) as the pretty JSON list
+    orjson writes at a line indented by ``pad`` spaces, ``rows`` records at a time
+    (``keyed``: each record through :func:`_machine`, where a key or value may need it)."""
+    if not len(df):
+        yield b"[]"
+        return
+    df = machine_frame(df) if machine else df  # (its integer test takes whole columns)
+    keyed = keyed and (any(ns_name(str(c)) for c in df.columns) or any(
+        df[c].dtype == object for c in df.columns))
+    indent = b"\n" + b" " * pad
+    yield b"["
+    for a in range(0, len(df), rows):
+        recs = _records(df.iloc[a:a + rows], False)
+        if keyed:
+            recs = _machine(recs)
+        text = orjson.dumps(recs, default=_json_value,
+                            option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        # "[\n  {...},\n  {...}\n]": the records, each line moved ``pad`` further in.
+        body = text[1:-2].replace(b"\n", indent)
+        yield _safe_json((b"," if a else b"") + body)
+    yield _safe_json(indent + b"]")
+
+
+def _safe_json(raw: bytes) -> bytes:
+    """``raw`` JSON with the characters orjson leaves raw that a terminal acts on (C1,
+    bidirectional controls; it escapes C0) written as ``\\uXXXX``: the same string to a
+    JSON reader."""
     return raw if safe_ascii(raw) else plain_lines(raw.decode()).encode()
+
+
+def frame_pieces(df: pd.DataFrame, fmt: str = "table", *, title: str = "", digits: int = 2,
+                 notes: tuple[str, ...] = (), width: int | None | str = "auto",
+                 schema: bool = True, rows: int = PIECE_ROWS) -> Iterator[str]:
+    """:func:`render_frame` in pieces: JSON and CSV ``rows`` rows at a time (a frame of
+    millions of rows is never one text), a table or Markdown as one piece."""
+    if fmt == "json":
+        yield from (p.decode() for p in json_pieces(df, schema, rows))
+        yield "\n"
+        return
+    if fmt == "csv":
+        out = machine_frame(df) if schema else df  # (whole columns: see json_pieces)
+        for a in range(0, max(len(out), 1), rows):
+            buf = io.StringIO()
+            _csv_safe(out.iloc[a:a + rows]).to_csv(buf, index=False, header=not a)
+            yield buf.getvalue()
+        return
+    yield render_frame(df, fmt, title=title, digits=digits, notes=notes, width=width,
+                       schema=schema)
 
 
 def render_frame(
@@ -234,12 +323,8 @@ def render_frame(
     a table fits ``width`` columns (None: no limit; "auto": the terminal's, see
     :func:`traceforge.render.terminal.table_width`); ``schema=False`` writes JSON and CSV
     columns as the frame names them (a user's SQL query), without the ns rule."""
-    if fmt == "json":
-        return to_json_bytes(_records(df, schema), schema).decode() + "\n"
-    if fmt == "csv":
-        buf = io.StringIO()
-        _csv_safe(machine_frame(df) if schema else df).to_csv(buf, index=False)
-        return buf.getvalue()
+    if fmt in ("json", "csv"):
+        return "".join(frame_pieces(df, fmt, schema=schema))
     cols, cells = human(df, digits)
     if fmt == "md":
         lines = []
@@ -282,11 +367,14 @@ def _csv_safe(df: pd.DataFrame) -> pd.DataFrame:
 def _csv_cells(s: pd.Series) -> pd.Series:
     """:func:`csv_cell` of every cell of ``s``; of each distinct text once where ``s``
     holds only text (names repeat: a 1M-piece critical path has a few thousand). Other
-    columns cell by cell: ``1``, ``1.0`` and ``True`` are one key to a hash, and what a
-    missing value becomes depends on the column's dtype."""
+    columns cell by cell (``1``, ``1.0`` and ``True`` are one key to a hash), each cell
+    as itself: a number beside a missing value stays as written (``Series.map`` made the
+    column float, so ``0`` was written ``0.0``, and a slice of rows differed from the
+    whole)."""
     vals = s.to_numpy(dtype=object)
     if pd.api.types.infer_dtype(vals, skipna=False) != "string":
-        cellwise: pd.Series = s.map(csv_cell).astype(object)
+        cellwise = pd.Series([csv_cell(v) for v in vals.tolist()], index=s.index,
+                             dtype=object)
         return cellwise
     codes, uniques = pd.factorize(vals)
     cells = np.array([csv_cell(u) for u in uniques], dtype=object)
