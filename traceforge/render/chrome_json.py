@@ -10,6 +10,7 @@ flow pairs the way Kineto writes them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,6 +19,7 @@ import numpy as np
 
 from traceforge.model import GPU_KINDS, Trace, distinct
 from traceforge.render.document import document_bytes
+from traceforge.render.pftrace_layout import FlowPoints
 from traceforge.render.slice_table import objects
 
 if TYPE_CHECKING:
@@ -110,8 +112,9 @@ class ChromeSource:
     columns (``pid``, ``tid``, ``ts_us``, ``dur_us``, name and cat codes) are what the
     Perfetto writer reads directly; ``tables`` (:class:`~traceforge.render.slice_table.
     SliceTable`, the caller's slices as columns) add rows after the trace's ``nt``, written
-    as the dicts they stand for; ``extra`` holds the other events (flows, names, the
-    caller's ``extra_events``) as dicts; ``tags(rows, names, cats, args)`` adds to the
+    as the dicts they stand for; ``flows`` holds the flow events as columns
+    (:class:`FlowTable`), ``extra`` the other events (names, the caller's
+    ``extra_events``, its flows among them) as dicts; ``tags(rows, names, cats, args)`` adds to the
     trace rows' args in place (``render.annotate``'s analysis).
     """
 
@@ -136,7 +139,9 @@ class ChromeSource:
             self._append(self.tables)
         self.labels = ev.index.to_numpy()
         self.ids = {k: ev[c].to_numpy(np.int64) for k, c in _ID_ARGS.items()}
-        self.extra: list[dict[str, Any]] = [*_flow_events(trace), *_name_events(trace)]
+        #: The flows (as columns), then the other events (``extra``, as dicts).
+        self.flows = _flow_events(trace)
+        self.extra: list[dict[str, Any]] = _name_events(trace)
         if extra_events is not None:
             self.extra += [dict(e) for e in extra_events]
         m = trace.meta
@@ -283,51 +288,89 @@ class ChromeSource:
     def document(self) -> dict[str, Any]:
         """The whole document as one dict."""
         events = self.events(np.arange(self.n))
-        events += self.extra
+        events += self.flows.dicts() + self.extra
         return {**self.head, "traceEvents": events, **self.tail}
 
 
-def _flow_events(trace: Trace) -> list[dict[str, Any]]:
-    """The trace's own flows when it has launch flows, else ``ac2g`` pairs from ``corr``."""
-    fl = trace.flows
-    out: list[dict[str, Any]] = []
-    if not fl.empty:
-        ts = _us(fl["ts"].to_numpy())
-        for i, (fid, cat, ph, pid, tid) in enumerate(
-            zip(fl["id"].tolist(), fl["cat"].astype(str).tolist(), fl["ph"].astype(str).tolist(),
-                fl["pid"].tolist(), fl["tid"].tolist(), strict=True)
-        ):
-            e: dict[str, Any] = {"ph": ph, "id": fid, "pid": pid, "tid": tid, "ts": ts[i],
+@dataclass(frozen=True)
+class FlowTable:
+    """The flow events of a :class:`ChromeSource` as columns, in document order (one per
+    point): ``ph`` (``s``/``t``/``f``), ``id``, ``pid``, ``tid``, ``ts`` (us, as written)
+    and ``cat`` (the name too); an ``f`` binds to its enclosing slice (``bp: e``). The
+    JSON writer makes them dicts a batch at a time; the Perfetto writer binds them to
+    slices as columns (:class:`~traceforge.render.pftrace_layout.FlowPoints`)."""
+
+    ph: list[str]
+    id: list[Any]
+    pid: list[Any]
+    tid: list[Any]
+    ts: list[float]
+    cat: list[str]
+
+    def __len__(self) -> int:
+        return len(self.ph)
+
+    def dicts(self, lo: int = 0, hi: int | None = None) -> list[dict[str, Any]]:
+        """Points ``lo:hi`` as the events a Chrome trace writes."""
+        out: list[dict[str, Any]] = []
+        for ph, fid, pid, tid, ts, cat in zip(self.ph[lo:hi], self.id[lo:hi], self.pid[lo:hi],
+                                              self.tid[lo:hi], self.ts[lo:hi], self.cat[lo:hi],
+                                              strict=True):
+            e: dict[str, Any] = {"ph": ph, "id": fid, "pid": pid, "tid": tid, "ts": ts,
                                  "cat": cat, "name": cat}
             if ph == "f":
                 e["bp"] = "e"
             out.append(e)
+        return out
+
+    def points(self) -> FlowPoints:
+        """The points as the Perfetto layout binds them (times in whole ns, as
+        :func:`~traceforge.render.pftrace_layout.ns` takes them one by one)."""
+        ts = np.rint(np.asarray(self.ts, dtype=np.float64) * 1000.0).astype(np.int64)
+        return FlowPoints(self.pid, self.tid, ts, self.cat, self.id,
+                          np.asarray(self.ph, dtype=object) == "f")
+
+
+def _flow_events(trace: Trace) -> FlowTable:
+    """The trace's own flows when it has launch flows, else ``ac2g`` pairs from ``corr``
+    (after the trace's own)."""
+    fl = trace.flows
+    ph: list[str] = []
+    ids: list[Any] = []
+    pids: list[Any] = []
+    tids: list[Any] = []
+    ts: list[float] = []
+    cats: list[str] = []
+    if not fl.empty:
+        ph, ids = fl["ph"].astype(str).tolist(), fl["id"].tolist()
+        pids, tids = fl["pid"].tolist(), fl["tid"].tolist()
+        ts, cats = _us(fl["ts"].to_numpy()), fl["cat"].astype(str).tolist()
         if (fl["cat"].astype(str) == "ac2g").any():
-            return out
+            return FlowTable(ph, ids, pids, tids, ts, cats)
     ev = trace.events
     gpu = ev[ev["kind"].isin(GPU_KINDS) & (ev["corr"] >= 0)]
     launch = ev[ev["kind"].isin(_LAUNCH_KINDS) & (ev["corr"] >= 0)]
-    if gpu.empty or launch.empty:
-        return out
-    # One flow per launch with GPU work; a graph launch fans out to many kernels, so the
-    # flow ends at the first of them (as Kineto does).
-    first = gpu.sort_values("ts").drop_duplicates("corr")
-    lq = launch.drop_duplicates("corr").set_index("corr")
-    first = first[first["corr"].isin(lq.index)]
-    if first.empty:
-        return out
-    lrow = lq.loc[first["corr"].to_numpy()]
-    s_ts = _us(lrow["ts"].to_numpy())
-    f_ts = _us(first["ts"].to_numpy())
-    for k, (corr, lpid, ltid, gpid, gtid) in enumerate(
-        zip(first["corr"].tolist(), lrow["pid"].tolist(), lrow["tid"].tolist(),
-            first["pid"].tolist(), first["tid"].tolist(), strict=True)
-    ):
-        out.append({"ph": "s", "id": corr, "pid": lpid, "tid": ltid, "ts": s_ts[k],
-                    "cat": "ac2g", "name": "ac2g"})
-        out.append({"ph": "f", "id": corr, "pid": gpid, "tid": gtid, "ts": f_ts[k],
-                    "cat": "ac2g", "name": "ac2g", "bp": "e"})
-    return out
+    if not gpu.empty and not launch.empty:
+        # One flow per launch with GPU work; a graph launch fans out to many kernels, so
+        # the flow ends at the first of them (as Kineto does).
+        first = gpu.sort_values("ts").drop_duplicates("corr")
+        lq = launch.drop_duplicates("corr").set_index("corr")
+        first = first[first["corr"].isin(lq.index)]
+        if not first.empty:
+            lrow = lq.loc[first["corr"].to_numpy()]
+            n = len(first)
+            corr = first["corr"].tolist()
+
+            def pairs(a: list[Any], b: list[Any]) -> list[Any]:
+                return list(chain.from_iterable(zip(a, b, strict=True)))
+
+            ph += ["s", "f"] * n
+            ids += pairs(corr, corr)
+            pids += pairs(lrow["pid"].tolist(), first["pid"].tolist())
+            tids += pairs(lrow["tid"].tolist(), first["tid"].tolist())
+            ts += pairs(_us(lrow["ts"].to_numpy()), _us(first["ts"].to_numpy()))
+            cats += ["ac2g"] * (2 * n)
+    return FlowTable(ph, ids, pids, tids, ts, cats)
 
 
 def _name_events(trace: Trace) -> list[dict[str, Any]]:

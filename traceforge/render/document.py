@@ -39,15 +39,26 @@ BATCH = 16_384
 PARALLEL_ROWS = 1 << 17
 
 
+class Flows(Protocol):
+    """Flow events kept as columns (``chrome_json.FlowTable``), made dicts a batch at a time."""
+
+    def __len__(self) -> int: ...
+
+    def dicts(self, lo: int = 0, hi: int | None = None) -> list[dict[str, Any]]: ...
+
+
 class Source(Protocol):
     """A document built a batch of events at a time (``chrome_json.ChromeSource``): the keys
     before ``traceEvents``, the events (``n`` rows' events built by :meth:`events`, then
-    ``extra``), the keys after."""
+    ``flows``, then ``extra``), the keys after."""
 
     head: dict[str, Any]
     tail: dict[str, Any]
     n: int
     extra: list[dict[str, Any]]
+
+    @property
+    def flows(self) -> Flows: ...
 
     def events(self, rows: np.ndarray, json_values: bool = False) -> list[dict[str, Any]]: ...
 
@@ -109,7 +120,7 @@ class _FirstComma:
 def _stream_events(doc: Source, put: Callable[[bytes], Any]) -> None:
     """``doc``'s events as ``,``-led JSON into ``put``, a batch at a time: the rows cut into
     one part per core, the parts after the first encoded in forked children at the same
-    time (:func:`traceforge.forks.write_in_order`), then ``extra``."""
+    time (:func:`traceforge.forks.write_in_order`), then ``flows`` and ``extra``."""
     import numpy as np
     import orjson
 
@@ -133,6 +144,8 @@ def _stream_events(doc: Source, put: Callable[[bytes], Any]) -> None:
 
     cuts = part_cuts(doc.n, PARALLEL_ROWS, BATCH)
     write_in_order(len(cuts) - 1, lambda k: rows(cuts[k], cuts[k + 1], put), child, put)
+    for a in range(0, len(doc.flows), BATCH):
+        put(b"," + orjson.dumps(doc.flows.dicts(a, a + BATCH), option=opt)[1:-1])
     for a in range(0, len(doc.extra), BATCH):
         if doc.extra[a:a + BATCH]:
             put(b"," + orjson.dumps(doc.extra[a:a + BATCH], option=opt)[1:-1])

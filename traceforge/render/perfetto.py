@@ -23,7 +23,7 @@ import numpy as np
 
 from traceforge.model import pair_codes
 from traceforge.render.pftrace_chunks import Packets, Rows
-from traceforge.render.pftrace_layout import bind_flows, lanes_of
+from traceforge.render.pftrace_layout import FlowPoints, bind_flows, lanes_of
 from traceforge.render.pftrace_layout import ns as _ns
 from traceforge.render.pftrace_packets import (
     COUNTER,
@@ -152,8 +152,11 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     end = start + np.maximum(dur, 0)
     n = len(start)
     thread_of = list(keys)
-    flows_at = flow_fields(*bind_flows(th, start, start + dur, keys,
-                                       [e for e in other if e["ph"] in ("s", "t", "f")]))
+    # The source's flows (columns) first, then the flows among the dicts: as written.
+    points = FlowPoints.of([e for e in other if e["ph"] in ("s", "t", "f")])
+    if rows is not None:
+        points = FlowPoints.joined([rows.flows.points(), points])
+    flows_at = flow_fields(*bind_flows(th, start, start + dur, keys, points))
 
     # Each thread's slices by (start, longest first); the k-th of them all is seq k.
     order = np.lexsort((np.arange(n), -dur, start, th))

@@ -31,6 +31,7 @@ from traceforge.render.slice_table import objects
 
 if TYPE_CHECKING:
     from traceforge.render.chrome_json import ArgsEncoder
+    from traceforge.render.pftrace_layout import FlowPoints
 
 #: Packets encoded per batch (the rows' names, cats and args are built per batch).
 CHUNK = 1 << 14
@@ -38,11 +39,18 @@ CHUNK = 1 << 14
 PARALLEL_PACKETS = 1 << 17
 
 
+class FlowSource(Protocol):
+    """Flow events kept as columns (``chrome_json.FlowTable``)."""
+
+    def points(self) -> FlowPoints: ...
+
+
 class Rows(Protocol):
     """A document whose trace rows are columns (``chrome_json.ChromeSource``): the names,
     cats and args of the rows' ``X`` events are built by :meth:`slices` only for the
     packets being written (args already encoded where an ``encoder`` is given);
-    ``names[name_codes[i]]`` is row i's name."""
+    ``names[name_codes[i]]`` is row i's name; ``flows`` the flow events before those
+    among ``extra``."""
 
     n: int
     pid: np.ndarray
@@ -53,6 +61,9 @@ class Rows(Protocol):
     base_ns: int
     names: list[str]
     name_codes: np.ndarray
+
+    @property
+    def flows(self) -> FlowSource: ...
 
     def slices(self, rows: np.ndarray, json_values: bool = False,
                encoder: ArgsEncoder | None = None

@@ -4,7 +4,9 @@ nests, and the slice each flow point binds to."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -81,22 +83,56 @@ def _walk(t0: list[int], t1: list[int]) -> list[int]:
     return out
 
 
+@dataclass(frozen=True)
+class FlowPoints:
+    """Flow points as columns, in document order: each one's thread (``pid``, ``tid``),
+    time in ns, ``cat`` and ``id`` (the flow is the pair) and whether it ends its flow
+    (``ph`` ``f``)."""
+
+    pid: list[Any]
+    tid: list[Any]
+    ts: np.ndarray
+    cat: list[str]
+    id: list[Any]
+    end: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.pid)
+
+    @classmethod
+    def of(cls, events: Sequence[Mapping[str, Any]]) -> FlowPoints:
+        """The points of flow events given as dicts (``ph`` ``s``/``t``/``f``)."""
+        return cls([e.get("pid") for e in events], [e.get("tid") for e in events],
+                   np.asarray([ns(e["ts"]) for e in events], dtype=np.int64),
+                   [str(e.get("cat", "")) for e in events], [e.get("id") for e in events],
+                   np.asarray([e["ph"] == "f" for e in events], dtype=bool))
+
+    @classmethod
+    def joined(cls, parts: Sequence[FlowPoints]) -> FlowPoints:
+        """``parts`` one after the other."""
+        return cls([x for p in parts for x in p.pid], [x for p in parts for x in p.tid],
+                   np.concatenate([np.zeros(0, np.int64), *(p.ts for p in parts)]),
+                   [x for p in parts for x in p.cat], [x for p in parts for x in p.id],
+                   np.concatenate([np.zeros(0, bool), *(p.end for p in parts)]))
+
+
 def bind_flows(th: np.ndarray, start: np.ndarray, stop: np.ndarray,
-               keys: dict[tuple[Any, Any], int], flows: list[Mapping[str, Any]]
+               keys: dict[tuple[Any, Any], int], flows: FlowPoints
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Attach each flow point to the slice it binds to (same thread, enclosing ``ts``):
     (slice numbers, flow ids, whether the point ends its flow), one per bound point,
     ordered by slice, the points that start a flow first, then the flows' order. Flow
     ids number (cat, id) pairs from 1 in the order they are first bound."""
     none = np.zeros(0, dtype=np.int64)
-    if not flows:
+    if not len(flows):
         return none, none, none.astype(bool)
     by = np.lexsort((np.arange(len(th)), start, th))
     th_s, t_s, e_s = th[by], start[by], stop[by]
     lo = np.searchsorted(th_s, np.arange(len(keys)), side="left")
     hi = np.searchsorted(th_s, np.arange(len(keys)), side="right")
-    fth = np.asarray([keys.get((f.get("pid"), f.get("tid")), -1) for f in flows], np.int64)
-    fts = np.asarray([ns(f["ts"]) for f in flows], dtype=np.int64)
+    fth = np.fromiter(map(keys.get, zip(flows.pid, flows.tid, strict=True), repeat(-1)),
+                      dtype=np.int64, count=len(flows))
+    fts = flows.ts
     at = np.full(len(flows), -1, dtype=np.int64)
     for h in distinct(fth[fth >= 0]).tolist():
         m = fth == h
@@ -113,10 +149,12 @@ def bind_flows(th: np.ndarray, start: np.ndarray, stop: np.ndarray,
     bound = np.flatnonzero((fth >= 0) & (at >= first))
     if not len(bound):
         return none, none, none.astype(bool)
-    pairs = [(str(flows[i].get("cat", "")), flows[i].get("id")) for i in bound.tolist()]
+    got = bound.tolist()
+    pairs = list(zip(map(flows.cat.__getitem__, got), map(flows.id.__getitem__, got),
+                     strict=True))
     number = {k: j + 1 for j, k in enumerate(dict.fromkeys(pairs))}
     fid = np.fromiter(map(number.__getitem__, pairs), dtype=np.int64, count=len(pairs))
-    end = np.asarray([flows[i]["ph"] == "f" for i in bound.tolist()], dtype=bool)
+    end = flows.end[bound]
     slice_no = by[at[bound]]
     o = np.lexsort((np.arange(len(bound)), end, slice_no))
     return slice_no[o], fid[o], end[o]
