@@ -7,9 +7,13 @@ cache write, analysis, output): ``top-kernels``, ``report`` (Markdown), ``critic
 (all steps) and ``annotate -o x.pftrace``. Prints per case the wall time, the CPU time of
 the command and every process it started, and the peak memory (the command's cgroup peak,
 every page counted once, where this user can make memory cgroups; else the largest peak
-RSS of one of its processes), then a least-squares line ``a + b * MB`` through each
-verb's wall times, CPU times and peaks and every row's distance from it: growth is linear
-when every row is within 10% (on a shared machine, CPU time is the steadier of the two).
+RSS of one of its processes; the trace's pages are dropped from the page cache before
+each run, so that the pages a run reads are counted whatever ran before: a file still
+cached by an earlier run was not charged to the run's cgroup, which made a 565 MB row
+1.00 GiB beside 0.28 GiB at 288 MB in one run), then a least-squares line
+``a + b * MB`` through each verb's wall times, CPU times and peaks and every row's
+distance from it: growth is linear when every row is within 10% (on a shared machine,
+CPU time is the steadier of the two).
 
     python benchmarks/bench_growth.py [--sizes 70,140,280,560,1000] [--verbs top-kernels,...]
 
@@ -56,9 +60,21 @@ def replica(src: Path, d: Path, mb: int) -> Path:
     return out
 
 
-def run(argv: list[str], env: dict[str, str], cgroup: tuple[Path, str] | None
-        ) -> tuple[float, float, float, str]:
-    """(wall s, CPU s, peak GiB, how the peak was taken) of ``traceforge ARGV``."""
+def uncached(path: Path) -> None:
+    """Drop ``path``'s pages from the page cache (the next reader charges them anew)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def run(argv: list[str], env: dict[str, str], cgroup: tuple[Path, str] | None,
+        trace: Path | None = None) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak GiB, how the peak was taken) of ``traceforge ARGV``
+    (``trace``: its pages dropped from the page cache first)."""
+    if trace is not None:
+        uncached(trace)
     cmd = [sys.executable, "-m", "traceforge", *argv]
     group = None
     if cgroup is not None:
@@ -124,7 +140,7 @@ def main() -> None:
             env = {**base, "TRACEFORGE_CACHE": str(work / "cache")}
             argv = [x.replace("@P", str(trace)).replace("@OUT", str(work)) for x in VERBS[v]]
             try:
-                wall, cpu, peak, how = run(argv, env, where)
+                wall, cpu, peak, how = run(argv, env, where, trace)
             except RuntimeError as e:
                 print(f"{v:14} {size:6.0f}  failed: {e}")
                 continue
