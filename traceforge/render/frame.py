@@ -72,7 +72,7 @@ def _column_cells(name: str, s: pd.Series, digits: int) -> list[str]:
         return [ALL if v == -1 and name in ALL_COLUMNS else str(v) for v in s.tolist()]
     if is_fraction_column(name) and pd.api.types.is_float_dtype(s):
         return ["" if not math.isfinite(v) else f"{v:,.{digits}f}"
-                for v in s.to_numpy(dtype=float).tolist()]
+                for v in s.to_numpy(dtype=float, na_value=np.nan).tolist()]
     return [_cell(v.item() if hasattr(v, "item") else v, digits) for v in s]
 
 
@@ -97,7 +97,7 @@ def _ns_column(name: str, s: pd.Series,
                suffix: str = "_ns") -> tuple[str, list[str]] | None:
     """Header and cells of an ns (or bytes) column in the unit its largest value fits;
     None if it holds no numbers."""
-    vals = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
+    vals = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
     known = vals[np.isfinite(vals) & (vals != -1)]
     if len(s) and not len(known) and s.notna().any() and not (vals == -1).any():
         return None  # not numbers after all: leave it to the generic formatter

@@ -53,7 +53,7 @@ def _as_ns(s: pd.Series, factor: int) -> pd.Series | None:
     vals = pd.to_numeric(s, errors="coerce")
     if vals.isna().sum() > s.isna().sum():  # not numbers after all
         return None
-    f = vals.to_numpy(dtype=float)
+    f = vals.to_numpy(dtype=float, na_value=np.nan)
     ns = np.where(f == -1, -1.0, np.round(f * factor))
     if np.nanmax(np.abs(ns), initial=0.0) >= 2.0**63:
         return None
@@ -76,7 +76,7 @@ def machine_frame(df: pd.DataFrame) -> pd.DataFrame:
                 cols[target] = conv
                 continue
         if pd.api.types.is_float_dtype(s) and not is_fraction_column(name):
-            f = s.to_numpy(dtype=float)
+            f = s.to_numpy(dtype=float, na_value=np.nan)
             finite = f[np.isfinite(f)]
             if (len(finite) and np.all(finite == np.round(finite))
                     and float(np.abs(finite).max()) < 2.0**53):
