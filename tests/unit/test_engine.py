@@ -331,6 +331,40 @@ def test_step_verbs_read_no_ops_unless_the_steps_are_ops(monkeypatch: pytest.Mon
     assert seen == [rs.TIMELINE_KINDS]
 
 
+def test_a_step_less_trace_is_read_once_when_no_op_can_be_a_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace without step markers whose ops hold no ProfilerStep#N (the cache entry's
+    names say so) is not read again with the ops: the same summaries, from one read. With
+    the cache off nothing tells, and it is read again as before."""
+    from traceforge.commands.engine import Engine
+
+    with gzip.open(FIXTURES / "eager.pt.trace.json.gz", "rt") as f:
+        doc = json.load(f)
+    doc["traceEvents"] = [e for e in doc["traceEvents"]
+                          if not str(e.get("name", "")).startswith("ProfilerStep")]
+    path = tmp_path / "no_steps.json"
+    path.write_text(json.dumps(doc))
+    seen: list[tuple[str, ...]] = []
+    runs = Engine.runs
+
+    def spy(self: Engine, *a: Any, kinds: Any = None, **kw: Any) -> Any:
+        seen.append(tuple(kinds))
+        return runs(self, *a, kinds=kinds, **kw)
+
+    monkeypatch.setattr(Engine, "runs", spy)
+    want = rs.breakdown_summary(tf.load(path))
+    assert want.step_source.startswith("none")
+    for cache_off, reads in ((False, [rs.STEP_KINDS]),
+                             (True, [rs.STEP_KINDS, rs.TIMELINE_KINDS])):
+        if cache_off:
+            monkeypatch.setenv("TRACEFORGE_NO_CACHE", "1")
+        seen.clear()
+        got = Engine().step_runs([str(path)], rs.breakdown_summary, steps_from=None,
+                                 source=lambda v: v.step_source)[0][0].value
+        assert seen == reads
+        assert got.step_source == want.step_source and got.rows == want.rows
+
+
 def _die(_: object) -> None:
     import os
 

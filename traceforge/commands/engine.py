@@ -66,13 +66,31 @@ class Engine:
         if steps_from == NO_STEPS:
             return out
         redo = [i for i, rs in enumerate(out)
-                if any(source(r.value).startswith("none") for r in rs)]
+                if any(source(r.value).startswith("none") and _steps_may_be_ops(r.path)
+                       for r in rs)]
         if redo:
             again = self.runs([runs[i] for i in redo], fn, steps_from=None,
                               kinds=TIMELINE_KINDS)
             for i, rs in zip(redo, again, strict=True):
                 out[i] = rs
         return out
+
+
+def _steps_may_be_ops(path: str) -> bool:
+    """Whether the ops a step verb left out of ``path`` may hold its steps (an op named
+    ``ProfilerStep#N``): told by the cache entry's names of those rows, without reading
+    them (a step-less trace was otherwise read and analysed twice); True where the cache
+    cannot tell."""
+    import re
+    from pathlib import Path
+
+    from traceforge.analyzers.runs.rank_summaries import STEP_KINDS, TIMELINE_KINDS
+    from traceforge.analyzers.timeline.steps import PROFILER_STEP
+    from traceforge.formats.cache import kind_names
+
+    names = kind_names(Path(path), set(TIMELINE_KINDS) - set(STEP_KINDS))
+    step = re.compile(PROFILER_STEP)
+    return names is None or any(step.match(n) for n in names)
 
 
 def run_paths(traces: Sequence[str]) -> str | list[str]:

@@ -248,6 +248,32 @@ def read(path: Path, kinds: Collection[str] | None, accepts_kinds: Callable[[str
     return trace.with_store(DiskStore(entry, key, kinds))
 
 
+def kind_names(path: Path, kinds: Collection[str]) -> list[str] | None:
+    """The distinct names of the rows of ``kinds`` in the current cache entry of ``path``,
+    read from its columns (no table of those rows is built); None where there is no such
+    entry (or the cache is off): the caller then reads the rows to know."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    k = _key(path) if enabled() else None
+    if k is None or not k[0].exists():
+        return None
+    opened = _open(k[0])
+    if opened is None or opened[1].get("key") != k[1]:
+        return None
+    t = opened[0]
+    try:
+        kcol = t.column("kind").combine_chunks()
+        if list(kcol.dictionary.to_pylist()) != list(KINDS):
+            return None
+        codes = kcol.indices.to_numpy(zero_copy_only=False)
+        keep = np.isin(codes, [KINDS.index(x) for x in kinds if x in KINDS])
+        names = pc.unique(t.column("name").combine_chunks().filter(pa.array(keep)))
+        return [str(x) for x in names.to_pylist() if x is not None]
+    except (KeyError, ValueError, TypeError, AttributeError, pa.ArrowException):
+        return None
+
+
 def _trace(t: pa.Table, head: dict[str, Any], path: Path, kinds: Collection[str] | None,
            reindex: bool) -> Trace:
     cols = list(head["columns"])
