@@ -81,26 +81,25 @@ def stream_chrome(doc: Doc, sink: Callable[[bytes], Any]) -> None:
 
     opt = orjson.OPT_SERIALIZE_NUMPY
     if not isinstance(doc, Mapping):
-        dumps = orjson.dumps
-        sink(b"{" + b"".join(dumps(k) + b":" + dumps(v, option=opt) + b","
+        sink(b"{" + b"".join(_json(k) + b":" + _json(v, opt) + b","
                              for k, v in doc.head.items()) + b'"traceEvents":[')
         _stream_events(doc, _FirstComma(sink))
-        sink(b"]" + b"".join(b"," + dumps(k) + b":" + dumps(v, option=opt)
+        sink(b"]" + b"".join(b"," + _json(k) + b":" + _json(v, opt)
                              for k, v in doc.tail.items()) + b"}")
         return
     events = doc.get("traceEvents")
     if not isinstance(events, list) or len(events) <= BATCH:
-        sink(orjson.dumps(doc, option=opt))
+        sink(_json(doc, opt))
         return
     head = b"{"
     for n, (key, value) in enumerate(doc.items()):
-        head += (b"," if n else b"") + orjson.dumps(key) + b":"
+        head += (b"," if n else b"") + _json(key) + b":"
         if key != "traceEvents":
-            head += orjson.dumps(value, option=opt)
+            head += _json(value, opt)
             continue
         sink(head + b"[")
         for i in range(0, len(events), BATCH):
-            sink((b"," if i else b"") + orjson.dumps(events[i:i + BATCH], option=opt)[1:-1])
+            sink((b"," if i else b"") + _json(events[i:i + BATCH], opt)[1:-1])
         head = b"]"
     sink(head + b"}")
 
@@ -133,7 +132,7 @@ def _stream_events(doc: Source, put: Callable[[bytes], Any]) -> None:
         for a in range(lo, hi, BATCH):
             with paused_gc():  # (a batch's dicts are gone before it is back)
                 batch = doc.events(np.arange(a, min(a + BATCH, hi)))
-                data = b"," + orjson.dumps(batch, option=opt)[1:-1] if batch else b""
+                data = b"," + _json(batch, opt)[1:-1] if batch else b""
                 del batch
             if data:
                 out(data)
@@ -145,10 +144,10 @@ def _stream_events(doc: Source, put: Callable[[bytes], Any]) -> None:
     cuts = part_cuts(doc.n, PARALLEL_ROWS, BATCH)
     write_in_order(len(cuts) - 1, lambda k: rows(cuts[k], cuts[k + 1], put), child, put)
     for a in range(0, len(doc.flows), BATCH):
-        put(b"," + orjson.dumps(doc.flows.dicts(a, a + BATCH), option=opt)[1:-1])
+        put(b"," + _json(doc.flows.dicts(a, a + BATCH), opt)[1:-1])
     for a in range(0, len(doc.extra), BATCH):
         if doc.extra[a:a + BATCH]:
-            put(b"," + orjson.dumps(doc.extra[a:a + BATCH], option=opt)[1:-1])
+            put(b"," + _json(doc.extra[a:a + BATCH], opt)[1:-1])
 
 
 def write_document(doc: Doc, out: str | Path, f: BinaryIO) -> None:
@@ -178,3 +177,26 @@ def document_bytes(doc: Doc, out: str | Path) -> bytes:
     if Path(out).name.lower().endswith(".gz"):
         data = gzip.compress(data, compresslevel=6)
     return data
+
+
+def _json(obj: Any, opt: int = 0) -> bytes:
+    """``orjson.dumps(obj, option=opt)``; where orjson refuses an integer beyond 64 bits
+    (JSON has no such limit and a trace may hold one), msgspec's encoding, which writes
+    it exactly: the same JSON values (a float's exponent may lose its ``+``)."""
+    import orjson
+
+    try:
+        return orjson.dumps(obj, option=opt)
+    except TypeError as e:
+        if "64-bit" not in str(e):
+            raise
+    import msgspec
+
+    return msgspec.json.encode(obj, enc_hook=_plain)
+
+
+def _plain(o: Any) -> Any:
+    """A numpy value as the Python value orjson writes for it."""
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    raise TypeError(f"cannot write {type(o).__name__} as JSON")
