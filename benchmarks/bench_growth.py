@@ -69,16 +69,15 @@ def uncached(path: Path) -> None:
         os.close(fd)
 
 
-def run(argv: list[str], env: dict[str, str], cgroup: tuple[Path, str] | None,
-        trace: Path | None = None) -> tuple[float, float, float, str]:
-    """(wall s, CPU s, peak GiB, how the peak was taken) of ``traceforge ARGV``
-    (``trace``: its pages dropped from the page cache first)."""
-    if trace is not None:
-        uncached(trace)
+def measure(argv: list[str], env: dict[str, str], cgroup: tuple[Path, str] | None
+            ) -> tuple[int, float, float, float, float | None, str]:
+    """(exit code, wall s, CPU s, max RSS GiB, cgroup peak GiB or None, last stderr line)
+    of ``traceforge ARGV`` in a fresh process (in a fresh memory cgroup where ``cgroup``
+    says where to make one), its output discarded."""
     cmd = [sys.executable, "-m", "traceforge", *argv]
     group = None
     if cgroup is not None:
-        group = cgroup[0] / f"tf-growth-{os.getpid()}-{time.monotonic_ns()}"
+        group = cgroup[0] / f"tf-bench-run-{os.getpid()}-{time.monotonic_ns()}"
         group.mkdir()
         cmd = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), *cmd]
     try:
@@ -86,18 +85,31 @@ def run(argv: list[str], env: dict[str, str], cgroup: tuple[Path, str] | None,
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)
         assert proc.stderr is not None
-        err = proc.stderr.read().decode(errors="replace")
+        err = proc.stderr.read().decode(errors="replace").strip().splitlines()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(err.strip().splitlines()[-1:] or "failed")
-        cpu = usage.ru_utime + usage.ru_stime
-        if group is not None:
-            return wall, cpu, int((group / cgroup[1]).read_text()) / 2**30, "cgroup"
-        return wall, cpu, usage.ru_maxrss / 2**20, "max RSS"
+        peak = None
+        if group is not None and cgroup is not None:
+            peak = int((group / cgroup[1]).read_text()) / 2**30
+        return (os.waitstatus_to_exitcode(status), wall, usage.ru_utime + usage.ru_stime,
+                usage.ru_maxrss / 2**20, peak, err[-1] if err else "")
     finally:
         if group is not None:
             group.rmdir()
+
+
+def run(argv: list[str], env: dict[str, str], cgroup: tuple[Path, str] | None,
+        trace: Path | None = None) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak GiB, how the peak was taken) of ``traceforge ARGV``
+    (``trace``: its pages dropped from the page cache first); RuntimeError if it fails."""
+    if trace is not None:
+        uncached(trace)
+    code, wall, cpu, rss, peak, err = measure(argv, env, cgroup)
+    if code != 0:
+        raise RuntimeError(err or "failed")
+    if peak is not None:
+        return wall, cpu, peak, "cgroup"
+    return wall, cpu, rss, "max RSS"
 
 
 def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:

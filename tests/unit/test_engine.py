@@ -296,6 +296,21 @@ def test_driver_receives_summaries_not_event_tables() -> None:
     assert len(pickle.dumps(graph)) * 2 < table
 
 
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """The kinds of each read the step verbs' engine makes (a list the spy fills)."""
+    from traceforge.commands.engine import Engine
+
+    seen: list[tuple[str, ...]] = []
+    runs = Engine.runs
+
+    def spy(self: Engine, *a: Any, kinds: Any = None, **kw: Any) -> Any:
+        seen.append(tuple(kinds))
+        return runs(self, *a, kinds=kinds, **kw)
+
+    monkeypatch.setattr(Engine, "runs", spy)
+    return seen
+
+
 def test_step_verbs_read_no_ops_unless_the_steps_are_ops(monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
     """overlap, breakdown and scaling read their ranks without the framework ops (most of a
@@ -307,14 +322,7 @@ def test_step_verbs_read_no_ops_unless_the_steps_are_ops(monkeypatch: pytest.Mon
         "worker0.1623143089861.pt.trace.json.gz"
     if not old.exists():
         pytest.skip("tb_plugin sample not present")
-    seen: list[tuple[str, ...]] = []
-    runs = Engine.runs
-
-    def spy(self: Engine, *a: Any, kinds: Any = None, **kw: Any) -> Any:
-        seen.append(tuple(kinds))
-        return runs(self, *a, kinds=kinds, **kw)
-
-    monkeypatch.setattr(Engine, "runs", spy)
+    seen = _reads(monkeypatch)
     for path, reads in ((FIXTURES / "eager.pt.trace.json.gz", [rs.STEP_KINDS]),
                         (old, [rs.STEP_KINDS, rs.TIMELINE_KINDS])):
         seen.clear()
@@ -344,14 +352,7 @@ def test_a_step_less_trace_is_read_once_when_no_op_can_be_a_step(
                           if not str(e.get("name", "")).startswith("ProfilerStep")]
     path = tmp_path / "no_steps.json"
     path.write_text(json.dumps(doc))
-    seen: list[tuple[str, ...]] = []
-    runs = Engine.runs
-
-    def spy(self: Engine, *a: Any, kinds: Any = None, **kw: Any) -> Any:
-        seen.append(tuple(kinds))
-        return runs(self, *a, kinds=kinds, **kw)
-
-    monkeypatch.setattr(Engine, "runs", spy)
+    seen = _reads(monkeypatch)
     want = rs.breakdown_summary(tf.load(path))
     assert want.step_source.startswith("none")
     for cache_off, reads in ((False, [rs.STEP_KINDS]),
