@@ -107,6 +107,25 @@ def test_cli_formats_and_errors() -> None:
         assert "\n" not in str(r.exception) and str(r.exception).startswith("SQL: ")
 
 
+def test_a_table_shows_the_first_rows_and_says_how_many() -> None:
+    """A table or Markdown shows at most --max-rows rows and a note with the count; JSON
+    and CSV every row."""
+    q = "SELECT row, name FROM events ORDER BY row"
+    n = len(json.loads(CliRunner().invoke(cli, ["sql", str(EAGER), q, "--format",
+                                                 "json"]).output))
+    assert n > 1000
+    for fmt in ("table", "md"):
+        r = CliRunner().invoke(cli, ["sql", str(EAGER), q, "--format", fmt, "--max-rows", "7"])
+        assert r.exit_code == 0, r.output
+        assert f"the first 7 of {n:,} rows" in r.output
+        assert "| 6 |" in r.output if fmt == "md" else " 6  " in r.output
+        assert "| 7 |" not in r.output
+    r = CliRunner().invoke(cli, ["sql", str(EAGER), q, "--format", "csv", "--max-rows", "7"])
+    assert len(r.output.splitlines()) == n + 1 and "first" not in r.output
+    few = CliRunner().invoke(cli, ["sql", str(EAGER), "SELECT 1 AS x"])
+    assert "rows" not in few.output
+
+
 def test_cli_sql_error_is_one_line_on_stderr() -> None:
     import subprocess
 

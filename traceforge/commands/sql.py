@@ -13,16 +13,23 @@ from traceforge.commands.options import (
     trace_argument,
 )
 
+#: Rows a table or Markdown shows by default (DuckDB's own shell shows 40).
+MAX_ROWS = 1000
+
 
 @click.command("sql")
 @trace_argument
 @click.argument("query")
 @steps_from_option
 @format_option
+@click.option("--max-rows", type=click.IntRange(min=1), default=MAX_ROWS, show_default=True,
+              help="Rows a table or Markdown shows (the first; a note says how many there "
+                   "are). JSON and CSV hold every row.")
 @click.option("--allow-files", is_flag=True,
               help="Let the query read and write files (read_csv, COPY ... TO, ATTACH); off "
                    "by default: a query sees only the trace's tables. Never writes an input.")
-def command(trace: str, query: str, steps_from: str | None, fmt: str, allow_files: bool) -> None:
+def command(trace: str, query: str, steps_from: str | None, fmt: str, max_rows: int,
+            allow_files: bool) -> None:
     """Run a SQL QUERY (DuckDB) over the tables events, activity and steps.
 
     \b
@@ -46,4 +53,12 @@ def command(trace: str, query: str, steps_from: str | None, fmt: str, allow_file
 
     df = sql(load_trace(trace, rule), query, allow_files=allow_files,
              inputs=[resolve(trace)])
-    emit_frame(df, fmt, title=f"SQL on {trace}", schema=False)  # the query's columns
+    notes: tuple[str, ...] = ()
+    if fmt in ("table", "md") and len(df) > max_rows:
+        # A table is read by people: a million rows' cells would be held and laid out
+        # at once (200k rows: 8 s and 650 MB). JSON and CSV stream every row.
+        notes = (f"the first {max_rows:,} of {len(df):,} rows (--max-rows N; --format csv "
+                 "or json for every row)",)
+        df = df.head(max_rows)
+    emit_frame(df, fmt, title=f"SQL on {trace}", notes=notes,
+               schema=False)  # the query's columns
