@@ -228,14 +228,10 @@ def read(path: Path, kinds: Collection[str] | None, accepts_kinds: Callable[[str
     """The cached trace of ``path`` (only rows of ``kinds``), or None on a miss. ``k``: its
     entry and key when the caller has them (:func:`key_of`), else taken here."""
     k = k or _key(path)
-    if k is None:
+    opened = _current(k)
+    if k is None or opened is None:
         return None
     entry, key = k
-    if not entry.exists():
-        return None
-    opened = _open(entry)
-    if opened is None or opened[1].get("key") != key:
-        return None
     t, head = opened
     try:
         trace = _trace(t, head, path, kinds, accepts_kinds(head.get("reader", "")))
@@ -255,23 +251,37 @@ def kind_names(path: Path, kinds: Collection[str]) -> list[str] | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    k = _key(path) if enabled() else None
+    opened = _current(_key(path)) if enabled() else None
+    if opened is None:
+        return None
+    t = opened[0]
+    try:
+        rows = pa.array(_kind_rows(t, kinds))
+        names = pc.unique(t.column("name").combine_chunks().take(rows))
+        return [str(x) for x in names.to_pylist() if x is not None]
+    except (KeyError, ValueError, TypeError, AttributeError, pa.ArrowException):
+        return None
+
+
+def _current(k: tuple[Path, str] | None) -> tuple[pa.Table, dict[str, Any]] | None:
+    """The table and header of the entry ``k`` names (:func:`key_of`) when it is there,
+    whole and of that key; None otherwise."""
     if k is None or not k[0].exists():
         return None
     opened = _open(k[0])
     if opened is None or opened[1].get("key") != k[1]:
         return None
-    t = opened[0]
-    try:
-        kcol = t.column("kind").combine_chunks()
-        if list(kcol.dictionary.to_pylist()) != list(KINDS):
-            return None
-        codes = kcol.indices.to_numpy(zero_copy_only=False)
-        keep = np.isin(codes, [KINDS.index(x) for x in kinds if x in KINDS])
-        names = pc.unique(t.column("name").combine_chunks().filter(pa.array(keep)))
-        return [str(x) for x in names.to_pylist() if x is not None]
-    except (KeyError, ValueError, TypeError, AttributeError, pa.ArrowException):
-        return None
+    return opened
+
+
+def _kind_rows(t: pa.Table, kinds: Collection[str]) -> np.ndarray:
+    """The rows of an entry's table whose kind is one of ``kinds``; ValueError where its
+    kinds are not the model's."""
+    kcol = t.column("kind").combine_chunks()
+    if list(kcol.dictionary.to_pylist()) != list(KINDS):
+        raise ValueError("kind categories differ from the model")
+    codes = kcol.indices.to_numpy(zero_copy_only=False)
+    return np.flatnonzero(np.isin(codes, [KINDS.index(x) for x in kinds if x in KINDS]))
 
 
 def _trace(t: pa.Table, head: dict[str, Any], path: Path, kinds: Collection[str] | None,
@@ -282,11 +292,7 @@ def _trace(t: pa.Table, head: dict[str, Any], path: Path, kinds: Collection[str]
     rows: np.ndarray | None = None
     index: pd.Index | None = None
     if kinds is not None:
-        kcol = t.column("kind").combine_chunks()
-        if list(kcol.dictionary.to_pylist()) != list(KINDS):
-            raise ValueError("kind categories differ from the model")
-        codes = kcol.indices.to_numpy(zero_copy_only=False)
-        rows = np.flatnonzero(np.isin(codes, [KINDS.index(x) for x in kinds if x in KINDS]))
+        rows = _kind_rows(t, kinds)
         if not reindex:
             index = pd.Index(rows)
     data: dict[str, Any] = {}
