@@ -112,6 +112,29 @@ def split_ids(values: list[Any]) -> tuple[np.ndarray, np.ndarray, Codes]:
     return ints, at, Codes(code[at], odd)
 
 
+def pair_ids(events: Iterable[Any], n: int) -> tuple[np.ndarray, np.ndarray, Codes]:
+    """The pid and tid of ``n`` events as int64 (2, n), each row contiguous, and as
+    :func:`split_ids` has them, the positions (``2 * event + 0`` for the pid, ``+ 1`` for
+    the tid) and values of those that are not ints.
+
+    Worked out once per distinct (pid, tid) pair (a trace has a few hundred), so each
+    event costs one dict lookup. The values that are not ints come in the order of their
+    first appearance among the events, as :func:`split_ids` of the pid, tid sequence
+    gives them: a value's first event is the first event of its pair. (``True`` and
+    ``1``, equal as keys, are the same id either way.) Raises OverflowError past 64 bits.
+    """
+    pairs = codes_of(map(attrgetter("pid", "tid"), events), n)
+    flat, at, odd = split_ids(list(chain.from_iterable(pairs.values)))
+    ids = np.take(flat.reshape(-1, 2).T, pairs.codes, axis=1)
+    if not len(at):
+        return ids, at, odd
+    code = np.full(flat.shape, -1, dtype=np.int32)
+    code[at] = odd.codes
+    each = code.reshape(-1, 2)[pairs.codes].ravel()  # per event: pid's, tid's
+    where = np.flatnonzero(each >= 0)
+    return ids, where, Codes(each[where], odd.values)
+
+
 def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
     """The columns of ``events``; indices count from the first of them.
 
@@ -132,8 +155,7 @@ def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
     evs = events if len(local) == n else [events[i] for i in local.tolist()]
     m = len(evs)
     try:
-        pairs, odd_at, odd = split_ids(
-            list(chain.from_iterable(map(attrgetter("pid", "tid"), evs))))
+        pidtid, odd_at, odd = pair_ids(evs, m)
     except OverflowError:
         raise OverflowError("a pid or tid does not fit in 64 bits") from None
     args = list(map(attrgetter("args"), evs))
@@ -171,7 +193,7 @@ def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
         cat=cat,
         kept=local,
         name=codes_of(map(attrgetter("name"), evs), m),
-        pidtid=pairs.reshape(m, 2).T.copy(),  # pid and tid each contiguous
+        pidtid=pidtid,
         odd_row=odd_at // 2,
         odd_col=odd_at % 2,
         odd=odd,
