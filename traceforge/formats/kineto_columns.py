@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, count, repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -112,25 +112,26 @@ def split_ids(values: list[Any]) -> tuple[np.ndarray, np.ndarray, Codes]:
     return ints, at, Codes(code[at], odd)
 
 
-def pair_ids(events: Iterable[Any], n: int) -> tuple[np.ndarray, np.ndarray, Codes]:
-    """The pid and tid of ``n`` events as int64 (2, n), each row contiguous, and as
-    :func:`split_ids` has them, the positions (``2 * event + 0`` for the pid, ``+ 1`` for
-    the tid) and values of those that are not ints.
+def pair_ids(pairs: Codes, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, Codes]:
+    """The pid and tid of rows whose (pid, tid) is ``pairs.values[rows]``, as int64 (2,
+    len(rows)), each row contiguous, and as :func:`split_ids` has them, the positions
+    (``2 * row + 0`` for the pid, ``+ 1`` for the tid) and values of those that are not
+    ints.
 
-    Worked out once per distinct (pid, tid) pair (a trace has a few hundred), so each
-    event costs one dict lookup. The values that are not ints come in the order of their
-    first appearance among the events, as :func:`split_ids` of the pid, tid sequence
-    gives them: a value's first event is the first event of its pair. (``True`` and
-    ``1``, equal as keys, are the same id either way.) Raises OverflowError past 64 bits.
+    Worked out once per distinct pair (a trace has a few hundred). The values that are
+    not ints come in the order of their first appearance among the rows, as
+    :func:`split_ids` of the pid, tid sequence gives them, where the pairs are numbered in
+    order of first appearance among the rows: a value's first row is the first row of its
+    pair. (``True`` and ``1``, equal as keys, are the same id either way.) Raises
+    OverflowError past 64 bits.
     """
-    pairs = codes_of(map(attrgetter("pid", "tid"), events), n)
     flat, at, odd = split_ids(list(chain.from_iterable(pairs.values)))
-    ids = np.take(flat.reshape(-1, 2).T, pairs.codes, axis=1)
+    ids = np.take(flat.reshape(-1, 2).T, rows, axis=1)
     if not len(at):
         return ids, at, odd
     code = np.full(flat.shape, -1, dtype=np.int32)
     code[at] = odd.codes
-    each = code.reshape(-1, 2)[pairs.codes].ravel()  # per event: pid's, tid's
+    each = code.reshape(-1, 2)[rows].ravel()  # per row: pid's, tid's
     where = np.flatnonzero(each >= 0)
     return ids, where, Codes(each[where], odd.values)
 
@@ -138,41 +139,58 @@ def pair_ids(events: Iterable[Any], n: int) -> tuple[np.ndarray, np.ndarray, Cod
 def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
     """The columns of ``events``; indices count from the first of them.
 
+    The string and id fields (phase, category, name, pid, tid) are read in one pass as a
+    key per event and worked out once per distinct key (a trace has a few hundred to a
+    few thousand): whether a row is kept depends on its key alone, and a value's first
+    row (kept rows for the name and ids) is the first row of some key, so numbering the
+    keys' values in key order gives the codes a pass per field gives.
+
     Raises OverflowError (with the message for the user) for an id past 64 bits.
     """
     n = len(events)
-    ph = np.fromiter(map(PH_CODE.get, map(attrgetter("ph"), events), repeat(-1)),
-                     dtype=np.int8, count=n)
+    keys = codes_of(map(attrgetter("ph", "cat", "name", "pid", "tid"), events), n)
+    every = keys.values
+    k_ph = np.fromiter(map(PH_CODE.get, map(itemgetter(0), every), repeat(-1)),
+                       dtype=np.int8, count=len(every))
+    ph = k_ph[keys.codes]
+    k_cat = codes_of(map(itemgetter(1), every), len(every))
+    cat = Codes(k_cat.codes[keys.codes], k_cat.values)
+    k_kind = kind_codes(k_cat.values)[k_cat.codes]
     # Phase tests on the int8 codes (string arrays cost ~40 ms per 1M events).
-    is_event = np.isin(ph, EVENT_CODES)
-    ts_us, dur_us = _floats(events, n)
-    cat = codes_of(map(attrgetter("cat"), events), n)
-    kind = kind_codes(cat.values)[cat.codes]
-    keep = is_event
+    k_keep = np.isin(k_ph, EVENT_CODES)
     if kinds is not None:
-        keep = is_event & np.isin(kind, [KINDS.index(k) for k in kinds])
-    local = np.flatnonzero(keep)
-    evs = events if len(local) == n else [events[i] for i in local.tolist()]
-    m = len(evs)
+        k_keep &= np.isin(k_kind, [KINDS.index(k) for k in kinds])
+    kept_keys = np.flatnonzero(k_keep)
+    renumber = np.full(len(every) + 1, -1, dtype=np.int64)
+    renumber[kept_keys] = np.arange(len(kept_keys))
+    row_key = renumber[keys.codes]  # per event: its key among the kept keys, or -1
+    local = np.flatnonzero(row_key >= 0)
+    row_key = row_key[local]
+    m = len(local)
+    kept = [every[k] for k in kept_keys.tolist()]
+    names = codes_of(map(itemgetter(2), kept), len(kept))
     try:
-        pidtid, odd_at, odd = pair_ids(evs, m)
+        pairs = codes_of(map(itemgetter(3, 4), kept), len(kept))
+        pidtid, odd_at, odd = pair_ids(pairs, pairs.codes[row_key])
     except OverflowError:
         raise OverflowError("a pid or tid does not fit in 64 bits") from None
-    args = list(map(attrgetter("args"), evs))
+    ts_us, dur_us = _floats(events, n)
+    evs = events if m == n else [events[i] for i in local.tolist()]
     # External id, correlation and graph id for every row. Device and stream only mean
     # something on GPU rows (the reader sets -1 elsewhere), so only those are read.
     # One row per id (each contiguous, as the table's columns will be), filled here in the
     # workers rather than transposed by the reader after the join.
     ints = np.full((5, m), -1, dtype=np.int64)
-    gpu = np.flatnonzero(np.isin(kind[local], ON_DEVICE))
+    gpu = np.flatnonzero(np.isin(k_kind[kept_keys], ON_DEVICE)[row_key])
     try:
         ints[[0, 1, 4]] = np.fromiter(
-            chain.from_iterable(map(attrgetter("ext", "correlation", "graph"), args)),
+            chain.from_iterable(map(attrgetter("args.ext", "args.correlation", "args.graph"),
+                                    evs)),
             dtype=np.int64, count=3 * m).reshape(m, 3).T
         if len(gpu):
             ints[2:4, gpu] = np.fromiter(
-                chain.from_iterable(map(attrgetter("stream", "device"),
-                                        (args[i] for i in gpu.tolist()))),
+                chain.from_iterable(map(attrgetter("args.stream", "args.device"),
+                                        map(evs.__getitem__, gpu.tolist()))),
                 dtype=np.int64, count=2 * len(gpu)).reshape(len(gpu), 2).T
     except OverflowError:
         raise OverflowError("an id (External id, correlation, stream, device or graph id) "
@@ -186,13 +204,13 @@ def columns(events: Sequence[Any], kinds: Collection[str] | None) -> Columns:
     flow_at = np.flatnonzero(flow)
     return Columns(
         n=n,
-        has_phase=any(map(attrgetter("ph"), events)),
+        has_phase=any(map(itemgetter(0), every)),
         ph=ph,
         ts_us=ts_us,
         dur_us=dur_us,
         cat=cat,
         kept=local,
-        name=codes_of(map(attrgetter("name"), evs), m),
+        name=Codes(names.codes[row_key], names.values),
         pidtid=pidtid,
         odd_row=odd_at // 2,
         odd_col=odd_at % 2,
