@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
-from traceforge import errors
+from traceforge import background, errors
 from traceforge.commands import values
 from traceforge.errors import TraceforgeError
 
@@ -223,7 +223,9 @@ def main(argv: list[str] | None = None) -> Any:
 
 def _run(argv: list[str] | None) -> Any:
     try:
-        return cli.main(args=argv, prog_name="traceforge", standalone_mode=False)
+        # A new cache entry is written beside the command, waited for at its end.
+        with background.settling():
+            return cli.main(args=argv, prog_name="traceforge", standalone_mode=False)
     except TraceforgeError as e:
         from traceforge.commands.options import say
 

@@ -37,6 +37,8 @@ from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any, BinaryIO, Generic, TypeVar
 
+from traceforge import background
+
 T = TypeVar("T")
 
 
@@ -85,6 +87,7 @@ class Child(Generic[T]):
     """
 
     def __init__(self, work: Callable[[], T]) -> None:
+        background.settle()  # no fork while a thread of this process writes
         ctx = multiprocessing.get_context("fork")
         self._proc: Any = None
         recv, send = ctx.Pipe(duplex=False)

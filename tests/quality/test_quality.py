@@ -32,12 +32,16 @@ ALLOWED = {
     "version": set(),
     # The run's step time, profiler overhead and outlier rule (reads capture summaries).
     "step_time": set(),
+    # Work a command leaves running on a thread beside it (a new cache entry's write),
+    # waited for at its end (a leaf: the CLI imports it before it knows the verb).
+    "background": set(),
     # Work done in forked children (the reader's chunks, the report's critical path, the
-    # critical path's steps on the available cores).
-    "forks": set(),
+    # critical path's steps on the available cores); none while background work runs.
+    "forks": {"background"},
     # Output files replaced whole or not at all (a leaf: every layer that writes uses it).
     "outputs": set(),
-    "formats": {"model", "errors", "samples", "executables", "forks", "args_provider"},
+    "formats": {"model", "errors", "samples", "executables", "forks", "args_provider",
+                "background"},
     "capture": {"model", "errors", "executables", "step_marks", "outputs", "step_time"},
     # Many-rank runs: reads rank files (formats) on a process pool or Dask and runs the
     # per-rank summary a verb hands it; it never imports analyzers, whose split
@@ -64,7 +68,7 @@ ALLOWED = {
     "notebook": {"model", "errors", "analyzers", "formats"},
     # The CLI's memory guard (reads the one size syntax from formats.cache).
     "limits": {"errors", "formats"},
-    "cli": {"errors", "commands", "version", "limits"},
+    "cli": {"errors", "commands", "version", "limits", "background"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
                  "render", "ui", "engine", "limits", "outputs", "run_loader",

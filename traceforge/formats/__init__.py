@@ -93,7 +93,8 @@ def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None,
     full: Trace = timestamps.noted(mod.read(p))
     name = mod.__name__.rsplit(".", 1)[-1]
     stored = cache.write(p, full, name, k)
-    if stored and kinds is not None:
+    behind = stored and cache.writing(k[0])  # written beside the command: not read back
+    if stored and kinds is not None and not behind:
         hit = cache.read(p, kinds, _accepts_kinds, k)
         if hit is not None:
             return hit
@@ -101,8 +102,10 @@ def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None,
         # The rows a cache hit gives, so derived tables are shared with later runs.
         return full.with_store(cache.store_for(k)) if stored else full
     if getattr(mod, "ACCEPTS_KINDS", False):
-        return cache.select(full, kinds)
-    return replace(full, events=full.events[full.events["kind"].isin(list(kinds))])
+        sel = cache.select(full, kinds)
+    else:
+        sel = replace(full, events=full.events[full.events["kind"].isin(list(kinds))])
+    return sel.with_store(cache.store_for(k, kinds)) if behind else sel
 
 
 def _read_kinds(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:

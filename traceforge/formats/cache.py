@@ -42,6 +42,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +50,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from traceforge import model
+from traceforge import background, model
 from traceforge.args_provider import no_args
 from traceforge.formats import arrow_frames, cache_meta
 from traceforge.formats.cache_args import (
@@ -266,6 +267,7 @@ def kind_names(path: Path, kinds: Collection[str]) -> list[str] | None:
 def _current(k: tuple[Path, str] | None) -> tuple[pa.Table, dict[str, Any]] | None:
     """The table and header of the entry ``k`` names (:func:`key_of`) when it is there,
     whole and of that key; None otherwise."""
+    _settle()
     if k is None or not k[0].exists():
         return None
     opened = _open(k[0])
@@ -331,9 +333,10 @@ def key(path: Path) -> tuple[Path, str] | None:
     return _key(path)
 
 
-def store_for(k: tuple[Path, str]) -> DiskStore:
-    """The derived-table store of the whole table stored under ``k`` (:func:`key`)."""
-    return DiskStore(k[0], k[1], None)
+def store_for(k: tuple[Path, str], kinds: Collection[str] | None = None) -> DiskStore:
+    """The derived-table store of the table stored under ``k`` (:func:`key`), or of its
+    rows of ``kinds``."""
+    return DiskStore(k[0], k[1], kinds)
 
 
 def write(path: Path, trace: Trace, reader: str, k: tuple[Path, str] | None = None) -> bool:
@@ -356,14 +359,51 @@ def write(path: Path, trace: Trace, reader: str, k: tuple[Path, str] | None = No
     d = entry.parent
     try:
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as e:
+        _unwritable(d, e)
+        return False
+    _settle()  # an earlier entry of this command being written: one writer at a time
+    if background.later(partial(_store, d, entry, table, header)):
+        _writing.add(entry)
+        return True
+    return _store(d, entry, table, header)
+
+
+#: Entries being written on a thread beside the command (:func:`traceforge.background.later`)
+#: since this process last waited for them.
+_writing: set[Path] = set()
+
+
+def writing(entry: Path) -> bool:
+    """Whether ``entry`` is being written beside the command that stored it: the caller
+    then selects rows from the table it holds, as a cache hit on the entry would."""
+    return entry in _writing
+
+
+def _settle() -> None:
+    """Wait for the entries being written beside the command (before the cache is read,
+    listed or cleared, and before another entry is written)."""
+    if _writing:
+        background.settle()
+        _writing.clear()
+
+
+def _store(d: Path, entry: Path, table: pa.Table, header: dict[bytes, bytes]) -> bool:
+    """Write the entry, then keep the cache within its size; never raises (an unwritable
+    directory is noted once)."""
+    try:
         _publish(d, entry, table, header)
     except OSError as e:
-        _note_once("dir", f"cache directory {d} is not writable ({e.strerror or e}); "
-                   "running without a cache")
+        _unwritable(d, e)
         return False
     with contextlib.suppress(OSError):
         evict(max_bytes(), keep=entry)
     return entry.exists()
+
+
+def _unwritable(d: Path, e: OSError) -> None:
+    _note_once("dir", f"cache directory {d} is not writable ({e.strerror or e}); "
+               "running without a cache")
 
 
 def select(trace: Trace, kinds: Collection[str]) -> Trace:
@@ -408,7 +448,10 @@ def _publish(d: Path, entry: Path, table: pa.Table, md: dict[bytes, bytes]) -> N
 
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=d)
     try:
-        with os.fdopen(fd, "wb") as f, pa.ipc.new_file(f, table.schema) as w:
+        os.close(fd)
+        # Arrow's own file, not a Python one: written beside the command (background.later),
+        # the write then never waits for the GIL.
+        with pa.OSFile(tmp, "wb") as f, pa.ipc.new_file(f, table.schema) as w:
             # One record batch: every column is then one contiguous buffer to map.
             w.write_table(table.combine_chunks(), max_chunksize=max(1, table.num_rows))
         if entry.is_dir() and not entry.is_symlink():
@@ -462,6 +505,7 @@ def evict(limit: int, keep: Path | None = None) -> list[Path]:
 
 def entries() -> list[Entry]:
     """Every entry in the cache directory, most recently used first."""
+    _settle()
     out: list[Entry] = []
     files = [p for p in _files(cache_dir()) if not p.name.startswith(".tmp-")]
     # An entry's size includes its derived tables (named after it).
@@ -489,6 +533,7 @@ def entries() -> list[Entry]:
 def clear() -> tuple[int, int]:
     """Remove every entry, its derived tables and stray temporary files; returns (entries,
     bytes) removed."""
+    _settle()
     n = b = 0
     for p in _files(cache_dir()):
         with contextlib.suppress(OSError):

@@ -460,3 +460,27 @@ def test_args_providers_decode_once_when_threads_ask_together() -> None:
     assert decoded == [1]
     again = pickle.loads(pickle.dumps(lazy))
     assert again(np.arange(3)) == lazy(np.arange(3))
+
+
+@pytest.mark.parametrize("name", ["kineto", "kineto-ddp", "nsys-small", "rocprofv3-json"])
+def test_an_entry_written_beside_the_command_gives_what_a_hit_gives(
+        name: str, cdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a CLI command the new entry is written on a thread while the command goes on:
+    the trace it gets (the whole table, or rows of some kinds selected from it in memory
+    instead of read back from the entry) equals a fresh parse and the later hit."""
+    from traceforge import background
+
+    src = shared(FORMATS[name])
+    fresh = {kinds: load(src, kinds=kinds, cache=False) for kinds in (None, GPU_KINDS)}
+    for kinds in (GPU_KINDS, None):
+        cache.clear()
+        with background.settling():
+            miss = load(src, kinds=kinds)
+            entry = cache.key(src)
+            assert entry is not None and cache.writing(entry[0])
+            _assert_same(fresh[kinds], miss, n_args=10)
+        assert len(_entries(cdir)) == 1  # written by the end of the block
+    with monkeypatch.context() as m:
+        _no_parse(m)
+        for kinds in (None, GPU_KINDS):
+            _assert_same(fresh[kinds], load(src, kinds=kinds), n_args=10)
