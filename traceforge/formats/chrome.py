@@ -130,12 +130,16 @@ def us_to_ns(us: np.ndarray) -> np.ndarray:
     HTA instead rounds to whole us and loses ~28% of kernel time on H100 traces.
     """
     ns = np.rint(us * 1000.0)
-    ok = ns / 1000.0 == us
-    for d in (-1.0, 1.0):
-        cand = ns + d
-        fix = ~ok & (cand / 1000.0 == us)
-        ns = np.where(fix, cand, ns)
-        ok |= fix
+    off = np.flatnonzero(ns / 1000.0 != us)  # few: the neighbours are tried for these only
+    if len(off):
+        got, want = ns[off], us[off]
+        ok = np.zeros(len(off), dtype=bool)
+        for d in (-1.0, 1.0):
+            cand = got + d
+            fix = ~ok & (cand / 1000.0 == want)
+            got = np.where(fix, cand, got)
+            ok |= fix
+        ns[off] = got
     return ns.astype(np.int64)
 
 
