@@ -257,6 +257,57 @@ def forked_map(work: Callable[[int], T], n: int) -> list[T]:
             k.close()
 
 
+def taking_map(work: Callable[[int], T], count: int, n: int) -> list[T]:
+    """``[work(0), ..., work(count - 1)]`` by this process and ``n - 1`` forked children,
+    each taking the next item no process has taken yet, so that all finish together:
+    items dealt out in advance as runs leave one process waiting for another where items
+    cost unequal time or a child runs slower than this process (it also sends its
+    results back). The items' numbers wait in a pipe, read four bytes at a time by
+    whichever process is free (a read from a pipe is whole); where they do not all fit in
+    it, items go out as consecutive runs (:func:`forked_map`). A process takes items in
+    increasing order. Raises ForkError when a child fails or dies, OSError when one
+    cannot be started; this process's own failure propagates."""
+    n = max(1, min(n, count))
+    if n == 1:
+        return [work(i) for i in range(count)]
+    r, w = os.pipe()
+    try:
+        if 4 * count > _pipe_bytes(w):
+            at = [count * k // n for k in range(n + 1)]
+            runs = forked_map(lambda k: [work(i) for i in range(at[k], at[k + 1])], n)
+            return [v for run in runs for v in run]
+        os.write(w, b"".join(i.to_bytes(4, "little") for i in range(count)))
+        os.close(w)
+        w = -1
+
+        def part(_: int) -> list[tuple[int, T]]:
+            got = []
+            while len(token := os.read(r, 4)) == 4:
+                i = int.from_bytes(token, "little")
+                got.append((i, work(i)))
+            return got
+
+        out: list[Any] = [None] * count
+        for got in forked_map(part, n):
+            for i, value in got:
+                out[i] = value
+        return out
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+
+
+def _pipe_bytes(fd: int) -> int:
+    """What the pipe ``fd`` holds before a write blocks (one page where the OS won't say)."""
+    try:
+        import fcntl
+
+        return int(fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ))
+    except (ImportError, AttributeError, OSError):
+        return 4096
+
+
 def part_cuts(n: int, least: int, align: int) -> list[int]:
     """Where to cut ``n`` items into one part per core for :func:`write_in_order`: the
     parts' bounds (``[0, ..., n]``), each a multiple of ``align`` but the last; one part

@@ -170,3 +170,47 @@ def test_beside_runs_in_a_child_and_raises_its_errors_where_read(
     monkeypatch.setattr(forks, "can_fork", lambda: False)
     with forks.beside(threading.current_thread) as thread:
         assert thread() is not threading.main_thread()
+
+
+def _stamped(i: int) -> tuple[int, int, int]:
+    time.sleep(0.002 * (i % 3))  # items of unequal cost
+    return i, os.getpid(), time.monotonic_ns()
+
+
+@pytest.mark.skipif(not forks.can_fork(), reason="forks children on Linux only")
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("count", [0, 1, 5, 40])
+def test_taking_map_gives_every_item_in_order(n: int, count: int) -> None:
+    got = forks.taking_map(_stamped, count, n)
+    assert [i for i, _, _ in got] == list(range(count))
+    by_process: dict[int, list[int]] = {}
+    for _, pid, at in got:
+        by_process.setdefault(pid, []).append(at)
+    assert all(times == sorted(times) for times in by_process.values())  # in order each
+    assert len(by_process) <= max(1, min(n, count))
+    if n > 1 and count == 40:
+        assert len(by_process) > 1  # every process took items
+
+
+@pytest.mark.skipif(not forks.can_fork(), reason="forks children on Linux only")
+def test_taking_map_in_runs_where_the_numbers_do_not_fit_the_pipe(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forks, "_pipe_bytes", lambda fd: 8)
+    got = forks.taking_map(_stamped, 9, 3)
+    assert [i for i, _, _ in got] == list(range(9))
+    pids = [pid for _, pid, _ in got]
+    assert [pids[0]] * 3 == pids[:3] and len(set(pids)) == 3  # consecutive runs
+
+
+@pytest.mark.skipif(not forks.can_fork(), reason="forks children on Linux only")
+def test_taking_map_a_dying_child_is_a_fork_error() -> None:
+    parent = os.getpid()
+
+    def work(i: int) -> int:
+        if os.getpid() != parent:
+            os._exit(3)
+        time.sleep(0.01)
+        return i
+
+    with pytest.raises(forks.ForkError):
+        forks.taking_map(work, 20, 2)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
-from traceforge.forks import ForkError, forked_map
+from traceforge.forks import ForkError, taking_map
 from traceforge.formats import kineto_chunks as chunks
 from traceforge.formats.kineto_args import LazyArgs
 from traceforge.formats.kineto_columns import (
@@ -242,20 +242,13 @@ def _read_chunks(p: Path, raw: Any, kinds: frozenset[str] | None) -> Trace | Non
     plan = chunks.plan(raw, n)
     if plan is None:
         return None
-    groups = plan.groups()
 
     def one(i: int) -> tuple[Columns, Doc | None]:
-        events, tail = chunks.decode(raw, plan, i)
+        events, tail = chunks.decode(raw, plan, i)  # one chunk's structs alive at a time
         return columns(events, kinds), tail
 
-    def work(g: int) -> list[tuple[Columns, Doc | None]]:
-        return [one(i) for i in groups[g]]  # one chunk's structs alive at a time
-
     try:
-        if len(groups) == 1:
-            parts = work(0)
-        else:
-            parts = [part for got in forked_map(work, len(groups)) for part in got]
+        parts = taking_map(one, plan.chunks, plan.workers)
     except (chunks.ChunkError, ForkError, OverflowError, OSError):
         # OSError: no fork or in-memory file here (process limit, sandbox, memory).
         raise _OnePiece from None

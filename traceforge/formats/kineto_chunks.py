@@ -37,7 +37,8 @@ MAX_WORKERS = 16
 #: Bytes decoded by one msgspec call. The decoded structs (~100 bytes per event, however
 #: small the event is in the file) live only until the chunk's columns are built, so
 #: this bounds them: 10M empty ``{}`` events (30 MB) once held 1.4 GB of structs at once.
-#: A worker decodes its chunks one after another.
+#: A worker decodes its chunks one after another, each the next one no worker has taken
+#: (:func:`traceforge.forks.taking_map`: all finish together).
 CHUNK_BYTES = 2 << 20
 _WS = b" \t\r\n"
 
@@ -80,13 +81,6 @@ class Plan:
     @property
     def chunks(self) -> int:
         return len(self.cuts) + 1
-
-    def groups(self) -> list[range]:
-        """The chunks each worker decodes, in order: consecutive runs of about equal
-        size (one run per worker)."""
-        k = min(self.workers, self.chunks)
-        at = [self.chunks * w // k for w in range(k + 1)]
-        return [range(at[w], at[w + 1]) for w in range(k)]
 
 
 def _array_start(raw: Any) -> tuple[int, Doc | None] | None:

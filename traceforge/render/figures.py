@@ -82,50 +82,18 @@ def draw_all(makes: Sequence[Callable[[], T]]) -> list[T]:
     """``[make() for make in makes]`` (charts to draw), on the available cores where there
     are several: matplotlib is imported and warmed here first, so the forked children
     share it instead of each importing it, and each process takes the next chart not yet
-    taken (charts cost 0.07-0.5 s each: dealt out in turn, one process would wait for
-    another). A chart whose child cannot start, fails or dies is drawn here: the texts
-    never depend on where they were drawn (:func:`svg_string` is reproducible)."""
-    import os
-
-    from traceforge.forks import ForkError, can_fork, cores, forked_map
+    taken (charts cost 0.07-0.5 s each: :func:`traceforge.forks.taking_map`). Where a
+    child cannot start, fails or dies, the charts are drawn here: the texts never depend
+    on where they were drawn (:func:`svg_string` is reproducible)."""
+    from traceforge.forks import ForkError, can_fork, cores, taking_map
 
     n = min(cores(), len(makes)) if len(makes) > 1 and can_fork() else 1
-    # The charts' numbers wait in a pipe, read two bytes at a time by whichever process
-    # is free (a pipe's read is whole); all of them fit in one page of it.
-    if n > 1 and 2 * len(makes) <= _PIPE_PAGE and charts_available():
+    if n > 1 and charts_available():
         # A small figure drawn before the fork: matplotlib's imports, fonts and layout
         # caches warmed once, here, and shared, not paid again in every child.
         fig, ax = new_figure(1, 1)
         ax.set_title("warm")
         svg_string(fig)
-        out: list[Any] = [None] * len(makes)
-        done = [False] * len(makes)
-        r, w = os.pipe()
-        try:
-            os.write(w, b"".join(i.to_bytes(2, "little") for i in range(len(makes))))
-            os.close(w)
-            w = -1
-
-            def part(k: int) -> list[tuple[int, T]]:
-                got = []
-                while len(token := os.read(r, 2)) == 2:
-                    i = int.from_bytes(token, "little")
-                    got.append((i, makes[i]()))
-                return got
-
-            with contextlib.suppress(ForkError, OSError):
-                for got in forked_map(part, n):
-                    for i, text in got:
-                        out[i], done[i] = text, True
-        finally:
-            os.close(r)
-            if w >= 0:
-                os.close(w)
-        for i in (j for j, d in enumerate(done) if not d):
-            out[i] = makes[i]()
-        return out
+        with contextlib.suppress(ForkError, OSError):
+            return taking_map(lambda i: makes[i](), len(makes), n)
     return [make() for make in makes]
-
-
-#: Bytes a pipe holds at the least (one page): more waiting chart numbers would block.
-_PIPE_PAGE = 4096

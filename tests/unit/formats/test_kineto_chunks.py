@@ -387,7 +387,8 @@ def test_files_past_chunk_bytes_are_decoded_one_chunk_at_a_time(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 31 item 5: the decoded structs of a chunk live only until its columns are
     built, so a file is cut into CHUNK_BYTES pieces even for one worker (in this process,
-    in order), and each worker takes consecutive chunks; the table is the one-piece one."""
+    in order), and each worker takes the next chunk not yet taken; the table is the one-piece
+    one."""
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": events(300), "traceName": "x"}))
     whole = one_piece(p)
@@ -409,8 +410,6 @@ def test_files_past_chunk_bytes_are_decoded_one_chunk_at_a_time(
     monkeypatch.setattr(chunks, "MIN_CHUNK_BYTES", 1)
     plan = chunks.plan(raw, 3)
     assert plan is not None and plan.workers == 3 and plan.chunks > 3
-    groups = plan.groups()
-    assert [i for g in groups for i in g] == list(range(plan.chunks)) and len(groups) == 3
     monkeypatch.setenv("TRACEFORGE_PARSE_WORKERS", "3")
     assert_same(chrome.read(p), whole)
 
