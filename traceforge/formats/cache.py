@@ -389,12 +389,16 @@ def _settle() -> None:
 
 
 def _store(d: Path, entry: Path, table: pa.Table, header: dict[bytes, bytes]) -> bool:
-    """Write the entry, then keep the cache within its size; never raises (an unwritable
-    directory is noted once)."""
+    """Write the entry, then keep the cache within its size; never raises (it may run on
+    a thread of its own, where an error would end in a traceback): an unwritable
+    directory is noted once, anything else leaves the entry unwritten."""
     try:
         _publish(d, entry, table, header)
     except OSError as e:
         _unwritable(d, e)
+        return False
+    except Exception as e:  # noqa: BLE001 - Arrow's own errors, memory: no entry, no cache
+        log.debug("not caching %s: %s", entry, e)
         return False
     with contextlib.suppress(OSError):
         evict(max_bytes(), keep=entry)

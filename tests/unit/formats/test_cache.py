@@ -484,3 +484,26 @@ def test_an_entry_written_beside_the_command_gives_what_a_hit_gives(
         _no_parse(m)
         for kinds in (None, GPU_KINDS):
             _assert_same(fresh[kinds], load(src, kinds=kinds), n_args=10)
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_an_entry_that_fails_to_write_beside_the_command_is_no_traceback(
+        cdir: Path, trace_copy: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """An error of Arrow's writer on the writing thread leaves no entry and says nothing
+    (threading would print a traceback for an error the thread let through; pytest turns
+    that into the warning made an error here)."""
+    import pyarrow as pa
+
+    from traceforge import background
+
+    def broken(*a: Any, **k: Any) -> None:
+        raise pa.ArrowInvalid("damaged table")
+
+    monkeypatch.setattr(cache, "_publish", broken)
+    fresh = load(trace_copy, cache=False)
+    with background.settling():
+        got = load(trace_copy)
+    _assert_same(fresh, got)
+    assert _entries(cdir) == []
+    assert "Traceback" not in capfd.readouterr().err
