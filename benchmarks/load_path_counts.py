@@ -14,6 +14,7 @@ Inputs that are absent (shared fixtures) are skipped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -73,6 +74,10 @@ def counting(files: list[Path]) -> Iterator[Counter[tuple[str, str]]]:
             wrap(owner, "read_head", "head", lambda p, *_a, **_k: p)
     # cache keys: key_of where it exists (every key goes through it), else _key
     wrap(cache, "key_of" if hasattr(cache, "key_of") else "_key", "key", lambda p, *_a, **_k: p)
+    with contextlib.suppress(ImportError):  # since the cache's split: cache.key(path)'s keys
+        from traceforge.formats import cache_files
+
+        wrap(cache_files, "key_of", "key", lambda p, *_a, **_k: p)
     _watched.clear()
     _watched.update(names)
     _active.append(c)

@@ -164,11 +164,11 @@ def _isolated_cache(_session_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
 @pytest.fixture
 def cdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A cache directory of the test's own (cache tests count and damage its files)."""
-    from traceforge.formats import cache
+    from traceforge.formats import cache_settings
 
     d = tmp_path / "cache"
     monkeypatch.setenv("TRACEFORGE_CACHE", str(d))
-    monkeypatch.setattr(cache, "_noted", set())
+    monkeypatch.setattr(cache_settings, "_noted", set())
     return d
 
 

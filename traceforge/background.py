@@ -17,9 +17,10 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
-#: Threads :func:`later` started inside the innermost :func:`settling` block (None: no
-#: block is open, so :func:`later` declines and the caller does the work itself).
-_later: list[threading.Thread] | None = None
+#: Threads :func:`later` started inside the innermost :func:`settling` block, each with
+#: the tag it was given (None: no block is open, so :func:`later` declines and the caller
+#: does the work itself).
+_later: list[tuple[threading.Thread, object]] | None = None
 
 
 @contextlib.contextmanager
@@ -36,16 +37,23 @@ def settling() -> Iterator[None]:
         _later = outer
 
 
-def later(work: Callable[[], object]) -> bool:
+def later(work: Callable[[], object], tag: object = None) -> bool:
     """Start ``work`` on a thread of its own and return True, inside a :func:`settling`
     block on the main thread; else False (the caller does it now). ``work`` should spend
-    its time outside the GIL (file writes, Arrow's writers) and must not raise."""
+    its time outside the GIL (file writes, Arrow's writers) and must not raise. ``tag``
+    (hashable: the cache entry being written) is what :func:`pending` asks about."""
     if _later is None or threading.current_thread() is not threading.main_thread():
         return False
     t = threading.Thread(target=work, name="traceforge-later")
     t.start()
-    _later.append(t)
+    _later.append((t, tag))
     return True
+
+
+def pending(tag: object) -> bool:
+    """Whether work tagged ``tag`` was started by :func:`later` and not yet waited for
+    (it may have finished: this says it has not been settled)."""
+    return _later is not None and any(t == tag for _, t in _later)
 
 
 def settle() -> None:
@@ -53,4 +61,5 @@ def settle() -> None:
     if _later is None or threading.current_thread() is not threading.main_thread():
         return
     while _later:
-        _later.pop(0).join()
+        _later[0][0].join()
+        _later.pop(0)

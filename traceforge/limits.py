@@ -126,7 +126,7 @@ def parse_limit(text: str | None) -> int | None:
     t = text.strip().lower()
     if t in ("0", "off", "none", "no"):
         return 0
-    from traceforge.formats.cache import parse_size  # the one size syntax (5GB, 512MiB)
+    from traceforge.formats.cache_settings import parse_size  # the one size syntax (5GB, 512MiB)
 
     return parse_size(text)
 

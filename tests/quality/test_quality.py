@@ -66,7 +66,7 @@ ALLOWED = {
                  "__init__", "outputs", "step_time"},
     # The notebook verbs that return what the CLI shows (tf.info, tf.idle).
     "notebook": {"model", "errors", "analyzers", "formats"},
-    # The CLI's memory guard (reads the one size syntax from formats.cache).
+    # The CLI's memory guard (reads the one size syntax from formats.cache_settings).
     "limits": {"errors", "formats"},
     "cli": {"errors", "commands", "version", "limits", "background"},
     "__main__": {"cli"},

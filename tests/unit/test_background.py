@@ -47,3 +47,18 @@ def test_a_fork_waits_for_the_work_first() -> None:
                 assert child.result() == 1  # the child's copy saw the work done
         finally:
             child.close()
+
+
+def test_work_is_pending_by_its_tag_until_waited_for() -> None:
+    """What the cache asks to know whether an entry is still being written beside the
+    command (``cache.writing``): pending from ``later`` until ``settle``, even once the
+    thread is done; other tags and no block at all are never pending."""
+    assert not background.pending("a")
+    with background.settling():
+        background.later(lambda: None, tag="a")
+        time.sleep(0.05)
+        assert background.pending("a")
+        assert not background.pending("b")
+        background.settle()
+        assert not background.pending("a")
+    assert not background.pending("a")

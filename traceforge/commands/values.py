@@ -41,7 +41,7 @@ def check_size(ctx: click.Context, param: click.Parameter, value: str | None) ->
     the cache's parser, passed on as written."""
     if value is None:
         return None
-    from traceforge.formats.cache import parse_size
+    from traceforge.formats.cache_settings import parse_size
 
     try:
         parse_size(value)

@@ -12,7 +12,8 @@ import hashlib
 from typing import Any
 
 from traceforge.formats import derived
-from traceforge.formats.cache import SUFFIX, cache_dir, enabled
+from traceforge.formats.cache_files import SUFFIX
+from traceforge.formats.cache_settings import cache_dir, enabled
 from traceforge.formats.derived import DiskStore
 
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tests.conftest import FIXTURES
 from traceforge import load
 from traceforge.args_provider import ArgShapes
-from traceforge.formats import cache
+from traceforge.formats import cache_settings
 from traceforge.formats.arg_shapes import Shapes
 
 
@@ -163,7 +163,7 @@ def _other_ints(v: Any) -> Any:
 def test_kineto_rows_fresh_and_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                       ) -> None:
     monkeypatch.setenv("TRACEFORGE_CACHE", str(tmp_path / "c"))
-    monkeypatch.setattr(cache, "_noted", set())
+    monkeypatch.setattr(cache_settings, "_noted", set())
     path = FIXTURES / "eager.pt.trace.json.gz"
     load(path, cache=True)
     for cached in (False, True):

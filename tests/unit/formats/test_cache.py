@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from tests.conftest import FIXTURES, shared
 from traceforge import load
 from traceforge.cli import cli
-from traceforge.formats import cache, cache_meta
+from traceforge.formats import cache, cache_files, cache_meta, cache_settings
 from traceforge.model import GPU_KINDS, Device, Trace, TraceMeta
 
 EAGER = FIXTURES / "compiled.pt.trace.json.gz"  # small: keeps these tests fast
@@ -185,7 +185,7 @@ def test_damaged_entry_is_ignored_and_rebuilt(cdir: Path, trace_copy: Path, dama
     with caplog.at_level(logging.WARNING, logger="traceforge"):
         again = load(trace_copy)
     _assert_same(fresh, again)
-    assert cache._open(entry) is not None, "the entry is rebuilt"
+    assert cache_files.open_entry(entry) is not None, "the entry is rebuilt"
     assert not caplog.records, "a damaged entry is not an error"
 
 
@@ -203,7 +203,7 @@ def test_concurrent_writers(cdir: Path, trace_copy: Path) -> None:
     (entry,) = _entries(cdir)
     fresh = load(trace_copy, cache=False)
     assert outs[0][0].split() == [str(len(fresh.events)), str(int(fresh.events["dur"].sum()))]
-    assert cache._open(entry) is not None
+    assert cache_files.open_entry(entry) is not None
 
 
 def test_unwritable_cache_dir_means_no_cache_and_one_note(
@@ -212,7 +212,7 @@ def test_unwritable_cache_dir_means_no_cache_and_one_note(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("TRACEFORGE_CACHE", str(blocker / "cache"))
-    monkeypatch.setattr(cache, "_noted", set())
+    monkeypatch.setattr(cache_settings, "_noted", set())
     fresh = load(trace_copy, cache=False)
     with caplog.at_level(logging.WARNING, logger="traceforge"):
         a = load(trace_copy)
@@ -381,8 +381,8 @@ def test_other_model_or_reader_version_rebuilds(cdir: Path, trace_copy: Path,
     load(trace_copy)
     (entry,) = _entries(cdir)
     before = entry.stat().st_mtime_ns
-    old = cache._code_fingerprint()
-    monkeypatch.setattr(cache, "_fingerprint", old + "-other")
+    old = cache_files.code_fingerprint()
+    monkeypatch.setattr(cache_files, "_fingerprint", old + "-other")
     from traceforge.formats import chrome
 
     calls: list[int] = []
@@ -500,7 +500,7 @@ def test_an_entry_that_fails_to_write_beside_the_command_is_no_traceback(
     def broken(*a: Any, **k: Any) -> None:
         raise pa.ArrowInvalid("damaged table")
 
-    monkeypatch.setattr(cache, "_publish", broken)
+    monkeypatch.setattr(cache, "publish", broken)
     fresh = load(trace_copy, cache=False)
     with background.settling():
         got = load(trace_copy)

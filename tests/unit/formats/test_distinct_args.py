@@ -18,7 +18,7 @@ from tests.conftest import FIXTURES, SHARED, ev, make_trace
 from traceforge import load
 from traceforge.analyzers.costs.flops import ARG_KEYS
 from traceforge.args_provider import factorize_args
-from traceforge.formats import cache
+from traceforge.formats import cache_settings
 
 
 def _expected(trace: Any, rows: np.ndarray, keys: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -39,7 +39,7 @@ def _check(trace: Any, rows: np.ndarray, keys: tuple[str, ...]) -> int:
 def test_kineto_ops_match_whole_dicts(cached: bool, tmp_path: Path,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACEFORGE_CACHE", str(tmp_path / "c"))
-    monkeypatch.setattr(cache, "_noted", set())
+    monkeypatch.setattr(cache_settings, "_noted", set())
     path = FIXTURES / "eager.pt.trace.json.gz"
     if cached:
         load(path, cache=True)

@@ -27,7 +27,7 @@ from tests.conftest import shared
 from tests.support import rocpd_schema
 from tests.unit.formats.test_chrome_reader import kineto_doc
 from traceforge import engine
-from traceforge.formats import SourceFile, cache, identify, source
+from traceforge.formats import SourceFile, cache, cache_files, identify, source
 from traceforge.formats.multirank import load_run, run_files
 from traceforge.model import Trace
 
@@ -68,7 +68,8 @@ def counting(files: list[Path], monkeypatch: pytest.MonkeyPatch
         wrap(formats._reader(name), "sniff", f"sniff:{name}")  # noqa: SLF001
     wrap(formats, "read_head", "head")
     wrap(source, "read_head", "head")
-    wrap(cache, "key_of", "key")
+    wrap(cache, "key_of", "key")  # a SourceFile's key
+    wrap(cache_files, "key_of", "key")  # cache.key(path)'s
 
     def of(f: Path) -> Counter[str]:
         keys = {str(f), str(f.resolve())}
@@ -138,7 +139,7 @@ def test_discovery_gives_source_files(tmp_path: Path) -> None:
     assert [s.path for s in found] == files  # as named: the trace's meta.path
     assert [os.fspath(s) for s in found] == [str(f) for f in files]
     assert found[0].st.st_size == files[0].stat().st_size
-    assert found[0].cache_key() == cache._key(files[0])  # noqa: SLF001 - the same key
+    assert found[0].cache_key() == cache.key(files[0])  # the same key
     assert identify(found[0]) is found[0]
 
 
