@@ -185,7 +185,9 @@ def _trace(t: pa.Table, head: dict[str, Any], path: Path, kinds: Collection[str]
     provider: Callable[[np.ndarray], list[dict[str, Any]]] = no_args
     if arg_cols:
         source = Path(str(head.get("source", path)))
-        rebuild = Rebuild(head.get("args"), source, arg_cols)
+        header = head.get("args_header")
+        rebuild = Rebuild(head.get("args"), source, arg_cols,
+                          header if isinstance(header, dict) else None)
         provider = CachedArgs(rebuild, rows if reindex else None)
     return Trace(ev, meta, flows, provider)
 

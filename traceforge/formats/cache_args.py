@@ -1,9 +1,10 @@
 """How the columnar cache stores a trace's ``args`` and rebuilds its provider on a hit.
 
 A reader's provider may offer ``cache_columns()`` (a few per-row arrays, e.g. the Kineto
-source row of each event) and its module an ``args_from_cache(path, columns)`` that
-rebuilds it; any other provider's args are stored as one JSON document per row. Both live
-in columns that are only read when args are asked for.
+source row of each event), ``cache_header()`` (a small JSON-able dict or None, e.g. where
+the Kineto reader cut the file) and its module an ``args_from_cache(path, columns,
+header)`` that rebuilds it; any other provider's args are stored as one JSON document
+per row. Both live in columns that are only read when args are asked for.
 """
 
 from __future__ import annotations
@@ -37,14 +38,16 @@ def _json_hook(v: Any) -> Any:
     raise TypeError(f"cannot store a {type(v).__name__} in args")
 
 
-def args_columns(trace: Trace) -> tuple[str | None, dict[str, pa.Array]]:
-    """(module that rebuilds the provider or None, columns to store) for a trace's args."""
+def args_columns(trace: Trace
+                 ) -> tuple[str | None, dict[str, pa.Array], dict[str, Any] | None]:
+    """(module that rebuilds the provider or None, columns to store, the provider's
+    header or None) for a trace's args."""
     import pyarrow as pa
 
     prov = trace.args_provider
     n = len(trace.events)
     if prov is no_args:
-        return None, {}
+        return None, {}, None
     cols = getattr(prov, "cache_columns", None)
     mod = type(prov).__module__
     if callable(cols) and mod.startswith("traceforge.formats."):
@@ -54,11 +57,12 @@ def args_columns(trace: Trace) -> tuple[str | None, dict[str, pa.Array]]:
         except (TypeError, ValueError):
             out = {}  # e.g. a column mixing numbers and strings: JSON below
         if out and all(len(a) == n for a in out.values()):
-            return mod, out
+            head = getattr(prov, "cache_header", None)
+            return mod, out, head() if callable(head) else None
     # Any other provider: one JSON document per row, decoded on demand.
     enc = msgspec.json.Encoder(enc_hook=_json_hook)
     docs = [enc.encode(d) for d in prov(np.arange(n, dtype=np.int64))]
-    return None, {JSON_ARGS: pa.array(docs, type=pa.binary())}
+    return None, {JSON_ARGS: pa.array(docs, type=pa.binary())}, None
 
 
 class _JsonArgs:
@@ -81,8 +85,10 @@ class Rebuild:
     """How to rebuild a cached trace's args provider (picklable: traces cross processes)."""
 
     def __init__(self, module: str | None, source: Path,
-                 columns: dict[str, pa.ChunkedArray]) -> None:
+                 columns: dict[str, pa.ChunkedArray],
+                 header: dict[str, Any] | None = None) -> None:
         self.module, self.source, self.columns = module, source, columns
+        self.header = header
 
     def __call__(self) -> Callable[[np.ndarray], list[dict[str, Any]]]:
         if JSON_ARGS in self.columns:
@@ -93,7 +99,8 @@ class Rebuild:
         # (ChunkedArray.to_numpy copies; args are read only when asked for.)
         got = {c.removeprefix(ARGS_PREFIX): a.to_numpy() for c, a in self.columns.items()}
         fn = importlib.import_module(mod).args_from_cache
-        result: Callable[[np.ndarray], list[dict[str, Any]]] = fn(self.source, got)
+        result: Callable[[np.ndarray], list[dict[str, Any]]] = fn(self.source, got,
+                                                                  self.header)
         return result
 
 

@@ -117,13 +117,15 @@ def entry_table(trace: Trace, key: str, reader: str, path: Path) -> pa.Table:
     if not cache_meta.same(cache_meta.decode(meta_enc), trace.meta):
         raise TypeError("meta does not round-trip")
     arrays = {str(c): arrow_frames.column_array(ev[c]) for c in ev.columns}
-    args_mod, arg_arrays = args_columns(trace)
+    args_mod, arg_arrays, args_head = args_columns(trace)
     arrays.update(arg_arrays)
     head = {
         "key": key, "rows": len(ev), "columns": [str(c) for c in ev.columns],
         "reader": reader, "args": args_mod, "source": str(path.resolve()),
         "meta_path": trace.meta.path, "meta": meta_enc,
     }
+    if args_head is not None:
+        head["args_header"] = args_head
     md = {META_KEY: msgspec.json.encode(head)}
     if not trace.flows.empty:
         md[FLOWS_KEY] = arrow_frames.ipc_bytes(arrow_frames.frame_table(trace.flows))

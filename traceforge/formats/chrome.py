@@ -253,7 +253,10 @@ def _read_chunks(p: Path, raw: Any, kinds: frozenset[str] | None) -> Trace | Non
         # OSError: no fork or in-memory file here (process limit, sandbox, memory).
         raise _OnePiece from None
     doc = chunks.document(plan, parts[-1][1])
-    return _table(p, join([c for c, _ in parts]), doc, True, kinds, None)
+    # Where each chunk's events begin: the args provider decodes only the chunks of the
+    # rows it is asked for.
+    starts = np.cumsum([0] + [c.n for c, _ in parts], dtype=np.int64)
+    return _table(p, join([c for c, _ in parts]), doc, True, kinds, None, starts)
 
 
 def _read(p: Path, kinds: frozenset[str] | None) -> Trace:
@@ -275,9 +278,10 @@ def _from_events(p: Path, decoded: tuple[list[Any], Doc, bool], kinds: frozenset
 
 
 def _table(p: Path, cols: Columns, doc: Doc, typed: bool, kinds: frozenset[str] | None,
-           events: list[Any] | None) -> Trace:
+           events: list[Any] | None, chunk_starts: np.ndarray | None = None) -> Trace:
     """The Trace from the joined columns; ``events`` (None when decoded in chunks) is
-    needed only to parse odd ts/dur values and to name a bad event."""
+    needed only to parse odd ts/dur values and to name a bad event; ``chunk_starts``: the
+    first event of each chunk, then the number of events (decoded in chunks)."""
     if not cols.has_phase:
         what = "a JSON list without trace events" if doc.traceEvents is None else "no events"
         raise TraceFormatError(p, f"not a trace ({what})")
@@ -385,7 +389,8 @@ def _table(p: Path, cols: Columns, doc: Doc, typed: bool, kinds: frozenset[str] 
         for col in ("name", "cat"):
             frame[col] = frame[col].cat.remove_unused_categories()
     # Columns are built in their final dtypes; normalize_events only checks and orders.
-    return demangle_names(Trace(normalize_events(frame), meta, flows, LazyArgs(p, src_index)))
+    args = LazyArgs(p, src_index, chunk_starts)
+    return demangle_names(Trace(normalize_events(frame), meta, flows, args))
 
 
 def _pair_begin_end(

@@ -3,14 +3,19 @@
 Args are most of a Kineto file's bytes and analyses read few of them (launch configs, op
 shapes), so the reader skips them and keeps each row's source event; this provider
 re-reads the unchanged file when asked. The columnar cache stores the same source rows
-(``cache_columns``) and rebuilds the provider with :func:`args_from_cache`.
+(``cache_columns``) and where the file was read in chunks, the first event of each chunk
+(``cache_header``), and rebuilds the provider with :func:`args_from_cache`.
+
+Where those chunks are known, only the chunks that hold the rows asked for are decoded
+(a kernel table's launch configs never decode the chunks of CPU ops; each part of a
+``convert`` written on its own core decodes about its own half of the file).
 """
 
 from __future__ import annotations
 
 import mmap
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import count
 from operator import attrgetter
 from pathlib import Path
@@ -29,27 +34,51 @@ from traceforge.formats.source import first_byte, paused_gc, view
 T = TypeVar("T")
 
 
-def args_from_cache(path: Path, columns: dict[str, np.ndarray]) -> LazyArgs:
-    """The args provider of a cached trace of ``path`` (the columns ``cache_columns`` gave).
+def args_from_cache(path: Path, columns: dict[str, np.ndarray],
+                    header: Mapping[str, Any] | None = None) -> LazyArgs:
+    """The args provider of a cached trace of ``path`` (the columns ``cache_columns`` gave,
+    the header ``cache_header`` gave, where it gave one).
 
     Kineto args stay in the source file: storing them would more than double the cache
     (they are most of a trace's bytes) and slow the first load; they are re-read when
     asked for, exactly as a fresh parse does.
     """
-    return LazyArgs(path, np.asarray(columns["src"], dtype=np.int64))
+    return LazyArgs(path, np.asarray(columns["src"], dtype=np.int64),
+                    _chunk_starts((header or {}).get("chunk_starts")))
+
+
+def _chunk_starts(value: Any) -> np.ndarray | None:
+    """The chunk starts a cache header holds, where they are a list of ints that starts at
+    0 and never decreases (else None: the file is then scanned whole)."""
+    if not isinstance(value, list) or len(value) < 2 or \
+            not all(type(v) is int for v in value):
+        return None
+    try:
+        starts = np.asarray(value, dtype=np.int64)
+    except OverflowError:
+        return None
+    ok = starts[0] == 0 and bool((np.diff(starts) >= 0).all())
+    return starts if ok else None
 
 
 class LazyArgs:
     """Decode ``args`` of chosen rows on demand by re-reading the (unchanged) file.
 
-    The first call decodes every event's args as raw JSON slices (one fast pass); each
+    Each event's args are first decoded as raw JSON slices (one fast pass over the file,
+    or over the chunks that hold the rows asked for, where ``starts`` says where the
+    reader cut it: the first event of each chunk, then the number of events); each
     requested row's slice is then decoded into a dict. Nothing is kept until asked for.
     """
 
-    def __init__(self, path: Path, src_index: np.ndarray) -> None:
+    def __init__(self, path: Path, src_index: np.ndarray,
+                 starts: np.ndarray | None = None) -> None:
         self.path = path
         self.src_index = src_index
+        self.starts = starts
+        #: Every event's args slice once the file is decoded whole; while chunks are
+        #: decoded as asked for, None where a chunk is not decoded yet.
         self._raws: list[msgspec.Raw] | None = None
+        self._scan: ChunkScan | None = None  # chunks decoded as asked for
         self._shapes: Shapes | None = None
         # A report may ask from two threads at once (where it cannot fork, its critical
         # path is worked out on a thread): the file is decoded once, the other waits.
@@ -57,17 +86,62 @@ class LazyArgs:
 
     def __getstate__(self) -> dict[str, Any]:
         # The raw slices reference a map of the file: another process re-reads it.
-        return {**self.__dict__, "_raws": None, "_lock": None, "_shapes": None}
+        return {**self.__dict__, "_raws": None, "_scan": None, "_lock": None,
+                "_shapes": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def _load(self) -> list[msgspec.Raw]:
-        if self._raws is None:
+    def cache_header(self) -> dict[str, Any] | None:
+        """What the columnar cache stores beside the columns: where the reader cut the
+        file (None where it read it in one piece)."""
+        return None if self.starts is None else {"chunk_starts": self.starts.tolist()}
+
+    def _texts(self, src: np.ndarray) -> list[msgspec.Raw]:
+        """The args slices of source events ``src`` (decoding what they need first)."""
+        raws = self._raws
+        if raws is None or self._scan is not None:
             with self._lock:
-                return self._load_once()
-        return self._raws
+                raws = self._for(src)
+        return list(map(raws.__getitem__, src.tolist()))
+
+    def _for(self, src: np.ndarray) -> list[msgspec.Raw]:
+        """Every event's slices, at least those of ``src`` decoded (under the lock)."""
+        if self.starts is not None and (self._raws is None or self._scan is not None):
+            try:
+                return self._chunks_for(src)
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
+                    OSError, ValueError, IndexError):
+                # Not cut as the reader cut it (a file read in one piece by another
+                # version, a gzip): the file is decoded whole below.
+                self.starts, self._scan, self._raws = None, None, None
+        return self._load_once()
+
+    def _chunks_for(self, src: np.ndarray) -> list[msgspec.Raw]:
+        """Decode the chunks that hold ``src`` and are not decoded yet."""
+        starts = self.starts
+        assert starts is not None
+        if self._scan is None:
+            scan = ChunkScan.open(self.path)
+            if scan is None or scan.chunks != len(starts) - 1:
+                raise ValueError("the file is not cut as the reader cut it")
+            self._scan, self._raws = scan, _Scanned([None] * int(starts[-1]))
+            self._raws.source_map = scan.map
+        scan, raws = self._scan, self._raws
+        assert raws is not None
+        if len(src) and (int(src.min()) < 0 or int(src.max()) >= len(raws)):
+            raise IndexError("a source row past the file's events")
+        for k in np.unique(np.searchsorted(starts, src, side="right") - 1).tolist():
+            if not scan.done[k]:
+                lo, hi = int(starts[k]), int(starts[k + 1])
+                items = scan.decode(k)
+                if len(items) != hi - lo:
+                    raise ValueError("a chunk holds other events than the reader's")
+                raws[lo:hi] = items
+        if all(scan.done):
+            self._scan = None  # (the slices keep the map: raws.source_map)
+        return raws
 
     def _load_once(self) -> list[msgspec.Raw]:
         if self._raws is None:
@@ -110,12 +184,11 @@ class LazyArgs:
         src = self.src_index[np.asarray(rows, dtype=np.int64)]
         if not len(src):  # (before the file is scanned: no row asks for it)
             return np.empty(0, dtype=np.int64), []
-        raws = self._load()
         fields = [f"k{i}" for i in range(len(keys))]
         struct: Any = msgspec.defstruct(
             "Keys", [(f, msgspec.Raw, msgspec.field(name=k, default=msgspec.Raw()))
                      for f, k in zip(fields, keys, strict=True)], gc=False)
-        parts = list(map(raws.__getitem__, src.tolist()))
+        parts = self._texts(src)
         try:
             vals = msgspec.json.decode(b"[" + b",".join(p or b"{}" for p in parts) + b"]",
                                        type=list[struct])
@@ -179,9 +252,8 @@ class LazyArgs:
         src = self.src_index[np.asarray(rows, dtype=np.int64)]
         if not len(src):
             return use([])
-        raws = self._load()
-        got = use([rw if len(rw) else b"{}" for rw in map(raws.__getitem__, src.tolist())])
-        _drop_pages(raws)
+        got = use([rw if len(rw) else b"{}" for rw in self._texts(src)])
+        _drop_pages(self._raws)
         return got
 
     def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
@@ -207,35 +279,47 @@ class _Scanned(list):  # type: ignore[type-arg]
     source_map: mmap.mmap | None = None
 
 
-def _scan_in_chunks(path: Path) -> list[msgspec.Raw] | None:
-    """Every event's args as a Raw slice of a private (copy-on-write) map of the file,
-    decoded ~2 MB at a time (the events array cut where the chunked reader cuts it), each
-    chunk's pages handed back as soon as it is decoded: the slices reference the map, not
-    copies, and this process holds only the pages being read, not the whole file (a
-    mapped page counts in its memory as long as it is mapped). None where the file is no
-    plain file or too small to cut: decode it whole."""
-    if not hasattr(mmap, "MADV_DONTNEED"):
-        return None
-    with path.open("rb") as f:
-        if f.read(2) == b"\x1f\x8b" or f.seek(0, 2) == 0:
+class ChunkScan:
+    """A file's events array cut where the chunked reader cuts it, each chunk's args
+    decoded as Raw slices of a private (copy-on-write) map of the file when asked for
+    (:meth:`decode`, in any order), its pages handed back as soon as it is decoded: the
+    slices reference the map, not copies, and this process holds only the pages being
+    read, not the whole file (a mapped page counts in its memory as long as it is
+    mapped)."""
+
+    def __init__(self, raw: mmap.mmap, plan: chunks.Plan) -> None:
+        self.map, self.plan = raw, plan
+        self.done = [False] * plan.chunks
+        self._mv = memoryview(raw)  # (the slices reference it: it lives as long as they do)
+
+    @property
+    def chunks(self) -> int:
+        return self.plan.chunks
+
+    @classmethod
+    def open(cls, path: Path) -> ChunkScan | None:
+        """None where the file is no plain file or too small to cut: decode it whole."""
+        if not hasattr(mmap, "MADV_DONTNEED"):
             return None
-        raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-    plan = chunks.plan(raw, 1)
-    if plan is None:
-        return None
-    out = _Scanned()
-    out.source_map = raw
-    mv = memoryview(raw)
-    last = len(plan.cuts)
-    for i in range(last + 1):
+        with path.open("rb") as f:
+            if f.read(2) == b"\x1f\x8b" or f.seek(0, 2) == 0:
+                return None
+            raw = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        plan = chunks.plan(raw, 1)
+        return None if plan is None else cls(raw, plan)
+
+    def decode(self, i: int) -> list[msgspec.Raw]:
+        """Chunk ``i``'s args slices, one per event."""
+        raw, mv, plan = self.map, self._mv, self.plan
+        last = len(plan.cuts)
         begin = plan.start - 1 if i == 0 else plan.cuts[i - 1]  # "[" or the comma before
         if i < last:
             end = plan.cuts[i] + 1
             # Brackets over the commas around the chunk (this process's copy of the two
-            # pages; no args text is there): the chunk decodes as a list where it lies.
+            # pages; no args text is there, so no slice of a chunk decoded before sees
+            # them): the chunk decodes as a list where it lies.
             raw[begin] = ord("[")
             raw[end - 1] = ord("]")
-            # (The slices reference this view of the map: it lives as long as they do.)
             items = msgspec.json.decode(mv[begin:end], type=list[ArgsOnly])
         else:
             # The last chunk holds the document's end: decoded from a copy (its opening
@@ -247,16 +331,30 @@ def _scan_in_chunks(path: Path) -> list[msgspec.Raw] | None:
             items = (msgspec.json.decode(text_copy, type=ArgsDoc).traceEvents
                      if plan.head is not None else
                      msgspec.json.decode(text_copy, type=list[ArgsOnly]))
-        out.extend([it.args for it in items])
+        got = [it.args for it in items]
         del items
         page = mmap.PAGESIZE
         lo, hi = begin // page * page, end // page * page
         if hi > lo:
             raw.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        self.done[i] = True
+        return got
+
+
+def _scan_in_chunks(path: Path) -> list[msgspec.Raw] | None:
+    """Every event's args as a Raw slice (:class:`ChunkScan`, every chunk in order); None
+    where the file is no plain file or too small to cut: decode it whole."""
+    scan = ChunkScan.open(path)
+    if scan is None:
+        return None
+    out = _Scanned()
+    out.source_map = scan.map
+    for i in range(scan.chunks):
+        out.extend(scan.decode(i))
     return out
 
 
-def _drop_pages(raws: list[msgspec.Raw]) -> None:
+def _drop_pages(raws: list[msgspec.Raw] | None) -> None:
     """Hand back the map pages the slices just read touched (they are copied out)."""
     m = getattr(raws, "source_map", None)
     if m is not None:

@@ -24,7 +24,7 @@ import re
 import shutil
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -245,8 +245,10 @@ def pick(have: list[str], *wanted: str, alias: str | None = None, prefix: str = 
     return f'NULL AS "{name}"'
 
 
-def args_from_cache(path: Path, columns: dict[str, np.ndarray]) -> ColumnArgs:
-    """A :class:`ColumnArgs` over the columns the cache stored (``path`` is not read)."""
+def args_from_cache(path: Path, columns: dict[str, np.ndarray],
+                    header: Mapping[str, Any] | None = None) -> ColumnArgs:
+    """A :class:`ColumnArgs` over the columns the cache stored (``path`` and ``header``
+    are not read)."""
     provider = ColumnArgs.__new__(ColumnArgs)
     provider.cols = dict(columns)
     return provider

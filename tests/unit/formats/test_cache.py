@@ -450,7 +450,7 @@ def test_args_providers_decode_once_when_threads_ask_together() -> None:
     orig = kineto_args.msgspec.json.decode
     kineto_args.msgspec.json.decode = counting
     try:
-        ts = [threading.Thread(target=lazy._load) for _ in range(4)]
+        ts = [threading.Thread(target=lazy, args=(np.arange(3),)) for _ in range(4)]
         for t in ts:
             t.start()
         for t in ts:

@@ -464,3 +464,131 @@ def test_args_are_scanned_a_chunk_at_a_time_as_in_one_piece(
     assert [{k: bytes(v) for k, v in d.items()} for d in got_raw] == \
         [{k: bytes(v) for k, v in d.items()} for d in raw_whole]
     assert p.read_bytes() == before
+
+
+def _args_file(tmp_path: Path, layout: str) -> Path:
+    evs = events(300)
+    for i, e in enumerate(evs):  # args of every JSON kind, some big
+        e.setdefault("args", {}).update({"s": "a\"b\\ é", "l": [[i, 2], [3]], "f": 1.5,
+                                         "t": True, "null": None, "pad": "x" * (i % 97)})
+    doc: Any = evs if layout == "bare list" else {"traceEvents": evs, "traceName": "t"}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc, indent=2 if layout == "indented" else None))
+    return p
+
+
+@pytest.mark.parametrize("layout", ["document", "indented", "bare list"])
+def test_args_decode_only_the_chunks_of_the_rows_asked_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """A file the reader cut into chunks tells its args provider where each chunk's
+    events begin; rows' args then decode only the chunks that hold them (each once, in
+    any order) and equal the whole-file scan's, raw args too; the file is unchanged."""
+    from traceforge.formats import kineto_args
+
+    p = _args_file(tmp_path, layout)
+    before = p.read_bytes()
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
+    t = one_piece(p)  # (one worker: still read in chunks)
+    lazy = t.args_provider
+    assert isinstance(lazy, kineto_args.LazyArgs)
+    starts, src = lazy.starts, lazy.src_index
+    assert starts is not None and len(starts) > 5 and starts[-1] == 1 + 3 * 300
+    whole = kineto_args.LazyArgs(p, src)  # no chunks known: the whole file is scanned
+    last = len(starts) - 2
+    tail = np.flatnonzero(src >= starts[last])
+    head = np.flatnonzero(src < starts[1])
+    rows = np.arange(len(t.events))[::-1]
+    assert len(tail) and len(head)
+    want = whole(tail), whole(head), whole(rows)
+    decoded: list[int] = []
+    real = kineto_args.ChunkScan.decode
+
+    def spy(self: Any, i: int) -> Any:
+        decoded.append(i)
+        return real(self, i)
+
+    monkeypatch.setattr(kineto_args.ChunkScan, "decode", spy)
+    assert t.args(tail) == want[0] and decoded == [last]
+    assert t.args(head) == want[1] and decoded == [last, 0]
+    assert t.args(rows) == want[2]
+    assert sorted(decoded) == list(range(len(starts) - 1))
+    got_raw, raw_whole = lazy.raw(rows), whole.raw(rows)
+    assert got_raw is not None and raw_whole is not None
+    assert [{k: bytes(v) for k, v in d.items()} for d in got_raw] == \
+        [{k: bytes(v) for k, v in d.items()} for d in raw_whole]
+    (codes, uniq), (codes_w, uniq_w) = (x.distinct(rows, ("l", "pad")) for x in (lazy, whole))
+    assert codes.tolist() == codes_w.tolist() and uniq == uniq_w and len(uniq) > 50
+    assert p.read_bytes() == before
+
+
+def test_args_chunks_travel_through_the_cache(
+        tmp_path: Path, cdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache entry keeps where the reader cut the file: a hit's args provider
+    decodes only the chunks of the rows asked for, as the fresh read's does."""
+    from traceforge.formats import kineto_args, load
+
+    p = _args_file(tmp_path, "document")
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
+    fresh = load(p, cache=False)
+    load(p)  # writes the entry
+    hit = load(p, kinds=["kernel"])
+    assert hit.store is not None  # (read from the entry)
+    decoded: list[int] = []
+    real = kineto_args.ChunkScan.decode
+
+    def spy(self: Any, i: int) -> Any:
+        decoded.append(i)
+        return real(self, i)
+
+    monkeypatch.setattr(kineto_args.ChunkScan, "decode", spy)
+    rows = np.arange(len(hit.events))[-5:]
+    src = fresh.args_provider.src_index  # type: ignore[attr-defined]
+    starts = fresh.args_provider.starts  # type: ignore[attr-defined]
+    kernels = np.flatnonzero(fresh.events["kind"].to_numpy() == "kernel")[-5:]
+    got = hit.args(rows)
+    want = np.unique(np.searchsorted(starts, src[kernels], side="right") - 1).tolist()
+    assert sorted(decoded) == want and len(want) < len(starts) - 1
+    assert got == fresh.args(kernels)
+
+
+@pytest.mark.parametrize("case", ["other cuts", "other counts", "gzip", "past the end"])
+def test_args_chunks_that_do_not_fit_the_file_read_it_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """Where the chunks a provider was given are not the file's (cut another way, other
+    counts, a gzip, a row past them), it decodes the file whole: the args are the same."""
+    from traceforge.formats import kineto_args
+
+    p = _args_file(tmp_path, "document")
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
+    t = one_piece(p)
+    lazy = t.args_provider
+    assert isinstance(lazy, kineto_args.LazyArgs) and lazy.starts is not None
+    starts, src = lazy.starts.copy(), lazy.src_index
+    if case == "other cuts":
+        starts = np.concatenate([starts[:2], starts[1:]])  # one chunk more
+    elif case == "other counts":
+        starts[2] += 1
+    elif case == "gzip":
+        gz = tmp_path / "t.json.gz"
+        gz.write_bytes(gzip.compress(p.read_bytes()))
+        p = gz
+    else:
+        starts = starts[:-1]
+    rows = np.arange(len(t.events))
+    whole = kineto_args.LazyArgs(p, src)
+    assert kineto_args.LazyArgs(p, src, starts)(rows) == whole(rows)
+
+
+@pytest.mark.parametrize("value", [None, "0,5", [0], [0, "5"], [1, 5, 9], [0, 9, 5],
+                                   [0, 2**70], [0, True]])
+def test_chunk_starts_a_cache_header_cannot_hold_are_ignored(value: Any) -> None:
+    """A cache header edited by hand (or by another program) never steers the args scan:
+    anything but ints from 0, never decreasing, means the file is scanned whole."""
+    from traceforge.formats import kineto_args
+
+    lazy = kineto_args.args_from_cache(Path("t.json"), {"src": np.arange(3)},
+                                       {"chunk_starts": value})
+    assert lazy.starts is None
+    good = kineto_args.args_from_cache(Path("t.json"), {"src": np.arange(3)},
+                                       {"chunk_starts": [0, 2, 3]})
+    assert good.starts is not None and good.starts.tolist() == [0, 2, 3]
