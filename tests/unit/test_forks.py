@@ -214,3 +214,49 @@ def test_taking_map_a_dying_child_is_a_fork_error() -> None:
 
     with pytest.raises(forks.ForkError):
         forks.taking_map(work, 20, 2)
+
+
+@pytest.mark.parametrize("kernel", ["copies all", "copies part", "cannot copy", "a pipe"])
+def test_append_file_adds_the_whole_file_after_what_was_written(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch, kernel: str) -> None:
+    """A part a child wrote to its file goes after what the output holds, by the kernel
+    or, for what it did not copy, read and written here; what is written after it
+    follows it (the output's position is where the kernel left off)."""
+    import tempfile
+
+    part = os.urandom(300_000) + b"end"
+    real = os.copy_file_range
+
+    def partly(src: int, dst: int, count: int, *offsets: Any) -> int:
+        if partly.calls:  # type: ignore[attr-defined]
+            raise OSError(18, "Invalid cross-device link")
+        partly.calls += 1  # type: ignore[attr-defined]
+        return real(src, dst, min(count, 70_001), *offsets)
+
+    partly.calls = 0  # type: ignore[attr-defined]
+    if kernel == "copies part":
+        monkeypatch.setattr(os, "copy_file_range", partly)
+    elif kernel == "cannot copy":
+        monkeypatch.delattr(os, "copy_file_range")
+    with tempfile.TemporaryFile() as src:
+        src.write(part)
+        src.seek(123)  # (a child's file: wherever its offset was left)
+        if kernel == "a pipe":
+            r, w = os.pipe()
+            with open(r, "rb") as rf, open(w, "wb") as out:
+                reader = threading.Thread(target=lambda: got.append(rf.read()))
+                got: list[bytes] = []
+                reader.start()
+                out.write(b"head")
+                forks.append_file(src, out, out.write, 4096)
+                out.write(b"tail")
+                out.close()
+                reader.join()
+            assert got == [b"head" + part + b"tail"]
+            return
+        dst = tmp_path / "out.bin"
+        with open(dst, "wb") as out:
+            out.write(b"head")
+            forks.append_file(src, out, out.write, 4096)
+            out.write(b"tail")
+        assert dst.read_bytes() == b"head" + part + b"tail"

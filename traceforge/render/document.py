@@ -157,7 +157,7 @@ def write_document(doc: Doc, out: str | Path, f: BinaryIO) -> None:
         from traceforge.render.perfetto import write_pftrace
         from traceforge.render.pftrace_chunks import Rows
 
-        write_pftrace(doc if isinstance(doc, Mapping) else cast(Rows, doc), f.write)
+        write_pftrace(doc if isinstance(doc, Mapping) else cast(Rows, doc), f.write, f)
         return
     if Path(out).name.lower().endswith(".gz"):
         with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as z:

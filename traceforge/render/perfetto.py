@@ -17,7 +17,7 @@ overflow track, google/perfetto#4280), so a partially overlapping slice goes to 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -91,8 +91,9 @@ def chrome_to_pftrace(doc: Mapping[str, Any] | list[Any] | Rows) -> bytes:
 
 
 def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
-                  sink: Callable[[bytes], Any]) -> None:
-    """Encode ``doc`` as pftrace into ``sink`` (a file's ``write``), a batch of packets at
+                  sink: Callable[[bytes], Any], file: BinaryIO | None = None) -> None:
+    """Encode ``doc`` as pftrace into ``sink`` (a file's ``write``; ``file``: that file,
+    where parts encoded on other cores are added by the kernel), a batch of packets at
     a time, so the encoded trace is never whole in memory (nor, for :class:`Rows`, the
     rows' events: they are built per batch of packets, in the order they are written)."""
     rows: Rows | None = None
@@ -105,7 +106,7 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
         events = doc
     else:
         rows, events, base = doc, doc.extra, doc.base_ns
-    w = PacketEncoder(sink)
+    w = PacketEncoder(sink, file)
     procs: dict[Any, str] = {}
     threads: dict[tuple[Any, Any], str] = {}
     xs: list[Mapping[str, Any]] = []

@@ -11,7 +11,7 @@ import json
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 import numpy as np
@@ -43,8 +43,12 @@ class PacketEncoder:
     each framed as ``Trace.packet`` (field 1, length-delimited); fields in field-number
     order, as protobuf serializes them. Event names are interned per sequence."""
 
-    def __init__(self, sink: Callable[[bytes], Any] | None = None) -> None:
+    def __init__(self, sink: Callable[[bytes], Any] | None = None,
+                 file: BinaryIO | None = None) -> None:
         self.sink = sink
+        #: The file ``sink`` writes into, where there is one: parts encoded elsewhere
+        #: are then added to it by the kernel (:meth:`append`).
+        self.file = file
         self.buf = bytearray()
         self.names: dict[str, int] = {}
         self.keys: dict[Any, bytes] = {}
@@ -82,6 +86,17 @@ class PacketEncoder:
         if self.sink is not None and self.buf:
             self.sink(bytes(self.buf))
             self.buf.clear()
+
+    def append(self, src: BinaryIO) -> None:
+        """Packets encoded into the file ``src`` (by a forked child), after those so far."""
+        from traceforge.forks import append_file
+
+        self.flush()
+        if self.file is not None:
+            append_file(src, self.file, self.write, self.flush_bytes)
+            return
+        while data := src.read(self.flush_bytes):
+            self.write(data)
 
     def track(self, uuid: int, *, parent: int | None = None, name: str | None = None,
               process: tuple[int, str | None] | None = None,

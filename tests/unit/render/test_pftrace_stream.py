@@ -6,7 +6,9 @@ and kind, and ``annotate --steps/--window`` cut the trace as ``open`` does."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -377,12 +379,13 @@ def _children(monkeypatch: pytest.MonkeyPatch, *, fail: bool) -> list[int]:
 
 
 @pytest.mark.parametrize("child", ["runs", "fails"])
-def test_ranges_encoded_in_children_equal_one_process(child: str,
+def test_ranges_encoded_in_children_equal_one_process(child: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A large trace is cut into one range of packets per core, the ranges after the first
     encoded in forked children with the names interned before them: the bytes are those
     of one process (and the oracle's), whether the children run or fail (their ranges
-    then encoded here)."""
+    then encoded here), and written to a file, whether the children's files are added to
+    it by the kernel or, where it cannot, read and written here."""
     from tests.support.pftrace_reference import chrome_to_pftrace as reference
     from traceforge import forks
     from traceforge.render import pftrace_chunks
@@ -398,6 +401,20 @@ def test_ranges_encoded_in_children_equal_one_process(child: str,
     started = _children(monkeypatch, fail=child == "fails")
     assert chrome_to_pftrace(src) == one == reference(doc)
     assert child == "fails" or len(started) == 2
+    from traceforge.render.document import write_document
+
+    out = tmp_path / "a.pftrace"
+    with open(out, "wb") as f:
+        write_document(src, out, f)
+    assert out.read_bytes() == one
+
+    def no_kernel_copy(*a: Any) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "copy_file_range", no_kernel_copy)
+    with open(out, "wb") as f:
+        write_document(src, out, f)
+    assert out.read_bytes() == one
 
 
 @pytest.mark.parametrize("child", ["runs", "fails"])
