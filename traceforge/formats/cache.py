@@ -37,7 +37,6 @@ files as part of it.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from collections.abc import Callable, Collection
 from dataclasses import replace
@@ -68,6 +67,7 @@ from traceforge.formats.cache_settings import (
     DEFAULT_MAX_BYTES,
     cache_dir,
     enabled,
+    log,
     max_bytes,
     note_once,
     parse_size,
@@ -83,8 +83,6 @@ __all__ = [
     "entries", "evict", "key", "key_of", "kind_names", "max_bytes", "parse_size", "read",
     "select", "store_for", "write", "writing",
 ]
-
-log = logging.getLogger("traceforge")
 
 
 # -- read ----------------------------------------------------------------------------------

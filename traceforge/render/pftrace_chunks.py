@@ -105,7 +105,7 @@ class Packets:
             self.encode(w, batch, cuts[k], cuts[k + 1])
 
         write_in_order(parts, here, lambda k, f: self._encoded(f, cuts[k], cuts[k + 1]),
-                       w.write, w.flush_bytes, w.append)
+                       w.write, w.flush_bytes, w.append if w.file is not None else None)
         w.flush()
 
     def _encoded(self, f: BinaryIO, lo: int, hi: int) -> None:

@@ -88,15 +88,14 @@ class PacketEncoder:
             self.buf.clear()
 
     def append(self, src: BinaryIO) -> None:
-        """Packets encoded into the file ``src`` (by a forked child), after those so far."""
+        """Packets encoded into the file ``src`` (by a forked child), after those so far,
+        added to :attr:`file` by the kernel where it can."""
         from traceforge.forks import append_file
 
+        if self.file is None:
+            raise ValueError("no file to add packets to")
         self.flush()
-        if self.file is not None:
-            append_file(src, self.file, self.write, self.flush_bytes)
-            return
-        while data := src.read(self.flush_bytes):
-            self.write(data)
+        append_file(src, self.file, self.write, self.flush_bytes)
 
     def track(self, uuid: int, *, parent: int | None = None, name: str | None = None,
               process: tuple[int, str | None] | None = None,

@@ -414,6 +414,19 @@ def test_files_past_chunk_bytes_are_decoded_one_chunk_at_a_time(
     assert_same(chrome.read(p), whole)
 
 
+def _args_file(tmp_path: Path, layout: str, name: str = "k") -> Path:
+    """300 steps of :func:`events` (kernels named ``name``...) with args of every JSON
+    kind, some big, as a document ("indented": with newlines) or a bare list."""
+    evs = events(300, name=name)
+    for i, e in enumerate(evs):
+        e.setdefault("args", {}).update({"s": "a\"b\\ é", "l": [[i, 2], [3]], "f": 1.5,
+                                         "t": True, "null": None, "pad": "x" * (i % 97)})
+    doc: Any = evs if layout == "bare list" else {"traceEvents": evs, "traceName": "t"}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc, indent=2 if layout == "indented" else None))
+    return p
+
+
 @pytest.mark.parametrize("layout", ["document", "indented", "bare list", "cut in a string"])
 def test_args_are_scanned_a_chunk_at_a_time_as_in_one_piece(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
@@ -424,13 +437,7 @@ def test_args_are_scanned_a_chunk_at_a_time_as_in_one_piece(
     one piece again."""
     from traceforge.formats import kineto_args
 
-    evs = events(300, name="}, {" * 50 if layout == "cut in a string" else "k")
-    for i, e in enumerate(evs):  # args of every JSON kind, some big
-        e.setdefault("args", {}).update({"s": "a\"b\\ é", "l": [[i, 2], [3]], "f": 1.5,
-                                         "t": True, "null": None, "pad": "x" * (i % 97)})
-    doc: Any = evs if layout == "bare list" else {"traceEvents": evs, "traceName": "t"}
-    p = tmp_path / "t.json"
-    p.write_text(json.dumps(doc, indent=2 if layout == "indented" else None))
+    p = _args_file(tmp_path, layout, "}, {" * 50 if layout == "cut in a string" else "k")
     before = p.read_bytes()
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
     t = one_piece(p)
@@ -466,15 +473,19 @@ def test_args_are_scanned_a_chunk_at_a_time_as_in_one_piece(
     assert p.read_bytes() == before
 
 
-def _args_file(tmp_path: Path, layout: str) -> Path:
-    evs = events(300)
-    for i, e in enumerate(evs):  # args of every JSON kind, some big
-        e.setdefault("args", {}).update({"s": "a\"b\\ é", "l": [[i, 2], [3]], "f": 1.5,
-                                         "t": True, "null": None, "pad": "x" * (i % 97)})
-    doc: Any = evs if layout == "bare list" else {"traceEvents": evs, "traceName": "t"}
-    p = tmp_path / "t.json"
-    p.write_text(json.dumps(doc, indent=2 if layout == "indented" else None))
-    return p
+def _decoded_chunks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The chunks args scans decode from now on, in order (a spy on ChunkScan.decode)."""
+    from traceforge.formats import kineto_args
+
+    decoded: list[int] = []
+    real = kineto_args.ChunkScan.decode
+
+    def spy(self: Any, i: int) -> Any:
+        decoded.append(i)
+        return real(self, i)
+
+    monkeypatch.setattr(kineto_args.ChunkScan, "decode", spy)
+    return decoded
 
 
 @pytest.mark.parametrize("layout", ["document", "indented", "bare list"])
@@ -500,14 +511,7 @@ def test_args_decode_only_the_chunks_of_the_rows_asked_for(
     rows = np.arange(len(t.events))[::-1]
     assert len(tail) and len(head)
     want = whole(tail), whole(head), whole(rows)
-    decoded: list[int] = []
-    real = kineto_args.ChunkScan.decode
-
-    def spy(self: Any, i: int) -> Any:
-        decoded.append(i)
-        return real(self, i)
-
-    monkeypatch.setattr(kineto_args.ChunkScan, "decode", spy)
+    decoded = _decoded_chunks(monkeypatch)
     assert t.args(tail) == want[0] and decoded == [last]
     assert t.args(head) == want[1] and decoded == [last, 0]
     assert t.args(rows) == want[2]
@@ -525,7 +529,7 @@ def test_args_chunks_travel_through_the_cache(
         tmp_path: Path, cdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The cache entry keeps where the reader cut the file: a hit's args provider
     decodes only the chunks of the rows asked for, as the fresh read's does."""
-    from traceforge.formats import kineto_args, load
+    from traceforge.formats import load
 
     p = _args_file(tmp_path, "document")
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 4096)
@@ -533,14 +537,7 @@ def test_args_chunks_travel_through_the_cache(
     load(p)  # writes the entry
     hit = load(p, kinds=["kernel"])
     assert hit.store is not None  # (read from the entry)
-    decoded: list[int] = []
-    real = kineto_args.ChunkScan.decode
-
-    def spy(self: Any, i: int) -> Any:
-        decoded.append(i)
-        return real(self, i)
-
-    monkeypatch.setattr(kineto_args.ChunkScan, "decode", spy)
+    decoded = _decoded_chunks(monkeypatch)
     rows = np.arange(len(hit.events))[-5:]
     src = fresh.args_provider.src_index  # type: ignore[attr-defined]
     starts = fresh.args_provider.starts  # type: ignore[attr-defined]
