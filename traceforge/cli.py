@@ -86,11 +86,32 @@ class _LazyGroup(click.Group):
         """A mistyped verb gets a did-you-mean; a trace named without a verb, the verbs
         that read one."""
         name = args[0] if args else ""
+        if name in PREFETCHED and not ctx.resilient_parsing and not ctx.params.get("no_cache"):
+            _prefetch(args[1:])
         if (name and not name.startswith("-") and not ctx.resilient_parsing
                 and self.get_command(ctx, name) is None):
             raise click.UsageError(f"No such command {name!r}. {_unknown_verb(ctx, name)}",
                                    ctx)
         return super().resolve_command(ctx, args)
+
+
+#: Verbs whose trace a prefetch may start decoding before their modules are imported.
+PREFETCHED = frozenset(n.replace("_", "-") for n in COMMANDS) - {"cache", "calibrate",
+                                                                  "capture"}
+
+
+def _prefetch(args: list[str]) -> None:
+    """Where the words after the verb name one file (and no other word is a file: several
+    traces are read by the engine's workers; an output file after ``-o`` does not count),
+    have its chunks decoded while the verb's modules are imported
+    (:mod:`traceforge.formats.prefetch`)."""
+    outputs = {i + 1 for i, a in enumerate(args) if a in ("-o", "--output")}
+    files = [a for i, a in enumerate(args)
+             if i not in outputs and not a.startswith("-") and os.path.isfile(a)]
+    if len(files) == 1:
+        from traceforge.formats import prefetch
+
+        prefetch.start(files[0])
 
 
 def _unknown_verb(ctx: click.Context, name: str) -> str:
@@ -199,6 +220,13 @@ def _restore(var: str, old: str | None) -> None:
         os.environ[var] = old
 
 
+def _discard() -> None:
+    """Stop a prefetch the command did not claim (only where one was started)."""
+    prefetch = sys.modules.get("traceforge.formats.prefetch")
+    if prefetch is not None:
+        prefetch.discard()
+
+
 def _terminated(signum: int, frame: Any) -> None:
     """SIGTERM ends the run as an exit does: ``finally`` blocks and ``atexit`` hooks run,
     so temporary files (a decompressed database, a half-written output) are removed."""
@@ -225,7 +253,10 @@ def _run(argv: list[str] | None) -> Any:
     try:
         # A new cache entry is written beside the command, waited for at its end.
         with background.settling():
-            return cli.main(args=argv, prog_name="traceforge", standalone_mode=False)
+            try:
+                return cli.main(args=argv, prog_name="traceforge", standalone_mode=False)
+            finally:
+                _discard()
     except TraceforgeError as e:
         from traceforge.commands.options import say
 

@@ -272,7 +272,7 @@ def taking_map(work: Callable[[int], T], count: int, n: int) -> list[T]:
         return [work(i) for i in range(count)]
     r, w = os.pipe()
     try:
-        if 4 * count > _pipe_bytes(w):
+        if 4 * count > pipe_bytes(w):
             at = [count * k // n for k in range(n + 1)]
             runs = forked_map(lambda k: [work(i) for i in range(at[k], at[k + 1])], n)
             return [v for run in runs for v in run]
@@ -298,7 +298,7 @@ def taking_map(work: Callable[[int], T], count: int, n: int) -> list[T]:
             os.close(w)
 
 
-def _pipe_bytes(fd: int) -> int:
+def pipe_bytes(fd: int) -> int:
     """What the pipe ``fd`` holds before a write blocks (one page where the OS won't say)."""
     try:
         import fcntl

@@ -22,24 +22,8 @@ import pandas as pd
 
 from traceforge.args_provider import ArgShapes as ArgShapes  # (Trace.arg_shapes' type)
 from traceforge.args_provider import ArgsProvider, distinct_args, no_args
-
-#: Every value the ``kind`` column may hold.
-KINDS: tuple[str, ...] = (
-    "kernel",  # GPU kernel execution
-    "memcpy",  # GPU copy (HtoD, DtoH, DtoD, PtoP)
-    "memset",  # GPU memset
-    "runtime",  # CUDA/HIP runtime API call on the host
-    "driver",  # CUDA driver API call on the host (cuLaunchKernel, ...)
-    "cpu_op",  # framework operator (aten::mm, ...)
-    "user_annotation",  # record_function / NVTX / roctx range on the host
-    "gpu_annotation",  # the GPU-side projection of a user annotation
-    "python",  # python_function stack frames
-    "sync",  # synchronization seen by the profiler (stream/event/device sync)
-    "other",  # anything else kept for completeness (spans, instants, overhead)
-)
-
-#: GPU activity kinds: the events that occupy a device.
-GPU_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
+from traceforge.kinds import GPU_KINDS as GPU_KINDS
+from traceforge.kinds import KINDS as KINDS
 
 #: Columns of ``Trace.events`` and their dtypes. -1 means "not known / not applicable".
 EVENT_COLUMNS: dict[str, str] = {

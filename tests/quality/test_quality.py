@@ -25,7 +25,10 @@ ALLOWED = {
     "args_provider": set(),
     # DataFrames whose columns stay as given (object strings, arrays not copied).
     "frames": set(),
-    "model": {"args_provider"},
+    # The values of the kind column (a leaf: the reader's column passes run in processes
+    # forked before pandas is imported; model re-exports them).
+    "kinds": set(),
+    "model": {"args_provider", "kinds"},
     "errors": set(),
     "samples": set(),
     "executables": set(),
@@ -41,7 +44,7 @@ ALLOWED = {
     # Output files replaced whole or not at all (a leaf: every layer that writes uses it).
     "outputs": set(),
     "formats": {"model", "errors", "samples", "executables", "forks", "args_provider",
-                "background"},
+                "background", "kinds"},
     "capture": {"model", "errors", "executables", "step_marks", "outputs", "step_time"},
     # Many-rank runs: reads rank files (formats) on a process pool or Dask and runs the
     # per-rank summary a verb hands it; it never imports analyzers, whose split
@@ -68,7 +71,8 @@ ALLOWED = {
     "notebook": {"model", "errors", "analyzers", "formats"},
     # The CLI's memory guard (reads the one size syntax from formats.cache_settings).
     "limits": {"errors", "formats"},
-    "cli": {"errors", "commands", "version", "limits", "background"},
+    # (formats: the prefetch of a trace's chunks, started before the verb is imported)
+    "cli": {"errors", "commands", "version", "limits", "background", "formats"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
                  "render", "ui", "engine", "limits", "outputs", "run_loader",

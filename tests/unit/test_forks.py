@@ -195,7 +195,7 @@ def test_taking_map_gives_every_item_in_order(n: int, count: int) -> None:
 @pytest.mark.skipif(not forks.can_fork(), reason="forks children on Linux only")
 def test_taking_map_in_runs_where_the_numbers_do_not_fit_the_pipe(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(forks, "_pipe_bytes", lambda fd: 8)
+    monkeypatch.setattr(forks, "pipe_bytes", lambda fd: 8)
     got = forks.taking_map(_stamped, 9, 3)
     assert [i for i, _, _ in got] == list(range(9))
     pids = [pid for _, pid, _ in got]

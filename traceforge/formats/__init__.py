@@ -18,12 +18,14 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from traceforge import samples
 from traceforge.errors import TraceFormatError
-from traceforge.formats import timestamps
 from traceforge.formats.source import read_head
-from traceforge.model import Trace
+
+if TYPE_CHECKING:
+    from traceforge.model import Trace
 
 #: Reader modules in the order they are tried (module names under traceforge.formats).
 READERS: tuple[str, ...] = ("rocprofv3", "rocprof", "rocpd", "nsys", "perfetto", "chrome")
@@ -88,7 +90,7 @@ def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None,
     """Read the whole table, store it in the cache under ``k``, and select ``kinds`` from
     it exactly as a later cache hit will. ``k`` was taken before parsing (when the file was
     found): a file changed meanwhile is never stored as current."""
-    from traceforge.formats import cache
+    from traceforge.formats import cache, timestamps
 
     full: Trace = timestamps.noted(mod.read(p))
     name = mod.__name__.rsplit(".", 1)[-1]
@@ -109,6 +111,8 @@ def _read_and_cache(mod: ModuleType, p: Path, kinds: Collection[str] | None,
 
 
 def _read_kinds(mod: ModuleType, p: Path, kinds: Collection[str] | None) -> Trace:
+    from traceforge.formats import timestamps
+
     if kinds is not None and getattr(mod, "ACCEPTS_KINDS", False):
         trace: Trace = timestamps.noted(mod.read(p, kinds=kinds))
         return trace

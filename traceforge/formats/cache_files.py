@@ -24,7 +24,8 @@ import msgspec
 from traceforge import model
 from traceforge.formats import arrow_frames, cache_meta
 from traceforge.formats.cache_args import args_columns
-from traceforge.formats.cache_settings import cache_dir
+from traceforge.formats.cache_settings import SUFFIX as SUFFIX
+from traceforge.formats.cache_settings import entry_file
 from traceforge.model import EVENT_COLUMNS, FLOW_COLUMNS, KINDS, Trace, TraceMeta
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 #: Bump when the layout of an entry changes (also when readers start producing different
 #: tables from the same file and the code fingerprint below would not notice).
 CACHE_FORMAT = 1
-SUFFIX = ".arrow"
 #: Schema metadata keys: the entry's header (JSON) and its flows (an Arrow IPC stream).
 META_KEY = b"traceforge.meta"
 FLOWS_KEY = b"traceforge.flows"
@@ -83,11 +83,10 @@ def key_of(real: Path, st: os.stat_result) -> tuple[Path, str]:
     global _fingerprint
     if _fingerprint is None:
         _fingerprint = code_fingerprint()
-    name = hashlib.sha1(str(real).encode()).hexdigest()[:24] + SUFFIX
     # The inode too: a file replaced by rename within one tick of the coarse file clock
     # can keep size and mtime; contents are never hashed (that would cost a full read).
     k = f"{real}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{_fingerprint}"
-    return cache_dir() / name, k
+    return entry_file(real), k
 
 
 # -- layout --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ Light on purpose: the CLI's size options and memory guard parse sizes with
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -16,6 +17,8 @@ from pathlib import Path
 
 #: Default cap on the cache directory; least recently used entries go first.
 DEFAULT_MAX_BYTES = 5 * 10**9
+#: The file name ending of a trace's entry.
+SUFFIX = ".arrow"
 
 log = logging.getLogger("traceforge")
 _noted: set[str] = set()
@@ -45,6 +48,12 @@ def cache_dir() -> Path:
     else:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "traceforge"
+
+
+def entry_file(real: Path) -> Path:
+    """Where the entry of the trace at its real path ``real`` lives (whether or not it
+    does yet): one file per source path, named by its hash."""
+    return cache_dir() / (hashlib.sha1(str(real).encode()).hexdigest()[:24] + SUFFIX)
 
 
 def enabled(cache: bool | None = None) -> bool:

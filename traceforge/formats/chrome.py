@@ -21,6 +21,7 @@ import pandas as pd
 from traceforge.errors import TraceFormatError
 from traceforge.forks import ForkError, taking_map
 from traceforge.formats import kineto_chunks as chunks
+from traceforge.formats import prefetch
 from traceforge.formats.kineto_args import LazyArgs
 from traceforge.formats.kineto_columns import (
     EVENT_CODES,
@@ -247,8 +248,20 @@ def _read_chunks(p: Path, raw: Any, kinds: frozenset[str] | None) -> Trace | Non
         events, tail = chunks.decode(raw, plan, i)  # one chunk's structs alive at a time
         return columns(events, kinds), tail
 
+    def taking(work: Callable[[int], tuple[Columns, Doc | None]], count: int
+               ) -> list[tuple[Columns, Doc | None]]:
+        return taking_map(work, count, plan.workers)
+
+    early = prefetch.claim(p)
     try:
-        parts = taking_map(one, plan.chunks, plan.workers)
+        if early is None:
+            parts = taking(one, plan.chunks)
+        elif kinds is not None:
+            early.close()  # it decodes every kind of row
+            parts = taking(one, plan.chunks)
+        else:
+            # Children forked before the command's imports took chunks already.
+            parts = early.take(one, plan.chunks, (plan.start, plan.cuts), taking)
     except (chunks.ChunkError, ForkError, OverflowError, OSError):
         # OSError: no fork or in-memory file here (process limit, sandbox, memory).
         raise _OnePiece from None

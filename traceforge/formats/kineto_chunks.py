@@ -15,7 +15,9 @@ the result never depends on whether chunks were used.
 
 Workers are forked (:mod:`traceforge.forks`), only from the main thread of a process that
 is not itself a worker (a process pool's or Dask's), where extra processes would
-oversubscribe.
+oversubscribe. A command started on a file not yet cached has them forked before it
+imports pandas and its verb's modules (:mod:`traceforge.formats.prefetch`), with the same
+cut: the reader then takes the chunks they have not.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from traceforge.formats.kineto_schema import EVENT_PHASES, FLOW_PHASES, KIND_OF_CAT, PH_CODE
-from traceforge.model import GPU_KINDS, KINDS
+from traceforge.kinds import GPU_KINDS, KINDS
 
 #: Phase codes of rows of the table (complete, begin/end, instant events).
 EVENT_CODES = [PH_CODE[c] for c in EVENT_PHASES]
