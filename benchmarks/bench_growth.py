@@ -16,6 +16,10 @@ distance from it: growth is linear when every row is within 10% (on a shared mac
 CPU time is the steadier of the two).
 
     python benchmarks/bench_growth.py [--sizes 70,140,280,560,1000] [--verbs top-kernels,...]
+                                      [--repeat N]
+
+``--repeat N`` runs every (size, verb) N times, a round over all of them at a time, and
+fits the medians (single runs on a shared machine move by 10-15%).
 
 Files over 300 MB are deleted at the end unless ``--keep``. Run it alone
 (``flock /tmp/tf-heavy.lock``) with ``TRACEFORGE_MAX_MEMORY`` set to what the machine
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -128,6 +133,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="70,140,280,560,1000")
     ap.add_argument("--verbs", default=",".join(VERBS))
     ap.add_argument("--keep", action="store_true", help="keep files over 300 MB")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each case (median shown)")
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     verbs = a.verbs.split(",")
@@ -142,25 +148,33 @@ def main() -> None:
     print(f"{'verb':14} {'MB':>6} {'wall s':>7} {'CPU s':>7} {'peak GiB':>8}")
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "traceforge")],
                    env=base, check=False)
-    built: list[Path] = []
-    for mb in sizes:
-        trace = replica(a.src, a.dir, mb)
-        built.append(trace)
-        size = trace.stat().st_size / 1e6
-        for v in verbs:
-            work = Path(tempfile.mkdtemp(prefix="tf-growth-", dir=a.dir))
-            env = {**base, "TRACEFORGE_CACHE": str(work / "cache")}
-            argv = [x.replace("@P", str(trace)).replace("@OUT", str(work)) for x in VERBS[v]]
-            try:
-                wall, cpu, peak, how = run(argv, env, where, trace)
-            except RuntimeError as e:
-                print(f"{v:14} {size:6.0f}  failed: {e}")
-                continue
-            finally:
-                shutil.rmtree(work, ignore_errors=True)
-            rows[v].append((size, wall, cpu, peak))
-            print(f"{v:14} {size:6.0f} {wall:7.2f} {cpu:7.2f} {peak:8.2f}  ({how})",
-                  flush=True)
+    built = [replica(a.src, a.dir, mb) for mb in sizes]
+    runs: dict[tuple[str, float], list[tuple[float, float, float]]] = {}
+    for _ in range(max(1, a.repeat)):
+        for trace in built:
+            size = trace.stat().st_size / 1e6
+            for v in verbs:
+                work = Path(tempfile.mkdtemp(prefix="tf-growth-", dir=a.dir))
+                env = {**base, "TRACEFORGE_CACHE": str(work / "cache")}
+                argv = [x.replace("@P", str(trace)).replace("@OUT", str(work))
+                        for x in VERBS[v]]
+                try:
+                    wall, cpu, peak, how = run(argv, env, where, trace)
+                except RuntimeError as e:
+                    print(f"{v:14} {size:6.0f}  failed: {e}")
+                    continue
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+                runs.setdefault((v, size), []).append((wall, cpu, peak))
+                print(f"{v:14} {size:6.0f} {wall:7.2f} {cpu:7.2f} {peak:8.2f}  ({how})",
+                      flush=True)
+    for (v, size), got in runs.items():
+        rows[v].append((size, *(statistics.median(g[i] for g in got) for i in range(3))))
+    if a.repeat > 1:
+        print(f"\nmedians of {a.repeat} runs:")
+        for v, got in rows.items():
+            for size, wall, cpu, peak in got:
+                print(f"{v:14} {size:6.0f} {wall:7.2f} {cpu:7.2f} {peak:8.2f}")
     print("\nlinear fit per verb (a + b * MB) and each row's distance from it:")
     for v, got in rows.items():
         if len(got) < 2:

@@ -4,7 +4,7 @@ collective edges (no rank's collective ends before the last rank started it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,45 @@ class RunGraph:
     ref2: np.ndarray  # host edges: end of the run of chain pieces (ref: its start)
     erank: np.ndarray  # index into ranks of the edge's ref
     notes: list[str]
+    _index: TimeIndex | None = field(default=None, init=False, repr=False)
+
+    def by_time(self) -> TimeIndex:
+        """The nodes and edges in time order (built once): a step finds its own with two
+        binary searches, not a pass over the whole run's (steps x run: quadratic)."""
+        if self._index is None:
+            node_order = np.argsort(self.node_ts, kind="stable")
+            v_ts = self.node_ts[self.v]
+            edge_order = np.argsort(v_ts, kind="stable")
+            used = np.zeros(len(self.node_ts), dtype=bool)
+            used[self.u] = True
+            used[self.v] = True
+            self._index = TimeIndex(node_order, self.node_ts[node_order], edge_order,
+                                    v_ts[edge_order], used)
+        return self._index
+
+
+@dataclass(eq=False)
+class TimeIndex:
+    """A run's node ids by time (``node_ts``: theirs), its edge indices by the time of the
+    node they lead to (``edge_ts``), and which nodes some edge touches (``used``, by id)."""
+
+    node_order: np.ndarray
+    node_ts: np.ndarray
+    edge_order: np.ndarray
+    edge_ts: np.ndarray
+    used: np.ndarray
+
+    def nodes(self, lo: int, hi: int) -> np.ndarray:
+        """Ids of the nodes at ``lo <= time <= hi``, ascending."""
+        a = np.searchsorted(self.node_ts, lo, side="left")
+        b = np.searchsorted(self.node_ts, hi, side="right")
+        return np.sort(self.node_order[a:b])
+
+    def edges(self, lo: int, hi: int) -> np.ndarray:
+        """Indices of the edges into nodes at ``lo <= time <= hi``, ascending."""
+        a = np.searchsorted(self.edge_ts, lo, side="left")
+        b = np.searchsorted(self.edge_ts, hi, side="right")
+        return np.sort(self.edge_order[a:b])
 
 
 def join_ranks(ranks: list[RankGraph]) -> RunGraph:

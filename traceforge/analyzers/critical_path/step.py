@@ -195,26 +195,26 @@ def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
     lo, hi = int(w0s.min()), int(w1s.max())
     notes: list[str] = []
     ts = run.node_ts
-    inside = (ts >= lo) & (ts <= hi)
+    ix = run.by_time()
+    inside = ix.nodes(lo, hi)  # (their ids; the run's others are not looked at)
     # The nodes that set each rank's window end: its activity starts/ends at that time.
     # A window without GPU work ends where its host range does: the last event before
     # that leads to it (or the window's start, when the rank has none), through idle time.
-    used = np.zeros(len(ts), dtype=bool)
-    used[run.u] = True
-    used[run.v] = True
+    used = ix.used
     ends: list[np.ndarray] = []
     for ri, r in enumerate(run.ranks):
         a0 = run.base[ri] + 2 * r.n_host
         a1 = a0 + 2 * len(r.acts)
-        e = np.arange(a0, a1)[ts[a0:a1] == w1s[ri]]
+        e = ix.nodes(int(w1s[ri]), int(w1s[ri]))
+        e = e[(e >= a0) & (e < a1)]
         if len(e) == 0:
-            rn = np.arange(run.base[ri], a1)
-            rn = rn[(ts[rn] <= w1s[ri]) & (ts[rn] >= lo) & used[rn]]
+            rn = inside[(inside >= run.base[ri]) & (inside < a1)]
+            rn = rn[(ts[rn] <= w1s[ri]) & used[rn]]
             e = rn[[int(np.argmax(ts[rn]))]] if len(rn) else np.array([S_NODE])
         ends.append(e)
-    sel = np.flatnonzero(inside[run.v])
+    sel = ix.edges(lo, hi)
     u, v, w = run.u[sel], run.v[sel], run.w[sel]
-    before = ~inside[u]
+    before = (ts[u] < lo) | (ts[u] > hi)
     # Edges from before the window start at the window's start, with what is left of them.
     w = np.where(before, np.maximum(0, ts[u] + w - lo), w)
     u = np.where(before, S_NODE, u)
@@ -227,7 +227,7 @@ def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
     keep = sel[order[last]]
     del order
     t, ref, ref2, erk = (a[keep] for a in (run.t, run.ref, run.ref2, run.erank))
-    nodes = np.flatnonzero(inside & used)
+    nodes = inside[used[inside]]
     # Nodes nothing leads to (a thread's first range, a kernel whose launch is not in the
     # trace): the window's start leads to them, as idle time.
     orphan = nodes[~np.isin(nodes, v)]

@@ -96,6 +96,7 @@ def step_paths(run: RunGraph, lab: Labels, numbers: Sequence[int],
     def steps(idx: Sequence[int]) -> list[StepOut]:
         return [one_step(run, lab, numbers[i], wins[i], scenarios) for i in idx]
 
+    run.by_time()  # (built once, before children fork)
     k = min(cores(), len(numbers))
     if k > 1 and len(run.u) >= PARALLEL_EDGES and can_fork():
         parts = [c.tolist() for c in np.array_split(np.arange(len(numbers)), k)]
