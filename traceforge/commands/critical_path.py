@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any
 
 import click
+import numpy as np
 import pandas as pd
 
 from traceforge.commands.engine import Engine, engine_options, run_paths
@@ -52,11 +53,28 @@ def _short(names: pd.Series) -> pd.Series:
     return names.astype(str).map(lambda n: short_name(n) if len(n) > 60 else n)
 
 
-def _json(r: Any) -> dict[str, Any]:
+def _path_rows(segments: pd.DataFrame) -> Any:
+    """``rows(step, rank)``: that path's segments. A path's pieces come as one run of
+    rows (paths are made step by step, rank by rank), so each is a slice of the frame;
+    a mask per path instead compared every row for every step (all steps: quadratic in
+    the trace), and took the rows from Arrow strings that many chunks made slow."""
     seg_cols = ["rank", "kind", "name", "category", "ts", "dur", "row", "pid", "tid"]
+    cols = segments[seg_cols]
+    step, rank = segments["step"].to_numpy(), segments["for_rank"].to_numpy()
+    cut = np.flatnonzero((step[1:] != step[:-1]) | (rank[1:] != rank[:-1])) + 1
+    runs: dict[tuple[int, int], tuple[int, int]] = {}
+    for a, b in zip(np.r_[0, cut].tolist(), np.r_[cut, len(step)].tolist(), strict=True):
+        if a < b and runs.setdefault((int(step[a]), int(rank[a])), (a, b)) != (a, b):
+            # A path in several runs (not made so): a mask per path, as ever.
+            return lambda s, k: cols.loc[(segments["step"] == s)
+                                         & (segments["for_rank"] == k)]
+    return lambda s, k: cols.iloc[slice(*runs.get((s, k), (0, 0)))]
+
+
+def _json(r: Any) -> dict[str, Any]:
     out = []
+    rows = _path_rows(r.segments)
     for st in r.steps.to_dict("records"):
-        key = (r.segments["step"] == st["step"]) & (r.segments["for_rank"] == st["rank"])
         cat = r.by_category[(r.by_category["step"] == st["step"])
                             & (r.by_category["for_rank"] == st["rank"])]
         wi = r.what_if[(r.what_if["step"] == st["step"]) & (r.what_if["rank"] == st["rank"])]
@@ -66,7 +84,7 @@ def _json(r: Any) -> dict[str, Any]:
                                                                    strict=True)},
                     # The frame: to_json_bytes writes its records column by column
                     # (to_dict boxed every cell: 3 s of a 200k-kernel path's JSON).
-                    "segments": r.segments.loc[key, seg_cols],
+                    "segments": rows(st["step"], st["rank"]),
                     "what_if": wi[["scenario", "new_length_ns", "saved_ns", "saved_pct"]]
                     .to_dict("records")})
     crit = [s for s in out if s["critical"]]

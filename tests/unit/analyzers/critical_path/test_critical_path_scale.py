@@ -283,3 +283,44 @@ def test_segments_table_made_only_for_the_formats_that_print_it(
         res = CliRunner().invoke(cli, ["critical-path", p, "--format", fmt])
         assert res.exit_code == 0, res.output
         assert len(made) == want, fmt
+
+
+def test_a_step_finds_the_nodes_and_edges_a_pass_over_the_run_finds() -> None:
+    """RunGraph.by_time: a step's nodes and edges by binary search, as the masks over
+    every node and edge of the run give them (times with ties, unsorted ids)."""
+    from traceforge.analyzers.critical_path.run_graph import RunGraph
+
+    rng = np.random.default_rng(3)
+    ts = rng.integers(0, 50, 400)
+    u, v = rng.integers(0, 400, 900), rng.integers(0, 400, 900)
+    z = np.zeros(900, np.int64)
+    run = RunGraph([], np.zeros(1, np.int64), np.zeros(1, np.int64), ts,
+                   np.zeros(400, np.int64), u, v, z, z, z, z, z, [])
+    ix = run.by_time()
+    used = np.zeros(400, bool)
+    used[u] = used[v] = True
+    assert (ix.used == used).all()
+    for lo, hi in [(0, 49), (10, 10), (7, 31), (60, 70), (-5, -1)]:
+        inside = (ts >= lo) & (ts <= hi)
+        assert ix.nodes(lo, hi).tolist() == np.flatnonzero(inside).tolist()
+        assert ix.edges(lo, hi).tolist() == np.flatnonzero(inside[v]).tolist()
+
+
+def test_each_paths_json_segments_are_the_rows_a_mask_selects(eager: tf.Trace) -> None:
+    """critical-path --format json takes each path's segments as a slice of the frame
+    (its pieces come in one run); a frame whose paths are not in runs falls back to the
+    mask, and a path without segments is an empty frame with the columns."""
+    from traceforge.commands.critical_path import _path_rows
+
+    r = critical_path(eager)
+    seg = r.segments
+    shuffled = seg.sample(frac=1, random_state=0)
+    cols = ["rank", "kind", "name", "category", "ts", "dur", "row", "pid", "tid"]
+    for frame in (seg, shuffled):
+        rows = _path_rows(frame)
+        keys = [*zip(r.steps["step"].tolist(), r.steps["rank"].tolist(), strict=True),
+                (10**6, 0)]
+        for s, k in keys:
+            want = frame.loc[(frame["step"] == s) & (frame["for_rank"] == k), cols]
+            pd.testing.assert_frame_equal(rows(s, k), want)
+    assert len(r.steps) > 1
