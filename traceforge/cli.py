@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -86,13 +87,35 @@ class _LazyGroup(click.Group):
         """A mistyped verb gets a did-you-mean; a trace named without a verb, the verbs
         that read one."""
         name = args[0] if args else ""
-        if name in PREFETCHED and not ctx.resilient_parsing and not ctx.params.get("no_cache"):
-            _prefetch(args[1:])
-        if (name and not name.startswith("-") and not ctx.resilient_parsing
-                and self.get_command(ctx, name) is None):
-            raise click.UsageError(f"No such command {name!r}. {_unknown_verb(ctx, name)}",
-                                   ctx)
-        return super().resolve_command(ctx, args)
+        with one_blas_thread(name in PREFETCHED):
+            if (name in PREFETCHED and not ctx.resilient_parsing
+                    and not ctx.params.get("no_cache")):
+                _prefetch(args[1:])
+            if (name and not name.startswith("-") and not ctx.resilient_parsing
+                    and self.get_command(ctx, name) is None):
+                raise click.UsageError(
+                    f"No such command {name!r}. {_unknown_verb(ctx, name)}", ctx)
+            return super().resolve_command(ctx, args)
+
+
+@contextlib.contextmanager
+def one_blas_thread(wanted: bool = True) -> Iterator[None]:
+    """numpy imported inside this block starts one OpenBLAS thread, not one per core.
+
+    OpenBLAS starts its threads when numpy is imported, and they spin for ~0.1 s of CPU
+    (on a 2-core machine, beside a cold command's parse workers); the verbs do no BLAS
+    work. Only where numpy is not imported yet (the program, not a notebook or a test
+    that calls :func:`main`) and the user has not set ``OPENBLAS_NUM_THREADS``; the
+    variable is removed again at the end, so no program a verb runs inherits it (and
+    ``capture``/``calibrate``, which run workloads, never set it)."""
+    if not wanted or "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+        yield
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
 
 
 #: Verbs whose trace a prefetch may start decoding before their modules are imported.

@@ -95,3 +95,31 @@ def test_a_profiler_gets_its_profile(tmp_path: Path) -> None:
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert prof.stat().st_size > 0
+
+
+def test_numpy_imported_by_the_program_starts_one_blas_thread() -> None:
+    """cli.one_blas_thread: numpy imported in the block starts no OpenBLAS threads (they
+    spin ~0.1 s of CPU at start), the variable is gone after it, and a user's own setting
+    or numpy already imported is left alone."""
+    code = (
+        "import os, sys\n"
+        "from traceforge import cli\n"
+        "assert 'numpy' not in sys.modules\n"
+        "with cli.one_blas_thread():\n"
+        "    assert os.environ['OPENBLAS_NUM_THREADS'] == '1'\n"
+        "    import numpy\n"
+        "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+        "with cli.one_blas_thread():\n"
+        "    print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["1", "None", "None"]
+    env["OPENBLAS_NUM_THREADS"] = "3"
+    code = ("import os\nfrom traceforge import cli\nwith cli.one_blas_thread():\n"
+            "    print(os.environ['OPENBLAS_NUM_THREADS'])\n"
+            "print(os.environ['OPENBLAS_NUM_THREADS'])\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["3", "3"]
