@@ -87,8 +87,8 @@ class _LazyGroup(click.Group):
         """A mistyped verb gets a did-you-mean; a trace named without a verb, the verbs
         that read one."""
         name = args[0] if args else ""
-        with one_blas_thread(name in PREFETCHED):
-            if (name in PREFETCHED and not ctx.resilient_parsing
+        with one_blas_thread(name in TRACE_VERBS):
+            if (name in TRACE_VERBS and not ctx.resilient_parsing
                     and not ctx.params.get("no_cache")):
                 _prefetch(args[1:])
             if (name and not name.startswith("-") and not ctx.resilient_parsing
@@ -118,8 +118,9 @@ def one_blas_thread(wanted: bool = True) -> Iterator[None]:
         os.environ.pop("OPENBLAS_NUM_THREADS", None)
 
 
-#: Verbs whose trace a prefetch may start decoding before their modules are imported.
-PREFETCHED = frozenset(n.replace("_", "-") for n in COMMANDS) - {"cache", "calibrate",
+#: Verbs that read traces: a prefetch may start decoding theirs before their modules are
+#: imported, and numpy is imported for them with one OpenBLAS thread.
+TRACE_VERBS = frozenset(n.replace("_", "-") for n in COMMANDS) - {"cache", "calibrate",
                                                                   "capture"}
 
 
