@@ -276,16 +276,12 @@ def taking_map(work: Callable[[int], T], count: int, n: int) -> list[T]:
             at = [count * k // n for k in range(n + 1)]
             runs = forked_map(lambda k: [work(i) for i in range(at[k], at[k + 1])], n)
             return [v for run in runs for v in run]
-        os.write(w, b"".join(i.to_bytes(4, "little") for i in range(count)))
+        deal(w, count)
         os.close(w)
         w = -1
 
         def part(_: int) -> list[tuple[int, T]]:
-            got = []
-            while len(token := os.read(r, 4)) == 4:
-                i = int.from_bytes(token, "little")
-                got.append((i, work(i)))
-            return got
+            return [(i, work(i)) for i in iter(partial(take, r), None)]
 
         out: list[Any] = [None] * count
         for got in forked_map(part, n):
@@ -296,6 +292,19 @@ def taking_map(work: Callable[[int], T], count: int, n: int) -> list[T]:
         os.close(r)
         if w >= 0:
             os.close(w)
+
+
+def deal(fd: int, count: int) -> None:
+    """Lay the item numbers ``0 .. count - 1`` out in the pipe ``fd`` (one write: it must
+    hold them, :func:`pipe_bytes`), for processes to :func:`take` one at a time."""
+    os.write(fd, b"".join(i.to_bytes(4, "little") for i in range(count)))
+
+
+def take(fd: int) -> int | None:
+    """The next item number from the pipe ``fd`` (each to one process: a read of four
+    bytes from a pipe is whole), None once it is empty and no one can write to it."""
+    token = os.read(fd, 4)
+    return int.from_bytes(token, "little") if len(token) == 4 else None
 
 
 def pipe_bytes(fd: int) -> int:

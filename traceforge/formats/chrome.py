@@ -43,6 +43,7 @@ from traceforge.formats.kineto_schema import (
     Doc,
     loose,
 )
+from traceforge.formats.kineto_schema import sniff as kineto_sniff
 from traceforge.formats.source import content, first_byte, paused_gc
 from traceforge.formats.symbols import demangle_names
 from traceforge.model import (
@@ -62,14 +63,9 @@ SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """A JSON object with ``traceEvents``, or a bare JSON list of events."""
-    h = head.lstrip()
-    if h[:1] == b"[":
-        return True
-    if h[:1] == b"{":
-        # rocprofv3 JSON is also an object; its own reader claims it first.
-        return b"rocprofiler-sdk-tool" not in h[:200]
-    return False
+    """A JSON object with ``traceEvents``, or a bare JSON list of events
+    (:func:`traceforge.formats.kineto_schema.sniff`, which the prefetch uses too)."""
+    return kineto_sniff(head)
 
 
 def _decode_error(path: Path, raw: bytes, e: Exception) -> TraceFormatError:

@@ -113,10 +113,16 @@ def _array_start(raw: Any) -> tuple[int, Doc | None] | None:
     return j + 1, head
 
 
+def forks_for(size: int, n: int) -> int:
+    """How many of ``n`` workers a file of ``size`` bytes is decoded by: at least
+    MIN_CHUNK_BYTES each."""
+    return max(1, min(n, size // max(MIN_CHUNK_BYTES, 1)))
+
+
 def plan(raw: Any, n: int) -> Plan | None:
     """How to cut ``raw`` for at most ``n`` workers of at least MIN_CHUNK_BYTES each, in
     chunks of about CHUNK_BYTES; None: decode it in one piece."""
-    forks = max(1, min(n, len(raw) // max(MIN_CHUNK_BYTES, 1)))
+    forks = forks_for(len(raw), n)
     n = max(forks, -(-len(raw) // max(CHUNK_BYTES, 1)))
     if n < 2:
         return None

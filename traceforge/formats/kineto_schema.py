@@ -96,6 +96,18 @@ class ArgsDoc(msgspec.Struct, gc=False):
     traceEvents: list[ArgsOnly] = []
 
 
+def sniff(head: bytes) -> bool:
+    """Whether a file's first bytes are a Kineto/Chrome trace's: a JSON object with
+    ``traceEvents``, or a bare JSON list of events."""
+    h = head.lstrip()
+    if h[:1] == b"[":
+        return True
+    if h[:1] == b"{":
+        # rocprofv3 JSON is also an object; its own reader claims it first.
+        return b"rocprofiler-sdk-tool" not in h[:200]
+    return False
+
+
 # Kineto's ``cat`` (and the capitalised 2021 legacy names) -> our ``kind``.
 KIND_OF_CAT = {
     "kernel": "kernel",

@@ -84,8 +84,9 @@ class Prefetch:
         while True:
             ready, _, _ = select.select([self.fd], [], [], POLL_S)
             if ready:
-                token = os.read(self.fd, 4)
-                return int.from_bytes(token, "little") if len(token) == 4 else None
+                from traceforge.forks import take
+
+                return take(self.fd)
             if any(k.stalled() for k in self.kids):
                 self.close()
                 return None
@@ -118,15 +119,14 @@ def start(arg: str) -> bool:
         if cache_settings.entry_file(real).exists():
             return False  # cached (or stale: then the reader finds out, as ever)
         with real.open("rb") as f:
-            head = f.read(256).lstrip()
+            head = f.read(4096)  # (a gzip is not sniffed as JSON: decompressed in one piece)
     except (OSError, RuntimeError, ValueError):
         return False
-    if head[:1] not in (b"{", b"[") or b"rocprofiler-sdk-tool" in head:
-        return False
     from traceforge.formats import kineto_chunks as chunks
+    from traceforge.formats.kineto_schema import sniff
 
     n = chunks.workers()
-    if n < 2 or st.st_size < 2 * chunks.MIN_CHUNK_BYTES:
+    if not sniff(head) or chunks.forks_for(st.st_size, n) < 2:
         return False
     from traceforge.forks import Child
 
@@ -190,7 +190,7 @@ def _decode(real: Path, ident: tuple[int, int, int], r: int, w: int, plans: bool
     it took; the planning child (``plans``) first lays every chunk's number out in the
     pipe. None: no cut (the file changed, is not a trace the chunked reader reads, or has
     more chunks than the pipe holds numbers)."""
-    from traceforge.forks import pipe_bytes
+    from traceforge.forks import deal, pipe_bytes, take
     from traceforge.formats import kineto_chunks as chunks
     from traceforge.formats.kineto_columns import columns
 
@@ -207,15 +207,14 @@ def _decode(real: Path, ident: tuple[int, int, int], r: int, w: int, plans: bool
         if plans:
             if plan is None or 4 * plan.chunks > pipe_bytes(w):
                 return None
-            os.write(w, b"".join(i.to_bytes(4, "little") for i in range(plan.chunks)))
+            deal(w, plan.chunks)
     finally:
         if plans:
             os.close(w)
     if plan is None:
         return None
     got = []
-    while len(token := os.read(r, 4)) == 4:
-        i = int.from_bytes(token, "little")
+    for i in iter(partial(take, r), None):
         events, tail = chunks.decode(raw, plan, i)
         got.append((i, (columns(events, None), tail)))
         del events
