@@ -71,7 +71,7 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
                       notes=(*ann.notes, *(n for n in m.notes if not n.startswith(
                           ("device peaks", "durations under ncu")))))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
-    pieces = sum(len(p.segments) for p in ann.path)
+    pieces = sum(p.pieces for p in ann.path)
     done = (f"{len(ann.gaps)} idle gaps, {len(ann.windows)} steps, top {len(ann.top)} kernels "
             f"marked, {rated} activities with % of bound, critical path in {pieces} pieces")
     notes = ann.notes

@@ -6,12 +6,13 @@ follow the path where it moves from one thread or stream of the trace to another
 Consecutive pieces of one step that touch (each starts where the one before ends) and ran
 on the same thread or stream with the same kind are drawn as one slice (named by its
 heaviest piece, ``+N more``; args ``pieces`` and ``last_order``), so a step's track
-stays a readable size; a step still drawn in more than :data:`MAX_DRAWN_PER_STEP` slices
-has its touching pieces of one thread merged whatever their kinds (``mixed``, with the
-time per kind as args), so its size is bounded by its hops between threads. The full
-path, piece by piece, is ``traceforge critical-path`` / ``tf.critical_path``. Everything
-comes from :func:`traceforge.analyzers.critical_path.path_tracks`; nothing is measured
-here.
+stays a readable size; a step still drawn in more than
+:data:`~traceforge.analyzers.critical_path.handoff.MAX_DRAWN_PER_STEP` slices has its
+touching pieces of one thread merged whatever their kinds (``mixed``, with the time per
+kind as args), so its size is bounded by its hops between threads. The full path, piece
+by piece, is ``traceforge critical-path`` / ``tf.critical_path``. Everything comes from
+:func:`traceforge.analyzers.critical_path.path_tracks` (which merges the pieces, in the
+process that works the path out); nothing is measured here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from traceforge.analyzers.critical_path import PathTrack
 from traceforge.render.slice_table import SliceTable, column, labelled, texts
@@ -29,9 +29,6 @@ from traceforge.render.slice_table import SliceTable, column, labelled, texts
 PATH_PID = 1_950_000_000
 PATH_TID = 1
 CAT = "critical_path"
-#: Slices a step's path is drawn in, at most, before its runs of one thread are drawn as
-#: one slice whatever their kinds (:func:`drawn_pieces`).
-MAX_DRAWN_PER_STEP = 10_000
 
 
 def _us(ns: int) -> float:
@@ -59,7 +56,7 @@ def chrome_parts(track: PathTrack, *, flow_id_base: int = 0
         {"ph": "M", "name": "thread_name", "pid": pid, "tid": PATH_TID,
          "args": {"name": "critical path"}},
     ]
-    m, kinds = drawn_pieces(track.segments)
+    m, kinds = track.drawn, track.kinds
     n = len(m)
     pieces = m["pieces"].to_numpy(np.int64)
     row = m["row"].to_numpy(np.int64)
@@ -96,68 +93,3 @@ def chrome_parts(track: PathTrack, *, flow_id_base: int = 0
                    "pid": int(f["to_pid"]), "tid": int(f["to_tid"]),
                    "ts": _us(int(f["to_ts"]))})
     return table, ev
-
-
-def drawn_pieces(seg: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """``seg`` as its slices are drawn: :func:`merged_pieces`, and where that leaves a
-    step more than :data:`MAX_DRAWN_PER_STEP` slices (a path that alternates two kinds
-    on one stream: a million tiny kernels and the idle time between them), that step's
-    runs of one thread merged whatever their kinds (``kind`` ``mixed`` where a run holds
-    several, its time per kind in ``<kind>_ns`` columns, the kinds listed second)."""
-    m = merged_pieces(seg)
-    per_step = m["step"].value_counts()
-    over = per_step.index[per_step > MAX_DRAWN_PER_STEP]
-    if not len(over):
-        return m, []
-    wide = merged_pieces(seg[seg["step"].isin(over)], by_kind=False)
-    kinds = [c[:-3] for c in wide.columns if c.endswith("_ns") and c not in m.columns]
-    out = pd.concat([m[~m["step"].isin(over)].assign(**{f"{k}_ns": 0 for k in kinds}), wide],
-                    ignore_index=True)
-    return out.sort_values(["step", "order"], kind="stable").reset_index(drop=True), kinds
-
-
-def merged_pieces(seg: pd.DataFrame, by_kind: bool = True) -> pd.DataFrame:
-    """``seg`` (one rank's path pieces, by step and order) with each run of touching pieces
-    of one step, thread and kind as one row: ``ts`` of the first, ``dur`` to the end of
-    the last, ``name``/``category``/``row`` of the heaviest, ``order`` of the first,
-    ``last_order`` and ``pieces``. A run of one piece is that piece unchanged.
-    ``by_kind=False``: runs of one step and thread whatever their kinds; a run of several
-    kinds is of kind ``mixed``, and ``<kind>_ns`` columns hold each run's time per kind
-    (0 where it has none)."""
-    if seg.empty:
-        empty: pd.DataFrame = seg.assign(pieces=np.ones(0, dtype=np.int64),
-                                         last_order=seg["order"])
-        return empty
-    s = seg.sort_values(["step", "order"], kind="stable").reset_index(drop=True)
-    ts, dur = s["ts"].to_numpy(np.int64), s["dur"].to_numpy(np.int64)
-    kind = s["kind"].astype(str).to_numpy()
-    same = np.ones(len(s), dtype=bool)
-    same[0] = False
-    for col in ("step", "pid", "tid"):
-        v = s[col].to_numpy()
-        same[1:] &= v[1:] == v[:-1]
-    if by_kind:
-        same[1:] &= kind[1:] == kind[:-1]
-    same[1:] &= s["order"].to_numpy()[1:] == s["order"].to_numpy()[:-1] + 1
-    same[1:] &= ts[1:] == ts[:-1] + dur[:-1]
-    run = np.cumsum(~same) - 1
-    first = np.flatnonzero(~same)
-    last = np.r_[first[1:], len(s)] - 1
-    # Heaviest piece of each run (the first of equals): its name labels the slice.
-    order = np.lexsort((np.arange(len(s)), -dur, run))
-    heavy = order[np.r_[0, np.flatnonzero(np.diff(run[order])) + 1]]
-    out: pd.DataFrame = s.iloc[first].reset_index(drop=True)
-    for col in ("name", "category", "row"):
-        out[col] = s[col].take(heavy).array  # (categoricals stay categorical)
-    out["dur"] = ts[last] + dur[last] - ts[first]
-    out["last_order"] = s["order"].to_numpy()[last]
-    out["pieces"] = last - first + 1
-    if not by_kind:
-        changed = np.zeros(len(s), dtype=np.int64)
-        changed[1:] = same[1:] & (kind[1:] != kind[:-1])
-        mixed = np.add.reduceat(changed, first) > 0
-        out["kind"] = np.where(mixed, "mixed", kind[heavy]).astype(object)
-        for k in sorted(set(kind[np.repeat(mixed, last - first + 1)].tolist())):
-            out[f"{k}_ns"] = np.where(mixed, np.bincount(run, weights=np.where(
-                kind == k, dur, 0), minlength=len(first)), 0).astype(np.int64)
-    return out

@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 
 import traceforge as tf
 from tests.conftest import REPO
+from traceforge.analyzers.critical_path.handoff import merged_pieces
 from traceforge.cli import cli
 from traceforge.render import document as chrome_json
 from traceforge.render.annotate import annotated_document
-from traceforge.render.critical_path import PATH_PID, merged_pieces
+from traceforge.render.critical_path import PATH_PID
 from traceforge.render.perfetto import chrome_to_pftrace
 from traceforge.report.annotations import annotation_data
 
@@ -91,16 +92,16 @@ def test_a_step_drawn_in_too_many_slices_merges_runs_of_one_thread(
     between them) would draw one slice per piece: past the bound, its touching pieces of
     one thread are one ``mixed`` slice with the time per kind; a step under the bound,
     and a hop to another thread, are drawn as before."""
-    from traceforge.analyzers.critical_path import PathTrack
+    from traceforge.analyzers.critical_path import PathTrack, handoff
     from traceforge.render import critical_path as cp
 
-    monkeypatch.setattr(cp, "MAX_DRAWN_PER_STEP", 4)
+    monkeypatch.setattr(handoff, "MAX_DRAWN_PER_STEP", 4)
     busy = _seg([(o, 7, "kernel" if o % 2 == 0 else "idle", 10 * o, 10, o if o % 2 == 0 else -1)
                  for o in range(9)]                              # 9 pieces, one stream
                 + [(9, 1, "runtime", 90, 5, 20), (10, 7, "kernel", 95, 3, 21)])  # a hop
     calm = _seg([(0, 7, "kernel", 200, 10, 30), (1, 7, "idle", 210, 5, -1)]).assign(step=2)
     seg = pd.concat([busy, calm], ignore_index=True)
-    m, kinds = cp.drawn_pieces(seg)
+    m, kinds = handoff.drawn_pieces(seg)
     assert kinds == ["idle", "kernel"]
     assert m[["step", "order", "last_order", "pieces", "ts", "dur"]].values.tolist() == [
         [1, 0, 8, 9, 0, 90], [1, 9, 9, 1, 90, 5], [1, 10, 10, 1, 95, 3],
@@ -110,7 +111,7 @@ def test_a_step_drawn_in_too_many_slices_merges_runs_of_one_thread(
     assert m[["kernel_ns", "idle_ns"]].values[1:].sum() == 0
     assert m["name"].tolist()[0] == "n0"  # the heaviest piece, the first of equals
     assert int(m["dur"].sum()) == int(seg["dur"].sum())
-    track = PathTrack(0, seg, pd.DataFrame(columns=["id", "from_pid", "from_tid", "from_ts",
+    track = PathTrack.of(0, seg, pd.DataFrame(columns=["id", "from_pid", "from_tid", "from_ts",
                                                     "to_pid", "to_tid", "to_ts"]))
     ev = [e for e in cp.chrome_events(track) if e["ph"] == "X"]
     assert ev[0]["name"] == "n0 +8 more" and ev[0]["args"] == {
@@ -119,8 +120,8 @@ def test_a_step_drawn_in_too_many_slices_merges_runs_of_one_thread(
     assert ev[1]["args"] == {"kind": "runtime", "category": "runtime", "step": 1,
                              "order": 9, "row": 20}
     # Under the bound, the steps are merged_pieces' rows unchanged.
-    monkeypatch.setattr(cp, "MAX_DRAWN_PER_STEP", 11)
-    m, kinds = cp.drawn_pieces(seg)
+    monkeypatch.setattr(handoff, "MAX_DRAWN_PER_STEP", 11)
+    m, kinds = handoff.drawn_pieces(seg)
     assert kinds == [] and m.equals(merged_pieces(seg))
 
 

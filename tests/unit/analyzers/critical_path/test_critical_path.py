@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import networkx as nx
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -358,6 +359,34 @@ def test_ddp_path_covers_each_ranks_step(ddp: Any) -> None:
         seg = r.segments[(r.segments["step"] == row.step) & (r.segments["for_rank"] == row.rank)]
         assert seg["dur"].sum() == row.length_ns
     assert not [n for n in r.notes if "!=" in n]
+
+
+def test_path_tracks_are_the_segments_tables_drawn(ddp: Any,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``path_tracks`` works on the paths' codes, looking strings up only for the slices
+    it keeps: each rank's track is what the segments table (the critical paths' rows of
+    that rank, by step and order) gives, merged and drawn, with the same hops; so too
+    where steps are past the drawing bound (merged whatever their kinds)."""
+    from traceforge.analyzers.critical_path import critical_only, handoff
+
+    _, r, _ = ddp
+    for bound in (handoff.MAX_DRAWN_PER_STEP, 50):
+        monkeypatch.setattr(handoff, "MAX_DRAWN_PER_STEP", bound)
+        tracks = path_tracks(r)
+        seg = critical_only(r, r.segments)
+        assert sorted(t.rank for t in tracks) == sorted(set(seg["rank"].tolist()))
+        for t in tracks:
+            mine = seg[seg["rank"] == t.rank].sort_values(["step", "order"], kind="stable")
+            want = handoff.PathTrack.of(t.rank, mine.reset_index(drop=True), t.flows)
+            assert t.pieces == want.pieces == len(mine)
+            assert t.kinds == want.kinds and (bound == 50) == bool(t.kinds)
+            pd.testing.assert_frame_equal(t.drawn, want.drawn)
+            # The hops: consecutive pieces of one path on two tracks.
+            nxt = mine.shift(-1)
+            hop = (((mine["pid"] != nxt["pid"]) | (mine["tid"] != nxt["tid"]))
+                   & (mine["step"] == nxt["step"]) & (nxt["order"] == mine["order"] + 1))
+            assert len(t.flows) == int(hop.sum())
+            assert t.flows["from_ts"].tolist() == (mine["ts"] + mine["dur"])[hop].tolist()
 
 
 def test_ddp_last_all_reduce_of_backward_is_on_rank_0s_path(ddp: Any) -> None:
