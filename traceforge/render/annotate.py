@@ -17,16 +17,16 @@ arrows where the path moves between threads and streams
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
 
 from traceforge.model import Trace
 from traceforge.render.critical_path import chrome_parts
-from traceforge.render.slice_table import SliceTable, column, labelled, texts
+from traceforge.render.slice_table import ArgColumn, SliceTable, column, labelled, objects, texts
 from traceforge.report.annotations import COUNTER_ARGS, Annotations
 
 if TYPE_CHECKING:
@@ -142,51 +142,67 @@ COMM_ARGS = {"msg_bytes": 0, "algbw_gbps": 3, "busbw_gbps": 3, "pct_of_ceiling":
 _INT_COUNTERS = ("launch", "duration_ns", "dram_bytes", "flop")
 
 
-def _number(v: float, digits: int) -> int | float:
-    return int(v) if digits == 0 else round(v, digits)
+@dataclass(frozen=True)
+class _Tag:
+    """One arg a table (rates, comm, counters) gives the kernels it has a row for: per
+    table row, its value as the arg is written (``items``, Python values; ``values`` the
+    same as an array) and whether the row gives it."""
+
+    key: str
+    values: np.ndarray
+    present: np.ndarray
+
+    @cached_property
+    def items(self) -> list[Any]:
+        return cast("list[Any]", self.values.tolist())
 
 
-def _rate_args(rates: pd.DataFrame) -> Callable[[int], dict[str, Any]]:
-    """Row i of ``Annotations.rates`` -> its kernel's roofline args."""
-    cols = {k: rates[k].to_numpy() for k in (*RATE_ARGS, "bound", "dtype")}
-
-    def args(i: int) -> dict[str, Any]:
-        out: dict[str, Any] = {key: round(v, digits) for col, (key, digits)
-                               in RATE_ARGS.items() if not math.isnan(v := float(cols[col][i]))}
-        if cols["bound"][i]:
-            out["bound"] = str(cols["bound"][i])
-            out["roofline_dtype"] = str(cols["dtype"][i])
-        return out
-    return args
-
-
-def _comm_args(c: pd.DataFrame) -> Callable[[int], dict[str, Any]]:
-    """Row i of ``Annotations.comm`` -> its collective's kind, bytes and bandwidths
-    (GB/s, nccl-tests on its own kernel time) and % of the link ceiling."""
-    kind = c["kind"].astype(str).to_numpy()
-    cols = {k: c[k].to_numpy(dtype=float) for k in COMM_ARGS}
-
-    def args(i: int) -> dict[str, Any]:
-        out: dict[str, Any] = {"collective_kind": str(kind[i])}
-        out.update((k, _number(v, d)) for k, d in COMM_ARGS.items()
-                   if not math.isnan(v := float(cols[k][i])))
-        return out
-    return args
+def _number(v: np.ndarray, digits: int) -> np.ndarray:
+    """Each value as the arg writes it: ``int(v)`` for 0 digits, else ``round(v,
+    digits)`` as Python rounds (correctly: numpy's round may differ in the last bit);
+    NaN stays NaN (0 for an int: its row does not give the arg)."""
+    if digits:
+        return np.fromiter((round(x, digits) for x in v.tolist()), dtype=np.float64,
+                           count=len(v))
+    finite = np.isfinite(v)
+    if (np.abs(v[finite]) < 2.0**63).all():
+        return np.where(finite, v, 0).astype(np.int64)
+    return objects([int(x) if f else 0 for x, f in zip(v.tolist(), finite.tolist(),
+                                                       strict=True)])
 
 
-def _counter_args(c: pd.DataFrame) -> Callable[[int], dict[str, Any]]:
-    """Row i of ``Annotations.counters`` -> its kernel's profiled counters (``ncu_*``)."""
-    cols = {k: c[k].to_numpy(dtype=float) for k in COUNTER_ARGS if k in c.columns}
+def _numbers(key: str, v: np.ndarray, digits: int) -> _Tag:
+    return _Tag(key, _number(v, digits), ~np.isnan(v))
 
-    def args(i: int) -> dict[str, Any]:
-        return {f"ncu_{k}": _number(v, 0 if k in _INT_COUNTERS else 2)
-                for k, arr in cols.items() if not math.isnan(v := float(arr[i]))}
-    return args
+
+def _rate_tags(rates: pd.DataFrame) -> list[_Tag]:
+    """A kernel's roofline args from its row of ``Annotations.rates``."""
+    out = [_numbers(key, rates[col].to_numpy(dtype=float), digits)
+           for col, (key, digits) in RATE_ARGS.items()]
+    bound = rates["bound"].tolist()
+    has = np.fromiter(map(bool, bound), dtype=bool, count=len(bound))
+    out.append(_Tag("bound", texts(bound), has))
+    out.append(_Tag("roofline_dtype", texts(rates["dtype"].tolist()), has))
+    return out
+
+
+def _comm_tags(c: pd.DataFrame) -> list[_Tag]:
+    """A collective's kind, bytes and bandwidths (GB/s, nccl-tests on its own kernel
+    time) and % of the link ceiling, from its row of ``Annotations.comm``."""
+    kind = texts(c["kind"].astype(str).tolist())
+    return [_Tag("collective_kind", kind, np.ones(len(kind), dtype=bool)),
+            *(_numbers(k, c[k].to_numpy(dtype=float), d) for k, d in COMM_ARGS.items())]
+
+
+def _counter_tags(c: pd.DataFrame) -> list[_Tag]:
+    """A kernel's profiled counters (``ncu_*``) from its row of ``Annotations.counters``."""
+    return [_numbers(f"ncu_{k}", c[k].to_numpy(dtype=float), 0 if k in _INT_COUNTERS else 2)
+            for k in COUNTER_ARGS if k in c.columns]
 
 
 def _tags_something(table: pd.DataFrame) -> np.ndarray:
     """Which rows of a roofline or counters table give a kernel any arg: a value that is
-    not NaN among the columns :func:`_rate_args` / :func:`_counter_args` write, or a true
+    not NaN among the columns :func:`_rate_tags` / :func:`_counter_tags` write, or a true
     ``bound``. (Every row of the comm table does: its ``collective_kind``.)"""
     cols = [c for c in (*RATE_ARGS, *COUNTER_ARGS) if c in table.columns]
     some = np.zeros(len(table), dtype=bool)
@@ -202,23 +218,27 @@ class RowTags:
     """The args the analysis adds to the trace's own events (``tags`` of a
     :class:`~traceforge.render.chrome_json.ChromeSource`): every kernel's
     ``class``/``family``/``detail`` (and ``top_kernel`` when among the top N), then per
-    row its roofline rates, its collective's bandwidths and its profiled counters."""
+    row its roofline rates, its collective's bandwidths and its profiled counters. As
+    dicts (:meth:`__call__`), or as columns in the same order (:meth:`columns`: for a
+    writer that encodes args a column at a time)."""
 
     def __init__(self, trace: Trace, ann: Annotations) -> None:
         self.classes = ann.kernel_classes
         self.rank_of = {n: i + 1 for i, n in enumerate(ann.top)}
         n = len(trace.events)
-        # Per table: which of its rows tags each trace row (-1: none), and that row's args.
-        self.parts: list[tuple[np.ndarray, Callable[[int], dict[str, Any]]]] = []
-        for table, make, may_tag_nothing in ((ann.rates, _rate_args, True),
-                                             (ann.comm, _comm_args, False),
-                                             (ann.counters, _counter_args, True)):
+        # Per table: which of its rows tags each trace row (-1: none), and its rows' args.
+        self.parts: list[tuple[np.ndarray, list[_Tag]]] = []
+        for table, make, may_tag_nothing in ((ann.rates, _rate_tags, True),
+                                             (ann.comm, _comm_tags, False),
+                                             (ann.counters, _counter_tags, True)):
             if table.empty:
                 continue
             if may_tag_nothing:
                 # Rows whose args would be empty (a kernel of unknown work) tag nothing,
                 # and are not kept.
                 table = table[_tags_something(table)]
+                if table.empty:
+                    continue
             pos = trace.events.index.get_indexer(table.index)
             at = np.full(n, -1, dtype=np.int64)
             ok = pos >= 0
@@ -240,12 +260,41 @@ class RowTags:
                 a["detail"] = info[2]
             if name in rank_of:
                 a["top_kernel"] = rank_of[name]
-        for at, make in self.parts:
+        for at, tags in self.parts:
             mine = at[rows]
             tagged = np.flatnonzero(mine >= 0)
             for k, i in zip(tagged.tolist(), mine[tagged].tolist(), strict=True):
-                if got := make(i):
-                    args[k].update(got)
+                a = args[k]
+                for tag in tags:
+                    if tag.present[i]:
+                        a[tag.key] = tag.items[i]
+
+    def columns(self, rows: np.ndarray, names: list[str], cats: list[str]
+                ) -> list[ArgColumn]:
+        """The tags of ``rows`` (positions) as columns over them, in the order
+        :meth:`__call__` adds them to a row's dict (a row without a column's value has
+        no such key)."""
+        name_at, uniq = pd.factorize(objects(names))
+        cat_at, cat_uniq = pd.factorize(objects(cats))
+        kernel = np.asarray([str(c).lower() == "kernel" for c in cat_uniq.tolist()]
+                            + [False], dtype=bool)[cat_at]  # (-1: a missing cat)
+        info = [self.classes.get(u) for u in uniq.tolist()]
+        known = np.asarray([i is not None for i in info] + [False], dtype=bool)
+        k = kernel & known[name_at]
+        got = [i if i is not None else ("", "", "") for i in info] + [("", "", "")]
+        top = np.asarray([self.rank_of.get(u, 0) for u in uniq.tolist()] + [0],
+                         dtype=np.int64)[name_at]
+        detail = np.asarray([bool(i[2]) for i in got], dtype=bool)[name_at]
+        out = [column("class", objects([i[0] for i in got])[name_at], k),
+               column("family", objects([i[1] for i in got])[name_at], k),
+               column("detail", objects([i[2] for i in got])[name_at], k & detail),
+               column("top_kernel", top, k & (top > 0))]
+        for at, tags in self.parts:
+            mine = at[rows]
+            has = mine >= 0
+            i = np.where(has, mine, 0)
+            out += [column(t.key, t.values[i], has & t.present[i]) for t in tags]
+        return out
 
 
 def path_parts(trace: Trace, ann: Annotations

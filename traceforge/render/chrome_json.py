@@ -24,7 +24,7 @@ from traceforge.render.slice_table import objects
 
 if TYPE_CHECKING:
     from traceforge.model import ArgShapes
-    from traceforge.render.slice_table import SliceTable
+    from traceforge.render.slice_table import ArgColumn, SliceTable
 
 
 class ArgsEncoder(Protocol):
@@ -33,6 +33,9 @@ class ArgsEncoder(Protocol):
 
     def table_annotations(self, table: SliceTable, rows: np.ndarray) -> list[bytes]: ...
 
+    def column_annotations(self, columns: Sequence[ArgColumn], rows: np.ndarray
+                           ) -> list[bytes]: ...
+
     def shape_annotations(self, shapes: ArgShapes,
                           ids: Sequence[tuple[str, np.ndarray]] = ()) -> list[bytes]: ...
 
@@ -40,7 +43,9 @@ class ArgsEncoder(Protocol):
 
 
 #: What a writer's caller adds to the trace rows' args, in place (``annotate``'s analysis):
-#: ``tags(rows, names, cats, args)``.
+#: ``tags(rows, names, cats, args)``. Where it also has ``columns(rows, names, cats)``,
+#: the same tags as arg columns over the rows (in the order the dicts get their keys),
+#: a writer that encodes args itself takes those.
 Tags = Callable[[np.ndarray, list[str], list[str], list[dict[str, Any]]], None]
 
 #: Kineto's ``cat`` for each of our kinds; the Kineto reader maps these back to the kind.
@@ -242,23 +247,37 @@ class ChromeSource:
         shaped = shapes.code >= 0
         out[shaped] = objects(encoder.shape_annotations(
             shapes, [(k, v[rows]) for k, v in self.ids.items()]))
-        if self.tags is not None:
+        # A tag goes after the row's args (a dict's new key), unless it would replace
+        # one of them or an id: such a row is made as a dict.
+        columns = getattr(self.tags, "columns", None)
+        if columns is not None:
+            cols: list[ArgColumn] = columns(rows, names, cats)
+            code = np.maximum(shapes.code, 0)
+            for col in cols:
+                has = np.ones(len(rows), dtype=bool) if col.present is None else col.present
+                if col.key in self.ids:
+                    shaped &= ~has
+                elif len(shapes.args):
+                    theirs = np.asarray([col.key in a for a in shapes.args], dtype=bool)
+                    shaped &= ~(has & theirs[code])
+            tagged = np.flatnonzero(shaped)
+            enc = encoder.column_annotations(cols, tagged)
+            out[tagged] = objects(list(map(bytes.__add__, out[tagged].tolist(), enc)))
+        elif self.tags is not None:
             tags: list[dict[str, Any]] = [{} for _ in range(len(rows))]
             self.tags(rows, names, cats, tags)
-            tagged = [i for i in np.flatnonzero(shaped).tolist() if tags[i]]
-            # A tag goes after the row's args (a dict's new key), unless it would replace
-            # one of them or an id: such a row is made as a dict.
-            own = [shapes.args[c] for c in shapes.code[tagged].tolist()]
-            clash = [i for i, a in zip(tagged, own, strict=True)
+            tagged_rows = [i for i in np.flatnonzero(shaped).tolist() if tags[i]]
+            own = [shapes.args[c] for c in shapes.code[tagged_rows].tolist()]
+            clash = [i for i, a in zip(tagged_rows, own, strict=True)
                      if any(k in a or k in self.ids for k in tags[i])]
             shaped[clash] = False
-            tagged = [i for i in tagged if shaped[i]]
-            mine = [tags[i] for i in tagged]
-            enc = encoder.annotations(list(chain.from_iterable(mine)),
-                                      list(chain.from_iterable(map(dict.values, mine))))
+            tagged_rows = [i for i in tagged_rows if shaped[i]]
+            mine = [tags[i] for i in tagged_rows]
+            pieces = encoder.annotations(list(chain.from_iterable(mine)),
+                                         list(chain.from_iterable(map(dict.values, mine))))
             ends = np.cumsum([len(t) for t in mine], dtype=np.int64).tolist()
-            out[tagged] = objects([out[i] + b"".join(enc[lo:hi]) for i, lo, hi in
-                                   zip(tagged, [0, *ends][:-1], ends, strict=True)])
+            out[tagged_rows] = objects([out[i] + b"".join(pieces[lo:hi]) for i, lo, hi in
+                                        zip(tagged_rows, [0, *ends][:-1], ends, strict=True)])
         rest = np.flatnonzero(~shaped)
         if len(rest):
             out[rest] = objects(self._tagged(rows[rest], [names[i] for i in rest.tolist()],

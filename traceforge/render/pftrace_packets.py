@@ -31,7 +31,7 @@ from traceforge.render.slice_table import objects
 
 if TYPE_CHECKING:
     from traceforge.model import ArgShapes
-    from traceforge.render.slice_table import SliceTable
+    from traceforge.render.slice_table import ArgColumn, SliceTable
 
 _SEQ = 1  # trusted_packet_sequence_id of every packet we write
 #: TrackEvent.Type values.
@@ -212,9 +212,16 @@ class PacketEncoder:
     def table_annotations(self, table: SliceTable, rows: np.ndarray) -> list[bytes]:
         """The args of slices ``rows`` of ``table``, each slice's annotations joined (what
         :meth:`annotations` gives for its args dict), encoded a column at a time."""
+        return self.column_annotations(table.args, rows)
+
+    def column_annotations(self, columns: Sequence[ArgColumn], rows: np.ndarray
+                           ) -> list[bytes]:
+        """Rows ``rows`` of arg ``columns``, each row's annotations joined (what
+        :meth:`annotations` gives for the dict of its present values, keys in column
+        order), encoded a column at a time."""
         n = len(rows)
         parts = []
-        for col in table.args:
+        for col in columns:
             at = np.arange(n) if col.present is None else np.flatnonzero(col.present[rows])
             vals = col.values[rows[at]]
             keys = np.full(len(at), col.key, dtype=object)

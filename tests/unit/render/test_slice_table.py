@@ -108,6 +108,47 @@ def test_rows_whose_tags_are_empty_are_skipped_with_the_same_args(
     assert got == ChromeSource(t, tags=annotate.RowTags(t, ann)).slices(rows)[2]
 
 
+@pytest.mark.parametrize("name", ["compiled.pt.trace.json.gz",
+                                  "capture_h200x2.ddp_train.sdpa.rank0.pt.trace.json.gz",
+                                  "counters/probe.pt.trace.json.gz"])
+def test_row_tags_as_columns_are_its_dicts(name: str) -> None:
+    """The Perfetto writer takes ``annotate``'s tags as columns: each row gets the keys
+    and values (of the same types) the dicts get, in the same order: kernel classes and
+    top kernels, roofline rates (a kernel of unknown work among them), a collective's
+    kind and bandwidths (the DDP rank), profiled counters (the probe, with its ncu
+    export)."""
+    from dataclasses import replace
+
+    from traceforge.analyzers.counters.measured import measured_kernels
+    from traceforge.formats.counter_files import read_counters
+    from traceforge.render import annotate
+
+    t = tf.load(REPO / "fixtures" / name)
+    ann = annotation_data(t)
+    if name.startswith("counters/"):
+        c = read_counters(REPO / "fixtures" / "counters" / "probe.ncu-raw.csv")
+        m = measured_kernels(t, c.launches, counter_notes=c.notes)
+        ann = replace(ann, counters=m.per_launch.set_index("row"))
+    tags = annotate.RowTags(t, ann)
+    src = ChromeSource(t)
+    rows = np.arange(len(t.events))
+    names = [src.names[c] for c in src.name_codes[rows].tolist()]
+    cats = [src.cats[c] for c in src.cat_codes[rows].tolist()]
+    want: list[dict[str, object]] = [{} for _ in rows]
+    tags(rows, names, cats, want)
+    got: list[dict[str, object]] = [{} for _ in rows]
+    for col in tags.columns(rows, names, cats):
+        has = np.ones(len(rows), bool) if col.present is None else col.present
+        for i, v in zip(np.flatnonzero(has).tolist(), col.values[has].tolist(), strict=True):
+            got[i][col.key] = v
+    assert [[(k, type(v), v) for k, v in d.items()] for d in got] == \
+        [[(k, type(v), v) for k, v in d.items()] for d in want]
+    keys = {k for d in want for k in d}
+    assert {"class", "family", "top_kernel"} <= keys
+    assert ("collective_kind" in keys) == ("ddp" in name)
+    assert any(k.startswith("ncu_") for k in keys) == name.startswith("counters/")
+
+
 def test_a_trace_forgets_its_derived_tables_and_makes_them_again() -> None:
     """``annotate`` lets the analysis' tables go before its write: the trace keeps its
     rows, and a table asked for again is made again, equal."""
