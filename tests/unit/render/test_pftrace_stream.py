@@ -263,7 +263,7 @@ def test_source_args_as_json_text_encode_as_decoded(tmp_path: Path, last_args: s
 def test_tags_after_shaped_args_or_made_as_dicts(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tags follow a row's shaped args, as a dict's new keys do; a row whose tag would
     replace one of its args (or an id) is made as a dict: the bytes are those of the
-    dicts, and the oracle's."""
+    dicts, and the oracle's, whether the tags come as dicts or as columns."""
     from tests.support.pftrace_reference import chrome_to_pftrace as reference
     from traceforge.model import Trace
     from traceforge.render.chrome_json import ChromeSource
@@ -285,6 +285,23 @@ def test_tags_after_shaped_args_or_made_as_dicts(monkeypatch: pytest.MonkeyPatch
         m.setattr(Trace, "arg_shapes", lambda self, rows: None)
         assert fast == chrome_to_pftrace(ChromeSource(t, tags=tags))
     assert fast == reference(ChromeSource(t, tags=tags).document())
+
+    class AsColumns:
+        """The same tags, also as columns (as ``annotate``'s ``RowTags`` gives them)."""
+
+        def __call__(self, rows: np.ndarray, names: object, cats: object,
+                     args: list[dict[str, object]]) -> None:
+            tags(rows, names, cats, args)
+
+        def columns(self, rows: np.ndarray, names: object, cats: object) -> list[Any]:
+            from traceforge.render.slice_table import column
+
+            n = len(rows)
+            return [column("grid", np.full(n, "replaced", dtype=object), rows % 3 == 1),
+                    column("correlation", np.full(n, -5, dtype=np.int64), rows % 3 == 2),
+                    column("tag", rows.astype(np.int64), rows % 2 == 1)]
+
+    assert chrome_to_pftrace(ChromeSource(t, tags=AsColumns())) == fast
 
 
 def test_shapes_encode_as_their_rows_dicts() -> None:
