@@ -39,8 +39,9 @@ class Annotations:
     where the steps came from. ``rates``: per GPU activity (indexed by event row) its
     roofline rates (:func:`~traceforge.analyzers.costs.roofline.kernel_rates`: achieved TFLOP/s
     and TB/s, bound, % of bound), the numbers ``traceforge roofline --by kernel`` sums.
-    ``path``: the pieces of each step's critical path on this trace and the hops between
-    its tracks (:func:`~traceforge.analyzers.critical_path.path_tracks`). ``memory``:
+    ``path``: each step's critical path on this trace as the slices drawn (touching pieces
+    merged), and the hops between its tracks
+    (:func:`~traceforge.analyzers.critical_path.path_tracks`). ``memory``:
     allocated and reserved bytes over time per device
     (:func:`~traceforge.analyzers.memory.series`; empty without memory events).
     ``notes``: what could not be drawn, and why.
