@@ -224,12 +224,12 @@ class PacketEncoder:
         for col in columns:
             at = np.arange(n) if col.present is None else np.flatnonzero(col.present[rows])
             vals = col.values[rows[at]]
-            keys = np.full(len(at), col.key, dtype=object)
             if vals.dtype.kind == "i":
-                enc = self._ints(keys, vals.astype(np.int64))
+                enc = self._int_column(col.key, vals.astype(np.int64))
             elif vals.dtype.kind == "f":
-                enc = self._floats(keys, vals.astype(np.float64))
+                enc = self._float_column(col.key, vals.astype(np.float64))
             else:  # text (and anything else) as :meth:`annotations` encodes it
+                keys = np.full(len(at), col.key, dtype=object)
                 enc = objects(self.annotations(keys.tolist(), vals.tolist()))
             piece = np.full(n, b"", dtype=object)
             piece[at] = enc
@@ -324,6 +324,27 @@ class PacketEncoder:
         lo_b = edge[out].tolist()
         hi_b = edge[out + size].tolist()
         return [whole[x:y] for x, y in zip(lo_b, hi_b, strict=True)]
+
+    def _int_column(self, key: Any, v: np.ndarray) -> np.ndarray:
+        """:meth:`_ints` of one key's values: the head and value of each at once
+        (:func:`_int_heads`), the key's bytes after them."""
+        kb = self.key(key)
+        heads, _ = _int_heads(v, np.full(len(v), len(kb), dtype=np.int64))
+        return objects(list(map(bytes.__add__, heads.tolist(), repeat(kb, len(v)))))
+
+    def _float_column(self, key: Any, v: np.ndarray) -> np.ndarray:
+        """:meth:`_floats` of one key's values: every annotation is as long, so all are
+        laid out as one array of records (head, value field, double, key) and cut."""
+        kb = self.key(key)
+        head = prefixed(_ANN_TABLE, _ANN, np.asarray([9 + len(kb)]))[0]
+        rec = np.zeros(len(v), dtype=[("head", "u1", (len(head),)), ("field", "u1"),
+                                      ("value", "<f8"), ("key", "u1", (len(kb),))])
+        rec["head"] = np.frombuffer(head, dtype=np.uint8)
+        rec["field"] = _DOUBLE_FIELD[0]
+        rec["value"] = v
+        rec["key"] = np.frombuffer(kb, dtype=np.uint8)
+        blob, w = rec.tobytes(), rec.dtype.itemsize
+        return objects([blob[i:i + w] for i in range(0, len(blob), w)])
 
     def _ints(self, keys: np.ndarray, v: np.ndarray) -> np.ndarray:
         """The annotations of int args (``keys`` an object array, ``v`` int64)."""

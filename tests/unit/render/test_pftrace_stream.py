@@ -547,3 +547,25 @@ def test_a_batch_opening_the_sequence_marks_only_its_first_packet(first: int) ->
         (["a"], ["c"], [{"x": 1}]),
         [partial(w.event_packet, 10 + kinds.index(2), 5, INSTANT, "i")])
     assert got == bytes(one.buf)
+
+
+def test_a_column_of_one_key_encodes_as_each_value_does() -> None:
+    """An int or float arg column (one key: a tag, a drawn slice's arg) is encoded at
+    once, byte for byte what ``annotation`` gives each value: every int64 (negative,
+    zero, the extremes), every double (-0.0, infinities, NaN, subnormal), keys short
+    and long enough for a longer frame."""
+    from traceforge.render.pftrace_packets import PacketEncoder
+
+    rng = np.random.default_rng(1)
+    w = PacketEncoder()
+    ints = np.concatenate([rng.integers(-2**63, 2**63 - 1, 300, dtype=np.int64),
+                           np.array([0, 1, -1, 127, 128, 2**62, -2**63, 2**63 - 1]),
+                           rng.integers(0, 300, 300)]).astype(np.int64)
+    reals = np.concatenate([rng.normal(size=300) * 10.0 ** rng.integers(-300, 300, 300),
+                            np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-320])])
+    for key in ("a", "achieved_tflops_per_s", "x" * 130, "k" * 200):
+        assert w._int_column(key, ints).tolist() == [w.annotation(key, x)
+                                                     for x in ints.tolist()]
+        assert w._float_column(key, reals).tolist() == [w.annotation(key, x)
+                                                        for x in reals.tolist()]
+        assert w._int_column(key, ints[:0]).tolist() == []
