@@ -7,7 +7,6 @@ lays a Chrome-trace document out as these packets.
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
@@ -16,15 +15,23 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import msgspec
 import numpy as np
 
+from traceforge.render.pftrace_fields import (
+    ANN,
+    ANN_TABLE,
+    DOUBLE,
+    DOUBLE_FIELD,
+    annotation_value,
+    field_key,
+    int_heads,
+    length_field,
+)
 from traceforge.render.pftrace_varints import (
     U64_MASK,
     VARINT_TABLE,
     int_texts,
     lengths,
-    prefix_table,
     prefixed,
     varint,
-    varint_matrix,
     varint_pieces,
 )
 from traceforge.render.slice_table import objects
@@ -102,24 +109,24 @@ class PacketEncoder:
               thread: tuple[int, int, str | None] | None = None,
               counter: bool = False) -> None:
         """A TrackDescriptor packet."""
-        td = _key(1, 0) + varint(uuid)
+        td = field_key(1, 0) + varint(uuid)
         if name is not None:
-            td += _bytes(2, name.encode())
+            td += length_field(2, name.encode())
         if process is not None:
-            pd = _key(1, 0) + varint(process[0])
+            pd = field_key(1, 0) + varint(process[0])
             if process[1]:
-                pd += _bytes(6, process[1].encode())
-            td += _bytes(3, pd)
+                pd += length_field(6, process[1].encode())
+            td += length_field(3, pd)
         if thread is not None:
-            th = _key(1, 0) + varint(thread[0]) + _key(2, 0) + varint(thread[1])
+            th = field_key(1, 0) + varint(thread[0]) + field_key(2, 0) + varint(thread[1])
             if thread[2]:
-                th += _bytes(5, thread[2].encode())
-            td += _bytes(4, th)
+                th += length_field(5, thread[2].encode())
+            td += length_field(4, th)
         if parent is not None:
-            td += _key(5, 0) + varint(parent)
+            td += field_key(5, 0) + varint(parent)
         if counter:
-            td += _bytes(8, b"")
-        self._packet(_SEQ_FIELD, 0, _bytes(60, td))
+            td += length_field(8, b"")
+        self._packet(_SEQ_FIELD, 0, length_field(60, td))
 
     def annotation(self, k: Any, v: Any) -> bytes:
         """The DebugAnnotation (TrackEvent field 4, framed) of arg ``k`` = ``v``; ``v`` may be
@@ -150,8 +157,8 @@ class PacketEncoder:
                 enc = seen.get(pair)
                 if enc is not None:
                     return enc
-        a = _annotation(v) + self.key(k)
-        enc = _ANN + varint(len(a)) + a
+        a = annotation_value(v) + self.key(k)
+        enc = ANN + varint(len(a)) + a
         if pair is not None and len(seen) < _SEEN:
             seen[pair] = enc
         return enc
@@ -313,7 +320,7 @@ class PacketEncoder:
         at = np.flatnonzero(slot)
         if len(at):
             kb = objects([self.key(k) for k in keys])
-            piece[at_cell[at], 0], ann_len[at] = _int_heads(value[at],
+            piece[at_cell[at], 0], ann_len[at] = int_heads(value[at],
                                                             lengths(kb)[k_of[at]])
             piece[at_cell[at], 1] = kb[k_of[at]]
         # One join, cut per row.
@@ -329,18 +336,18 @@ class PacketEncoder:
         """:meth:`_ints` of one key's values: the head and value of each at once
         (:func:`_int_heads`), the key's bytes after them."""
         kb = self.key(key)
-        heads, _ = _int_heads(v, np.full(len(v), len(kb), dtype=np.int64))
+        heads, _ = int_heads(v, np.full(len(v), len(kb), dtype=np.int64))
         return objects(list(map(bytes.__add__, heads.tolist(), repeat(kb, len(v)))))
 
     def _float_column(self, key: Any, v: np.ndarray) -> np.ndarray:
         """:meth:`_floats` of one key's values: every annotation is as long, so all are
         laid out as one array of records (head, value field, double, key) and cut."""
         kb = self.key(key)
-        head = prefixed(_ANN_TABLE, _ANN, np.asarray([9 + len(kb)]))[0]
+        head = prefixed(ANN_TABLE, ANN, np.asarray([9 + len(kb)]))[0]
         rec = np.zeros(len(v), dtype=[("head", "u1", (len(head),)), ("field", "u1"),
                                       ("value", "<f8"), ("key", "u1", (len(kb),))])
         rec["head"] = np.frombuffer(head, dtype=np.uint8)
-        rec["field"] = _DOUBLE_FIELD[0]
+        rec["field"] = DOUBLE_FIELD[0]
         rec["value"] = v
         rec["key"] = np.frombuffer(kb, dtype=np.uint8)
         blob, w = rec.tobytes(), rec.dtype.itemsize
@@ -355,7 +362,7 @@ class PacketEncoder:
     def _floats(self, keys: np.ndarray, v: np.ndarray) -> np.ndarray:
         """The annotations of float args (``keys`` an object array, ``v`` float64)."""
         point = np.zeros(len(v), dtype=[("field", "u1"), ("value", "<f8")])
-        point["field"], point["value"] = _DOUBLE_FIELD[0], v
+        point["field"], point["value"] = DOUBLE_FIELD[0], v
         blob, w = point.tobytes(), point.dtype.itemsize
         return self._joined(keys, [blob[i:i + w] for i in range(0, len(blob), w)],
                             np.full(len(v), w, dtype=np.int64))
@@ -366,7 +373,7 @@ class PacketEncoder:
         kb: list[Any] = list(map(self.keys.get, keys.tolist()))
         for j in [j for j, x in enumerate(kb) if x is None]:
             kb[j] = self.key(keys[j])
-        head = prefixed(_ANN_TABLE, _ANN, value_len + lengths(kb))
+        head = prefixed(ANN_TABLE, ANN, value_len + lengths(kb))
         return np.fromiter(map(b"".join, zip(head, value, kb, strict=True)),
                            dtype=object, count=len(kb))
 
@@ -374,14 +381,14 @@ class PacketEncoder:
         """A TrackEvent's ``categories`` field (22) for ``cat``."""
         cb = self.cats.get(cat)
         if cb is None:
-            cb = self.cats[cat] = _bytes(22, cat.encode())
+            cb = self.cats[cat] = length_field(22, cat.encode())
         return cb
 
     def key(self, k: Any) -> bytes:
         """A DebugAnnotation's ``name`` field (10) for arg key ``k``."""
         kb = self.keys.get(k)
         if kb is None:
-            kb = self.keys[k] = _bytes(10, str(k).encode())
+            kb = self.keys[k] = length_field(10, str(k).encode())
         return kb
 
     def interned(self, name: str) -> tuple[int, bytes]:
@@ -390,7 +397,8 @@ class PacketEncoder:
         if iid is not None:
             return iid, b""
         iid = self.names[name] = len(self.names) + 1
-        return iid, _bytes(12, _bytes(2, _key(1, 0) + varint(iid) + _bytes(2, name.encode())))
+        entry = field_key(1, 0) + varint(iid) + length_field(2, name.encode())
+        return iid, length_field(12, length_field(2, entry))
 
     def event(self, ts: int | bytes, track: int, typ: int, name: str | None = None,
               cat: str = "", args: Mapping[str, Any] | None = None,
@@ -418,7 +426,7 @@ class PacketEncoder:
         if cat:
             te += self.category(cat)
         if value is not None:
-            te += _VALUE + _DOUBLE(value)
+            te += _VALUE + DOUBLE(value)
         for f in flows:
             te += FLOW + _FIXED(f & U64_MASK)
         for f in ends:
@@ -441,79 +449,22 @@ _RawJSON = msgspec.Raw
 _DECODE = msgspec.json.decode
 
 
-def _int_heads(v: np.ndarray, key_len: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The annotations of int args up to their keys (``key_len`` bytes each): framing and
-    value field, as an object array, and each whole annotation's length."""
-    m, vl = varint_matrix(v)
-    body = 1 + vl + key_len
-    if not len(v) or int(body.max()) >= 0x80:  # a long key: a longer frame
-        head = prefixed(_ANN_TABLE, _ANN, body)
-        value = list(map(b"\x20".__add__, varint_pieces(v)[0]))
-        return objects(list(map(bytes.__add__, head, value))), lengths(head) + body
-    fixed = np.empty((len(v), 13), dtype=np.uint8)
-    fixed[:, 0] = _ANN[0]
-    fixed[:, 1] = body
-    fixed[:, 2] = 0x20
-    fixed[:, 3:] = m
-    out = fixed.view("S13").reshape(-1).astype(object)
-    zero = np.flatnonzero(v == 0)
-    if len(zero):  # (its varint b"\x00" was cut off as padding)
-        size, at = np.unique(body[zero], return_inverse=True)
-        out[zero] = objects([_ANN + bytes((b,)) + b"\x20\x00" for b in size.tolist()])[at]
-    return out, 3 + vl + key_len
-
-
 FLUSH_BYTES = 8 << 20  # bytes of packets per write to the sink
 _SEEN = 1 << 18  # encoded (key, value) args kept for reuse
 _CLEARED, NEEDS_INCREMENTAL_STATE = 1, 2  # TracePacket.SequenceFlags
 
 
-def _key(field: int, wire: int) -> bytes:
-    return varint(field << 3 | wire)
-
-
-def _bytes(field: int, data: bytes) -> bytes:
-    return _key(field, 2) + varint(len(data)) + data
-
-
-_SEQ_FIELD = _key(10, 0) + varint(_SEQ)
+_SEQ_FIELD = field_key(10, 0) + varint(_SEQ)
 #: TrackEvent.flow_ids and terminating_flow_ids (fixed64) field keys.
-FLOW, TERMINATING_FLOW = _key(47, 1), _key(48, 1)
-_ANN, _TRACK_EVENT, _VALUE = _key(4, 2), _key(11, 2), _key(44, 1)
-_TYPE = {t: _key(9, 0) + varint(t) for t in range(1, 5)}
-_ANN_TABLE = prefix_table(_ANN)
+FLOW, TERMINATING_FLOW = field_key(47, 1), field_key(48, 1)
+_TRACK_EVENT, _VALUE = field_key(11, 2), field_key(44, 1)
+_TYPE = {t: field_key(9, 0) + varint(t) for t in range(1, 5)}
 #: What precedes a TrackEvent's bytes after a packet's timestamp: the sequence id and the
 #: track_event field's key (its length follows).
 EVENT_HEAD = _SEQ_FIELD + _TRACK_EVENT
-_DOUBLE = struct.Struct("<d").pack
-_DOUBLE_FIELD = b"\x29"  # DebugAnnotation.double_value (5), fixed64
 _FIXED = struct.Struct("<Q").pack
 
 
 def event_type(typ: int) -> bytes:
     """A TrackEvent's ``type`` field."""
     return _TYPE[typ]
-
-
-def _annotation(v: Any) -> bytes:
-    """A DebugAnnotation's value field (its ``name``, field 10, follows it)."""
-    if v is True or v is False:
-        return b"\x10\x01" if v else b"\x10\x00"
-    t = type(v)
-    if t is int and -(2**63) <= v < 2**63:
-        return b"\x20" + varint(v & U64_MASK)
-    if t is float:
-        return _DOUBLE_FIELD + _DOUBLE(v)
-    if t is str:
-        return _bytes(6, v.encode())
-    if isinstance(v, int) and -(2**63) <= v < 2**63:
-        return b"\x20" + varint(v & U64_MASK)
-    if isinstance(v, float):
-        return _DOUBLE_FIELD + _DOUBLE(v)
-    if isinstance(v, str):
-        return _bytes(6, v.encode())
-    return _bytes(9, _JSON(v).encode())
-
-
-#: ``json.dumps(v, default=str)``, its encoder made once.
-_JSON = json.JSONEncoder(default=str).encode
