@@ -248,89 +248,11 @@ class PacketEncoder:
     def shape_annotations(self, shapes: ArgShapes,
                           ids: Sequence[tuple[str, np.ndarray]] = ()) -> list[bytes]:
         """The args of the rows of ``shapes`` that have a shape, each row's annotations
-        joined (what :meth:`annotations` gives for its args dict): each shape's args
-        encoded once, its slots' ints a column at a time. ``ids``: (key, int64 per row)
-        set on each row where >= 0 after its own args, as a dict's ``a[key] = v`` does
-        (in its place where the row has the key, else after the others, in order)."""
-        has = np.flatnonzero(shapes.code >= 0)
-        code = shapes.code[has]
-        # Each shape's args as cells: key, annotation (a slot's made per row), slot or not.
-        names: dict[str, int] = {}
-        key: list[int] = []
-        first = np.zeros(len(shapes.args) + 1, dtype=np.int64)
-        const: list[int] = []
-        for s, (args, slots) in enumerate(zip(shapes.args, shapes.slots, strict=True)):
-            varies = set(slots)
-            const += [len(key) + i for i in range(len(args)) if i not in varies]
-            key += [names.setdefault(k, len(names)) for k in args]
-            first[s + 1] = len(key)
-        for k, _ in ids:
-            names.setdefault(k, len(names))
-        vals = [v for a in shapes.args for v in a.values()]
-        keys = list(names)
-        cell_ann = np.full(len(key), b"", dtype=object)
-        cell_ann[const] = objects(self.annotations([keys[key[i]] for i in const],
-                                                   [vals[i] for i in const]))
-        cell_len = lengths(cell_ann)
-        is_slot = np.ones(len(key), dtype=bool)
-        is_slot[const] = False
-        cell_key = np.asarray(key, dtype=np.int64)
-        # Each row's cells, in order: (annotation or slot, key, value).
-        count = (first[1:] - first[:-1])[code]
-        start = np.cumsum(count) - count
-        total = int(count.sum())
-        row = np.repeat(np.arange(len(code)), count)
-        cell = first[code][row] + np.arange(total) - start[row]
-        slot = is_slot[cell]
-        ann, ann_len, k_of = cell_ann[cell], cell_len[cell], cell_key[cell]
-        value = np.zeros(total, dtype=np.int64)
-        value[slot] = shapes.values
-        # The ids: in a row's cell where its shape has the key, else after its cells.
-        added: list[tuple[int, np.ndarray, np.ndarray]] = []
-        more = np.zeros(len(code), dtype=np.int64)
-        for k, column in ids:
-            v = column[has]
-            where = np.asarray([list(a).index(k) if k in a else -1 for a in shapes.args],
-                               dtype=np.int64)
-            at = where[code] if len(where) else np.zeros(0, dtype=np.int64)
-            mine = np.flatnonzero((v >= 0) & (at >= 0))
-            c = start[mine] + at[mine]
-            slot[c], value[c] = True, v[mine]
-            new = np.flatnonzero((v >= 0) & (at < 0))
-            if len(new):
-                added.append((names[k], new, v[new]))
-                more[new] += 1
-        # The cells, with the added ones after each row's own (in the order of ``ids``).
-        size = count + more
-        out = np.cumsum(size) - size
-        pos = [out[row] + np.arange(total) - start[row]]
-        placed = count.copy()
-        for j, new, v in added:
-            pos.append(out[new] + placed[new])
-            placed[new] += 1
-            ann = np.concatenate([ann, np.full(len(new), b"", dtype=object)])
-            ann_len = np.concatenate([ann_len, np.zeros(len(new), dtype=np.int64)])
-            slot = np.concatenate([slot, np.ones(len(new), dtype=bool)])
-            k_of = np.concatenate([k_of, np.full(len(new), j, dtype=np.int64)])
-            value = np.concatenate([value, v])
-        at_cell = np.concatenate(pos)
-        # A slot's annotation in two pieces: its head and int value, and its key.
-        piece = np.full((int(size.sum()), 2), b"", dtype=object)
-        piece[at_cell, 0] = ann
-        at = np.flatnonzero(slot)
-        if len(at):
-            kb = objects([self.key(k) for k in keys])
-            piece[at_cell[at], 0], ann_len[at] = int_heads(value[at],
-                                                            lengths(kb)[k_of[at]])
-            piece[at_cell[at], 1] = kb[k_of[at]]
-        # One join, cut per row.
-        byte_len = np.zeros(len(piece), dtype=np.int64)
-        byte_len[at_cell] = ann_len
-        edge = np.concatenate([[0], np.cumsum(byte_len)])
-        whole = b"".join(piece.ravel().tolist())
-        lo_b = edge[out].tolist()
-        hi_b = edge[out + size].tolist()
-        return [whole[x:y] for x, y in zip(lo_b, hi_b, strict=True)]
+        joined (what :meth:`annotations` gives for its args dict):
+        :func:`traceforge.render.pftrace_shapes.shape_annotations`."""
+        from traceforge.render.pftrace_shapes import shape_annotations
+
+        return shape_annotations(self, shapes, ids)
 
     def _int_column(self, key: Any, v: np.ndarray) -> np.ndarray:
         """:meth:`_ints` of one key's values: the head and value of each at once
