@@ -33,6 +33,8 @@ _ENDS[[ord(c) for c in ",} \n\r\t"]] = True
 _DIGITS = 18
 #: Windows read after a number's start: enough for most values at once.
 _SHORT = 8
+#: The place value of each of a window's digits.
+_WEIGHTS = 10.0 ** np.arange(_SHORT - 1, -1, -1)
 #: Verified masks kept for later calls (beyond it, masks are checked again).
 _KEEP = 1 << 14
 #: Above this share of distinct masks among the texts, none is given as shapes: checking
@@ -124,10 +126,19 @@ def _ints(text: bytes, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     end = digits + run
     ok = (run <= _DIGITS) & _ENDS[buf[end]] & ((buf[digits] != 48) | (run == 1))
     at, digits, end, run = at[ok], digits[ok], end[ok], run[ok]
-    values = np.zeros(len(at), dtype=np.int64)
-    for j in range(int(run.max()) if len(run) else 0):
-        values = np.where(run > j, values * 10 + (buf[digits + j].astype(np.int64) - 48),
-                          values)
+    # Each value's last _SHORT digits from the bytes before its end (those before its
+    # first digit zeroed), weighed by a product of doubles (exact: below 2**53), the
+    # digits of a longer one before them added after.
+    d = buf[end[:, None] - _SHORT + np.arange(_SHORT)] - np.uint8(48)
+    d[np.arange(_SHORT) < _SHORT - run[:, None]] = 0
+    values = (d.astype(np.float64) @ _WEIGHTS).astype(np.int64)
+    big = np.flatnonzero(run > _SHORT)
+    if len(big):
+        head = np.zeros(len(big), dtype=np.int64)
+        rb, db = run[big] - _SHORT, digits[big]
+        for j in range(int(rb.max())):
+            head = np.where(rb > j, head * 10 + (buf[db + j].astype(np.int64) - 48), head)
+        values[big] += head * 10**_SHORT
     return at, end, np.where(digits > at, -values, values)
 
 
