@@ -24,7 +24,7 @@ from traceforge.render.pftrace_varints import lengths
 from traceforge.render.slice_table import objects
 
 if TYPE_CHECKING:
-    from traceforge.args_provider import ArgShapes
+    from traceforge.model import ArgShapes
     from traceforge.render.pftrace_packets import PacketEncoder
 
 
