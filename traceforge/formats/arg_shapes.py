@@ -127,8 +127,9 @@ def _ints(text: bytes, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ok = (run <= _DIGITS) & _ENDS[buf[end]] & ((buf[digits] != 48) | (run == 1))
     at, digits, end, run = at[ok], digits[ok], end[ok], run[ok]
     # Each value's last _SHORT digits from the bytes before its end (those before its
-    # first digit zeroed), weighed by a product of doubles (exact: below 2**53), the
-    # digits of a longer one before them added after.
+    # first digit zeroed; an index before the text's start wraps to its end, zeroed all
+    # the same), weighed by a product of doubles (exact: below 2**53), the digits of a
+    # longer one before them added after.
     d = buf[end[:, None] - _SHORT + np.arange(_SHORT)] - np.uint8(48)
     d[np.arange(_SHORT) < _SHORT - run[:, None]] = 0
     values = (d.astype(np.float64) @ _WEIGHTS).astype(np.int64)

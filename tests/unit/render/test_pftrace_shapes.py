@@ -39,6 +39,29 @@ def _want(texts: list[bytes], code: np.ndarray,
     return out
 
 
+def test_shapes_encode_as_their_rows_dicts() -> None:
+    """Args given as shapes encode as each row's dict does through ``annotations``, ids
+    set as ``ChromeSource`` sets them: in the key's place where the row has it (a slot,
+    or a text it replaces), else after the row's args, in order; -1 sets nothing. Slots
+    of every size and sign, zero, a key long enough for a longer frame, and rows without
+    a shape left out."""
+    long_key = "k" * 130
+    texts = [b'{"External id": %d, "s": "x", "stream": "seven", "n": %d}' % (i, -i * 977)
+             for i in range(6)]
+    texts += [b'{"%s": %d, "f": 1.5, "l": [1, 2]}' % (long_key.encode(), v)
+              for v in (0, 1, -1, 2**62, -(2**62), 127)]
+    texts += [b'{}', b'{"a": {"b": 1}}', b'[1]', b'{"d": 0, "d2": 65535, "d3": 123456789}']
+    shapes = Shapes().of(texts)
+    assert shapes is not None and shapes.code.tolist().count(-1) == 2  # nested, a list
+    n = len(texts)
+    ids = [("External id", np.array([5, -1] * (n // 2) + [-1] * (n % 2))),
+           ("correlation", np.arange(n) - 3),
+           ("stream", np.full(n, 9)),
+           ("graph id", np.full(n, -1))]
+    assert PacketEncoder().shape_annotations(shapes, ids) == _want(texts, shapes.code, ids)
+    assert PacketEncoder().shape_annotations(shapes) == _want(texts, shapes.code, [])
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(docs=st.lists(st.dictionaries(st.sampled_from(_KEYS), _values, max_size=4),
                      min_size=1, max_size=4),

@@ -304,48 +304,6 @@ def test_tags_after_shaped_args_or_made_as_dicts(monkeypatch: pytest.MonkeyPatch
     assert chrome_to_pftrace(ChromeSource(t, tags=AsColumns())) == fast
 
 
-def test_shapes_encode_as_their_rows_dicts() -> None:
-    """Args given as shapes (``PacketEncoder.shape_annotations``) encode as each row's
-    dict does through ``annotations``, ids set as ``ChromeSource`` sets them: in the
-    key's place where the row has it (a slot, or a text it replaces), else after the
-    row's args, in order; -1 sets nothing. Slots of every size and sign, zero, a key
-    long enough for a longer frame, and rows without a shape left out."""
-    import msgspec
-
-    from traceforge.formats.arg_shapes import Shapes
-    from traceforge.render.pftrace_packets import PacketEncoder
-
-    long_key = "k" * 130
-    texts = [b'{"External id": %d, "s": "x", "stream": "seven", "n": %d}' % (i, -i * 977)
-             for i in range(6)]
-    texts += [b'{"%s": %d, "f": 1.5, "l": [1, 2]}' % (long_key.encode(), v)
-              for v in (0, 1, -1, 2**62, -(2**62), 127)]
-    texts += [b'{}', b'{"a": {"b": 1}}', b'[1]', b'{"d": 0, "d2": 65535, "d3": 123456789}']
-    shapes = Shapes().of(texts)
-    assert shapes is not None and shapes.code.tolist().count(-1) == 2  # nested, a list
-    n = len(texts)
-    ids = [("External id", np.array([5, -1] * (n // 2) + [-1] * (n % 2))),
-           ("correlation", np.arange(n) - 3),
-           ("stream", np.full(n, 9)),
-           ("graph id", np.full(n, -1))]
-    want = []
-    for i, text in enumerate(texts):
-        if shapes.code[i] < 0:
-            continue
-        a = msgspec.json.decode(text)
-        for key, col in ids:
-            if col[i] >= 0:
-                a[key] = int(col[i])
-        want.append(b"".join(PacketEncoder().annotations(list(a), list(a.values()))))
-    assert PacketEncoder().shape_annotations(shapes, ids) == want
-    no_ids = []
-    for i, text in enumerate(texts):
-        if shapes.code[i] >= 0:
-            a = msgspec.json.decode(text)
-            no_ids.append(b"".join(PacketEncoder().annotations(list(a), list(a.values()))))
-    assert PacketEncoder().shape_annotations(shapes) == no_ids
-
-
 def test_dict_slices_every_int_flows_and_names_in_packet_order() -> None:
     """Slices given as dicts (annotate's path tracks, a plain document): ints of every size
     (int64 ends, beyond it, bools), several flows starting and ending on one slice, and
