@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,6 +11,12 @@ from traceforge import output_file as destination
 from traceforge.commands import values
 from traceforge.commands.options import load_trace, say, steps_from_option, trace_argument
 from traceforge.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from traceforge.render.chrome_json import ChromeSource
+    from traceforge.report.annotations import Annotations
 
 
 @click.command("annotate")
@@ -40,7 +47,7 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     from dataclasses import replace
 
     from traceforge.analyzers.timeline.steps import parse_spec
-    from traceforge.render.annotate import annotated_source
+    from traceforge.render.annotate import annotated_source, source_but_path
     from traceforge.render.critical_path import CAT as PATH_CAT
     from traceforge.render.document import output_kind, write_document
     from traceforge.report.annotations import annotation_data
@@ -59,24 +66,35 @@ def command(trace: str, output: str, top_n: int, min_gap_us: float,
     t = ui.trimmed(load_trace(trace, steps_from), steps=steps, window=window)
     from traceforge.commands.progress import phase
 
-    with phase("analysing (idle gaps, steps, roofline, critical path)"):
-        ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000))
+    counters: pd.DataFrame | None = None
+    counter_notes: tuple[str, ...] = ()
     if counters_path:
         from traceforge.analyzers.counters.measured import measured_kernels
         from traceforge.formats.counter_files import read_counters
 
         c = read_counters(counters_path)
         m = measured_kernels(t, c.launches, counter_notes=c.notes)
-        ann = replace(ann, counters=m.per_launch.set_index("row"),
-                      notes=(*ann.notes, *(n for n in m.notes if not n.startswith(
-                          ("device peaks", "durations under ncu")))))
+        counters = m.per_launch.set_index("row")
+        counter_notes = tuple(n for n in m.notes if not n.startswith(
+            ("device peaks", "durations under ncu")))
+    # What is drawn but the critical path is built while the path is worked out.
+    early: list[ChromeSource] = []
+
+    def draw(a: Annotations) -> None:
+        early.append(source_but_path(t, a if counters is None else replace(a, counters=counters)))
+
+    with phase("analysing (idle gaps, steps, roofline, critical path)"):
+        ann = annotation_data(t, top_n=top_n, min_gap_ns=int(min_gap_us * 1000),
+                              meanwhile=draw)
+    if counters is not None:
+        ann = replace(ann, counters=counters, notes=(*ann.notes, *counter_notes))
     rated = int(ann.rates["pct_of_bound"].notna().sum()) if len(ann.rates) else 0
     pieces = sum(p.pieces for p in ann.path)
     done = (f"{len(ann.gaps)} idle gaps, {len(ann.windows)} steps, top {len(ann.top)} kernels "
             f"marked, {rated} activities with % of bound, critical path in {pieces} pieces")
     notes = ann.notes
     with phase(f"writing {output}"):
-        doc = annotated_source(t, ann)
+        doc = annotated_source(t, ann, early.pop() if early else None)
         drawn = sum(tb.n for tb in doc.tables if tb.cat == PATH_CAT)
         # What the write reads is in ``doc`` now (the trace's rows and the drawn tables):
         # the analysis' tables, and the trace's derived ones, go before it.

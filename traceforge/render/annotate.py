@@ -314,16 +314,25 @@ def path_parts(trace: Trace, ann: Annotations
     return tables, ev
 
 
-def annotated_source(trace: Trace, ann: Annotations) -> ChromeSource:
+def annotated_source(trace: Trace, ann: Annotations, drawn: ChromeSource | None = None
+                     ) -> ChromeSource:
     """The trace as a Chrome document with the analysis drawn on it, its rows' events (and
     the analysis's slices, held as columns) built a batch at a time as they are written
-    (``render.document.write_document``)."""
+    (``render.document.write_document``). ``drawn``: :func:`source_but_path` of the same
+    analysis, made before its path was known; the path is added to it."""
+    if drawn is None:
+        drawn = source_but_path(trace, ann)
+    drawn.add(*path_parts(trace, ann))
+    return drawn
+
+
+def source_but_path(trace: Trace, ann: Annotations) -> ChromeSource:
+    """:func:`annotated_source` but for the critical path (``ann.path`` is not read): what
+    ``annotate`` builds while the path is worked out on another core."""
     from traceforge.render.chrome_json import ChromeSource
 
     tables, ev = annotation_parts(trace, ann)
-    path_tables, path_ev = path_parts(trace, ann)
-    return ChromeSource(trace, [*ev, *path_ev], tags=RowTags(trace, ann),
-                        tables=[*tables, *path_tables])
+    return ChromeSource(trace, ev, tags=RowTags(trace, ann), tables=tables)
 
 
 def annotated_document(trace: Trace, ann: Annotations) -> dict[str, Any]:

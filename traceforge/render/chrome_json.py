@@ -169,7 +169,7 @@ class ChromeSource:
             self.tail["traceName"] = m.path
 
     def _append(self, tables: list[SliceTable]) -> None:
-        """The slices of ``tables`` as rows after the trace's own."""
+        """The slices of ``tables`` as rows after those so far (the trace's own first)."""
         # A missing name's code -1 names the trace's last string (nan) explicitly, as
         # other strings follow it now.
         self.name_codes = np.where(self.name_codes < 0, len(self.names) - 1, self.name_codes)
@@ -188,7 +188,16 @@ class ChromeSource:
             [self.dur_us, *(tb.dur_ns.astype(np.float64) / 1000.0 for tb in tables)])
         self.n = len(self.pid)
         #: Where each table's rows begin.
-        self._starts = np.cumsum([self.nt] + [tb.n for tb in tables])
+        self._starts = np.cumsum([self.nt] + [tb.n for tb in self.tables])
+
+    def add(self, tables: Sequence[SliceTable], events: Iterable[Mapping[str, Any]] = ()
+            ) -> None:
+        """More slices (rows after those so far) and other events (after ``extra``): the
+        document is then the one made with them given at first, after the others."""
+        self.extra += [dict(e) for e in events]
+        if tables:
+            self.tables += tables
+            self._append(list(tables))
 
     def row_args(self, rows: np.ndarray, json_values: bool = False) -> list[dict[str, Any]]:
         """The ``args`` of the events of rows ``rows`` (positions): the source's own, then

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -118,15 +118,19 @@ def comm_args(trace: Trace) -> pd.DataFrame:
     return out
 
 
-def annotation_data(trace: Trace, *, top_n: int = 10, min_gap_ns: int = 1000) -> Annotations:
+def annotation_data(trace: Trace, *, top_n: int = 10, min_gap_ns: int = 1000,
+                    meanwhile: Callable[[Annotations], object] | None = None) -> Annotations:
     """Everything ``annotate`` draws: idle gaps, step windows, top kernels, overlap, the
     kernels' roofline rates and every step's critical path (worked out beside the rest,
-    on another core: :func:`traceforge.forks.beside`)."""
+    on another core: :func:`traceforge.forks.beside`). ``meanwhile``: called with all but
+    the path (``path`` empty, its note not yet among ``notes``) before the path is waited
+    for, so that work needing no path (``annotate`` builds what it draws) runs while it is
+    worked out."""
     tl = timeline(trace)
     if tl.activity.empty:
-        return _annotations(trace, tl, top_n, min_gap_ns, lambda: ())
+        return _annotations(trace, tl, top_n, min_gap_ns, lambda: (), meanwhile)
     with beside(partial(_path_of, trace), (TraceforgeError,)) as path_of:
-        return _annotations(trace, tl, top_n, min_gap_ns, path_of)
+        return _annotations(trace, tl, top_n, min_gap_ns, path_of, meanwhile)
 
 
 def _path_of(trace: Trace) -> tuple[PathTrack, ...]:
@@ -134,7 +138,8 @@ def _path_of(trace: Trace) -> tuple[PathTrack, ...]:
 
 
 def _annotations(trace: Trace, tl: Timeline, top_n: int, min_gap_ns: int,
-                 path_of: Callable[[], tuple[PathTrack, ...]]) -> Annotations:
+                 path_of: Callable[[], tuple[PathTrack, ...]],
+                 meanwhile: Callable[[Annotations], object] | None) -> Annotations:
     windows = tl.windows if not tl.steps.empty else tl.windows.iloc[0:0]
     gaps = idle_gaps(trace, min_gap_ns=min_gap_ns).gaps
     tk = top_kernels(trace, top_n)
@@ -150,12 +155,7 @@ def _annotations(trace: Trace, tl: Timeline, top_n: int, min_gap_ns: int,
     comm_of = comm_args(trace)
     overlap = overlap_series(trace)
     memory = series(trace)
-    path: tuple[PathTrack, ...] = ()
-    try:
-        path = path_of()
-    except TraceforgeError as e:
-        notes.append(f"critical path not drawn: {e}")
-    return Annotations(
+    ann = Annotations(
         comm=comm_of,
         rank=0 if trace.meta.rank is None else int(trace.meta.rank),
         gaps=gaps.reset_index(drop=True),
@@ -165,7 +165,12 @@ def _annotations(trace: Trace, tl: Timeline, top_n: int, min_gap_ns: int,
         kernel_classes=classes,
         step_source=tl.step_source,
         rates=rates,
-        path=path,
         memory=memory,
         notes=tuple(notes),
     )
+    if meanwhile is not None:
+        meanwhile(ann)
+    try:
+        return replace(ann, path=path_of())
+    except TraceforgeError as e:
+        return replace(ann, notes=(*notes, f"critical path not drawn: {e}"))

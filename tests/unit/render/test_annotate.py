@@ -202,3 +202,52 @@ def test_critical_path_worked_out_beside_equals_here(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(annotations, "critical_path", fails)
     got = annotation_data(tf.load(src, cache=False))
     assert got.path == () and "critical path not drawn: no step has GPU work" in got.notes
+
+
+@pytest.mark.parametrize("src", ["compiled", "counters"])
+def test_drawn_while_the_path_is_worked_out_equals_drawn_after(src: str) -> None:
+    """``annotate`` builds what it draws but the path (``source_but_path``) while the path
+    is worked out (``annotation_data(meanwhile=...)``, called once, before the path is
+    asked for, with no path yet) and adds the path after: the same document (dicts, and
+    bytes as .pftrace and .json) as drawing it all at the end; with counters too."""
+    from dataclasses import replace
+
+    from tests.conftest import FIXTURES
+    from traceforge import forks
+    from traceforge.analyzers.counters.measured import measured_kernels
+    from traceforge.formats.counter_files import read_counters
+    from traceforge.render.annotate import annotated_source, source_but_path
+    from traceforge.report import annotations
+
+    if src == "compiled":
+        t, counters = tf.load(FIXTURES / "compiled.pt.trace.json.gz", cache=False), None
+    else:
+        t = tf.load(FIXTURES / "counters" / "probe.pt.trace.json.gz", cache=False)
+        c = read_counters(FIXTURES / "counters" / "probe.ncu-raw.csv")
+        counters = measured_kernels(t, c.launches).per_launch.set_index("row")
+    seen: list[str] = []
+    real = annotations._path_of
+    early = []
+
+    def path_of(trace: tf.Trace) -> object:
+        seen.append("path")
+        return real(trace)
+
+    def draw(a: annotations.Annotations) -> None:
+        assert a.path == () and seen == []
+        seen.append("drawn")
+        early.append(source_but_path(t, a if counters is None else replace(a, counters=counters)))
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(forks, "cores", lambda: 1)  # (the path worked out when asked for)
+        mp.setattr(annotations, "_path_of", path_of)
+        ann = annotation_data(t, meanwhile=draw)
+    assert seen == ["drawn", "path"] and len(ann.path) > 0
+    if counters is not None:
+        ann = replace(ann, counters=counters)
+    for out in ("x.pftrace", "x.json"):
+        late = document_bytes(annotated_source(t, ann), out)
+        first = source_but_path(t, ann if counters is None else replace(ann, counters=counters))
+        assert document_bytes(annotated_source(t, ann, first), out) == late
+    got = annotated_source(t, ann, early[0])
+    assert got.document() == annotated_source(t, ann).document()
