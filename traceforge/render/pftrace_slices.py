@@ -1,7 +1,8 @@
 """A batch of a trace's packets in emit order (slice begins, slice ends and the other
 events' packets) encoded together: each packet is laid out as a row of byte pieces
-(frame, timestamp, track-event head, its args, name/track/category, flows, interning,
-flags) and the batch is joined once, so the per-packet Python of
+(a slice begin's frame with the timestamp's key, timestamp, track-event head, its args,
+name/track/category, flows, interning and flags; an end's frame, timestamp and the rest,
+as few pieces as its bytes allow) and the batch is joined once, so the per-packet Python of
 :meth:`~traceforge.render.pftrace_packets.PacketEncoder.event` runs only for what is new
 (a name, a category, an arg value not met before). Byte for byte what ``event`` writes.
 """
@@ -26,10 +27,8 @@ from traceforge.render.pftrace_packets import (
 from traceforge.render.pftrace_varints import lengths, prefix_table, prefixed, varint
 from traceforge.render.slice_table import objects
 
-#: A packet's pieces: frame, b"\x40", ts, track-event head, (args), tail, flows,
-#: interning, flags.
-_SLOTS = 8
-_FRAME = prefix_table(b"\x0a")
+#: A packet's frame and the field key of its timestamp, which comes first.
+_FRAME = prefix_table(b"\x0a", b"\x40")
 _HEAD = prefix_table(EVENT_HEAD)
 _FLAGS = b"\x68" + varint(NEEDS_INCREMENTAL_STATE)
 
@@ -97,33 +96,36 @@ class SliceBatch:
             elif code[0] == 1:
                 mids[0] = w.end_tail(int(track[0])) + b"\x68" + varint(
                     NEEDS_INCREMENTAL_STATE | 1)
-        pkt_b = (1 + ts_len[b] + lengths(heads) + te_len + lengths(interned)
-                 + lengths(flags))
+        interned_len = lengths(interned)
+        pkt_b = 1 + ts_len[b] + lengths(heads) + te_len + interned_len + lengths(flags)
         pkt_e = 1 + ts_len[e] + lengths(mids)
+        # The interning and the flags after the track event are one piece.
+        for j in np.flatnonzero(interned_len).tolist():
+            flags[j] = interned[j] + flags[j]
 
-        # Lay the pieces out: packet k's fixed slots around its args.
-        nargs = np.zeros(len(code), dtype=np.int64)
-        nargs[b] = counts
-        start = np.concatenate([[0], np.cumsum(_SLOTS + nargs)[:-1]]).astype(np.int64)
-        pieces = np.empty(int(_SLOTS * len(code) + nargs.sum()), dtype=object)
-        pieces.fill(b"")
+        # Lay the pieces out, packet after packet: a slice begin is its frame (with the
+        # timestamp's key), timestamp, head, args, tail, flows and flags; an end its
+        # frame, timestamp and the rest; another event one piece.
+        slots = np.ones(len(code), dtype=np.int64)
+        slots[b] = 6 + counts
+        slots[e] = 3
+        start = np.cumsum(slots) - slots
+        pieces = np.empty(int(slots.sum()), dtype=object)
         sb, se = start[b], start[e]
-        pieces[sb] = objects(prefixed(_FRAME, b"\x0a", pkt_b))
-        pieces[se] = objects(prefixed(_FRAME, b"\x0a", pkt_e))
-        pieces[np.concatenate([sb, se]) + 1] = b"\x40"
+        pieces[sb] = objects(prefixed(_FRAME, b"\x0a", pkt_b, b"\x40"))
+        pieces[se] = objects(prefixed(_FRAME, b"\x0a", pkt_e, b"\x40"))
         tsv = np.fromiter(ts, dtype=object, count=len(ts))
-        pieces[sb + 2] = tsv[b]
-        pieces[se + 2] = tsv[e]
-        pieces[sb + 3] = objects(heads)
-        pieces[se + 3] = objects(mids)
+        pieces[sb + 1] = tsv[b]
+        pieces[se + 1] = tsv[e]
+        pieces[sb + 2] = objects(heads)
+        pieces[se + 2] = objects(mids)
         if len(encs):
-            first_arg = np.repeat(sb + 4 - np.concatenate([[0], cut[:-1]]), counts)
+            first_arg = np.repeat(sb + 3 - np.concatenate([[0], cut[:-1]]), counts)
             pieces[first_arg + np.arange(len(encs))] = objects(encs)
         after = sb + counts
-        pieces[after + 4] = objects(tails)
-        pieces[after + 5] = objects(flows)
-        pieces[after + 6] = objects(interned)
-        pieces[after + 7] = objects(flags)
+        pieces[after + 3] = objects(tails)
+        pieces[after + 4] = objects(flows)
+        pieces[after + 5] = objects(flags)
         pieces[start[r]] = objects(rest_bytes)
         return b"".join(pieces.tolist())
 

@@ -73,18 +73,21 @@ def lengths(items: list[bytes] | np.ndarray) -> np.ndarray:
     return np.fromiter(map(len, items), dtype=np.int64, count=len(items))
 
 
-def prefixed(table: np.ndarray, prefix: bytes, n: np.ndarray) -> list[bytes]:
-    """``prefix + varint(v)`` for each of ``n`` (non-negative), from ``table`` (an object
-    array of them for 0..16383) where it holds them."""
+def prefixed(table: np.ndarray, prefix: bytes, n: np.ndarray, suffix: bytes = b""
+             ) -> list[bytes]:
+    """``prefix + varint(v) + suffix`` for each of ``n`` (non-negative), from ``table``
+    (an object array of them for 0..16383, :func:`prefix_table`) where it holds them."""
     if not len(n) or int(n.max()) < len(table):
         out: list[bytes] = table[n].tolist()
         return out
-    return [prefix + varint(v) for v in n.tolist()]
+    return [prefix + varint(v) + suffix for v in n.tolist()]
 
 
-def prefix_table(prefix: bytes) -> np.ndarray:
-    """``prefix + varint(v)`` for v in 0..16383, as an object array (for :func:`prefixed`)."""
-    return np.fromiter([prefix + v for v in VARINT_TABLE], dtype=object, count=0x4000)
+def prefix_table(prefix: bytes, suffix: bytes = b"") -> np.ndarray:
+    """``prefix + varint(v) + suffix`` for v in 0..16383, as an object array (for
+    :func:`prefixed`)."""
+    return np.fromiter([prefix + v + suffix for v in VARINT_TABLE], dtype=object,
+                       count=0x4000)
 
 
 def int_texts(texts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
