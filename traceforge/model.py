@@ -24,6 +24,7 @@ from traceforge.args_provider import ArgShapes as ArgShapes  # (Trace.arg_shapes
 from traceforge.args_provider import ArgsProvider, distinct_args, no_args
 from traceforge.kinds import GPU_KINDS as GPU_KINDS
 from traceforge.kinds import KINDS as KINDS
+from traceforge.ordering import lex_order as lex_order
 
 #: Columns of ``Trace.events`` and their dtypes. -1 means "not known / not applicable".
 EVENT_COLUMNS: dict[str, str] = {

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from traceforge.model import pair_codes
+from traceforge.model import lex_order, pair_codes
 from traceforge.render.pftrace_chunks import Packets, Rows
 from traceforge.render.pftrace_layout import FlowPoints, bind_flows, lanes_of
 from traceforge.render.pftrace_layout import ns as _ns
@@ -160,7 +160,7 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     flows_at = flow_fields(*bind_flows(th, start, start + dur, keys, points))
 
     # Each thread's slices by (start, longest first); the k-th of them all is seq k.
-    order = np.lexsort((np.arange(n), -dur, start, th))
+    order = lex_order((np.arange(n), -dur, start, th))
     s0, s1 = start[order], end[order]
     th_o = th[order]
     at = lanes_of(th_o, s0, s1)
@@ -189,7 +189,7 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     code.append(np.full(len(o0), 2, dtype=np.int64))
     ref.append(np.arange(len(o0), dtype=np.int64))
     ts_all = np.concatenate(k0)
-    emit = np.lexsort((np.concatenate(k2), np.concatenate(k1), ts_all))
+    emit = lex_order((np.concatenate(k2), np.concatenate(k1), ts_all))
     ts_all = ts_all[emit]
     code_all, ref_all = np.concatenate(code)[emit], np.concatenate(ref)[emit]
     del k0, k1, k2, code, ref, start, dur, end, s0, s1, seq, pos, th  # only what is written

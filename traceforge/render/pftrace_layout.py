@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from traceforge.model import distinct
+from traceforge.model import distinct, lex_order
 
 
 def ns(us: Any) -> int:
@@ -126,7 +126,7 @@ def bind_flows(th: np.ndarray, start: np.ndarray, stop: np.ndarray,
     none = np.zeros(0, dtype=np.int64)
     if not len(flows):
         return none, none, none.astype(bool)
-    by = np.lexsort((np.arange(len(th)), start, th))
+    by = lex_order((np.arange(len(th)), start, th))
     th_s, t_s, e_s = th[by], start[by], stop[by]
     lo = np.searchsorted(th_s, np.arange(len(keys)), side="left")
     hi = np.searchsorted(th_s, np.arange(len(keys)), side="right")
@@ -156,5 +156,5 @@ def bind_flows(th: np.ndarray, start: np.ndarray, stop: np.ndarray,
     fid = np.fromiter(map(number.__getitem__, pairs), dtype=np.int64, count=len(pairs))
     end = flows.end[bound]
     slice_no = by[at[bound]]
-    o = np.lexsort((np.arange(len(bound)), end, slice_no))
+    o = lex_order((np.arange(len(bound)), end, slice_no))
     return slice_no[o], fid[o], end[o]

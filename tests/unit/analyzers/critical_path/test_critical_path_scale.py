@@ -324,22 +324,3 @@ def test_each_paths_json_segments_are_the_rows_a_mask_selects(eager: tf.Trace) -
             want = frame.loc[(frame["step"] == s) & (frame["for_rank"] == k), cols]
             pd.testing.assert_frame_equal(rows(s, k), want)
     assert len(r.steps) > 1
-
-
-@pytest.mark.parametrize("spread", [10, 10**6, 2**62])
-def test_host_boundaries_in_the_order_five_sort_keys_give(spread: int) -> None:
-    """host._nesting_order: one packed sort and the runs of equal (thread, time) sorted
-    by the rest give lexsort's order; ties abound at a narrow spread, and a wild spread
-    (no packing fits) sorts by the five keys."""
-    from traceforge.analyzers.critical_path.host import _nesting_order
-
-    rng = np.random.default_rng(spread % 97)
-    n = 5000
-    c = rng.integers(0, 6, n)
-    t = rng.integers(-(spread // 4), spread // 4, n) if spread < 2**62 else \
-        rng.choice(np.array([-(2**61), 0, 2**61], dtype=np.int64), n)
-    start, tie = rng.integers(0, 2, n), rng.integers(-3, 3, n)
-    node = rng.permutation(n)
-    want = np.lexsort((node, tie, start, t, c))
-    assert (_nesting_order(c, t, start, tie, node) == want).all()
-    assert len(_nesting_order(c[:0], t[:0], start[:0], tie[:0], node[:0])) == 0

@@ -41,15 +41,18 @@ interval = hs.tuples(hs.integers(0, 30), hs.integers(0, 30)).map(lambda p: (p[0]
        tids=hs.sampled_from([(0, 1, 2), (7, -3, 2**40), (5, 5_000_000, 9)]),
        shuffle=hs.randoms(use_true_random=False),
        queries=hs.lists(hs.tuples(hs.integers(0, 3), hs.integers(-2, 95)), max_size=25),
-       offset=hs.sampled_from([0, 10**12, 2**61]), by_start=hs.booleans())
+       offset=hs.sampled_from([0, 10**12, 2**61]), by_start=hs.booleans(),
+       queries_in_order=hs.booleans())
 def test_innermost_matches_the_brute_force_answer(threads: list[list[tuple[int, int]]],
                                                   tids: tuple[int, int, int], shuffle: object,
                                                   queries: list[tuple[int, int]],
-                                                  offset: int, by_start: bool) -> None:
+                                                  offset: int, by_start: bool,
+                                                  queries_in_order: bool) -> None:
     """Nested ranges on up to three threads (ids small, negative or huge), shuffled or
     sorted by start only (equal starts in any order), empty ones and exact duplicates
     included, times near 0 or near 2**61 (where one time axis per thread no longer fits
-    in int64): every query gets the oracle's range."""
+    in int64), queries in any order or by (thread, time) (a chain's boundaries, searched
+    by depth): every query gets the oracle's range."""
     rows = [(tids[k], s + offset, e + offset)
             for k, cands in enumerate(threads) for s, e in _laminar(cands)]
     rows += rows[: len(rows) // 3]  # duplicates
@@ -61,6 +64,9 @@ def test_innermost_matches_the_brute_force_answer(threads: list[list[tuple[int, 
     e = np.array([r[2] for r in rows], dtype=np.int64)
     q_tid = np.array([tids[k] if k < 3 else 12345 for k, _ in queries], dtype=np.int64)
     q_t = np.array([t + offset for _, t in queries], dtype=np.int64)
+    if queries_in_order:
+        by = np.lexsort((q_t, q_tid))
+        q_tid, q_t = q_tid[by], q_t[by]
     got = innermost(tid, s, e, q_tid, q_t)
     np.testing.assert_array_equal(got, _oracle(tid, s, e, q_tid, q_t))
 
