@@ -144,3 +144,23 @@ def test_garbage_with_pftrace_suffix_is_one_line_error(tmp_path: Path) -> None:
     p = _write(tmp_path, b"\x0a\xff\xff\xff\xff\x0f garbage")
     with pytest.raises(TraceFormatError):
         tf.load(p)
+
+
+def test_json_after_a_newline_is_read_without_the_protobuf_classes(tmp_path: Path) -> None:
+    """PyTorch writes its traces starting "\\n  {": a newline is also a packet's field key,
+    but the sniff tells JSON apart before importing the protobuf classes (~45 ms)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    src = tmp_path / "t.json"
+    src.write_text("\n  " + json.dumps(DOC))
+    code = ("import sys, traceforge as tf; t = tf.load(sys.argv[1]); "
+            "print(t.meta.format, len(t.events), "
+            "'perfetto.protos.perfetto.trace.perfetto_trace_pb2' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True,
+                         text=True, check=True,
+                         env={**os.environ, "TRACEFORGE_NO_CACHE": "1"})
+    fmt, n, imported = out.stdout.split()
+    assert fmt == "kineto" and int(n) > 0 and imported == "False", out.stdout
