@@ -21,6 +21,7 @@ import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 from traceforge.errors import TraceFormatError
 
@@ -69,8 +70,9 @@ def chunks(path: Path) -> Iterator[bytes]:
     max_ratio = _limit("TRACEFORGE_GUNZIP_MAX_RATIO", MAX_RATIO)
     size = max(path.stat().st_size, 1)
     out = 0
+    damaged: tuple[type[Exception], ...] = (OSError, EOFError, zlib.error, *_inflate_errors())
     try:
-        with gzip.open(path, "rb") as g:
+        with _open(path) as g:
             while chunk := g.read(CHUNK):
                 out += len(chunk)
                 if out > max_bytes:
@@ -82,8 +84,28 @@ def chunks(path: Path) -> Iterator[bytes]:
                         path, f"gzip content expands more than {max_ratio:g}x (a gzip bomb?); "
                         "TRACEFORGE_GUNZIP_MAX_RATIO raises the limit")
                 yield chunk
-    except (OSError, EOFError, zlib.error) as e:
+    except damaged as e:
         raise TraceFormatError(path, f"truncated or corrupt gzip ({e})") from None
+
+
+def _open(path: Path) -> gzip.GzipFile:
+    """``gzip.open(path, "rb")``, inflated by ISA-L (python-isal's ``igzip``, the same
+    API) where it is installed: 3-6x faster than zlib (a 20 MB gzip of a 288 MB trace:
+    0.33 -> 0.09 s)."""
+    try:
+        from isal import igzip
+    except ImportError:
+        return gzip.open(path, "rb")
+    return cast(gzip.GzipFile, igzip.open(path, "rb"))  # type: ignore[no-untyped-call]
+
+
+def _inflate_errors() -> tuple[type[Exception], ...]:
+    """ISA-L's own error for damaged deflate data (zlib's is ``zlib.error``)."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return ()
+    return (cast(type[Exception], isal_zlib.error),)
 
 
 def to_bytes(path: Path) -> bytes:
