@@ -160,7 +160,9 @@ def write_document(doc: Doc, out: str | Path, f: BinaryIO) -> None:
         write_pftrace(doc if isinstance(doc, Mapping) else cast(Rows, doc), f.write, f)
         return
     if Path(out).name.lower().endswith(".gz"):
-        with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as z:
+        from traceforge.render.gzip_output import GzipOutput
+
+        with GzipOutput(f) as z:
             stream_chrome(doc, z.write)
         return
     stream_chrome(doc, f.write)
@@ -175,7 +177,7 @@ def document_bytes(doc: Doc, out: str | Path) -> bytes:
         return chrome_to_pftrace(doc if isinstance(doc, Mapping) else cast(Rows, doc))
     data = dumps_chrome(doc)
     if Path(out).name.lower().endswith(".gz"):
-        data = gzip.compress(data, compresslevel=6)
+        data = gzip.compress(data, compresslevel=6, mtime=0)
     return data
 
 
