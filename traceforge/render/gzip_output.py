@@ -7,7 +7,9 @@ to deflate). The header holds no name and time 0: the same document gives the sa
 
 The thread starts only once :data:`START_BYTES` have been written, past the point where
 a document's writer forks its encoding children (:func:`traceforge.forks.write_in_order`
-starts them after the document's head), so no child is forked while it runs. A failure
+starts them after the document's head), so no child is forked while it runs (one that
+were, and then waited on a lock the thread held, would be found stalled and its part
+written here, as for any thread: :mod:`traceforge.forks`). A failure
 on the thread (a full disk) is raised by the next :meth:`GzipOutput.write` or by
 :meth:`GzipOutput.close`.
 """
