@@ -52,6 +52,8 @@ _RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 _SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 _NVTX = "NVTX_EVENTS"
 _OSRT = "OSRT_API"
+#: What the readers' scalar subqueries look strings up in (:func:`_strings`).
+_STRING_IDS = (("StringIds", "id"),)
 #: Tables whose presence (with StringIds) makes a database an nsys export.
 SIGNATURE = (_KERNEL, _RUNTIME, _NVTX, "TARGET_INFO_SESSION_START_TIME")
 
@@ -149,7 +151,7 @@ def _kernels(conn: sqlite3.Connection) -> pd.DataFrame:
         SELECT k.start AS ts, k."end" - k.start AS dur, k.deviceId AS device,
                k.streamId AS stream, k.correlationId AS corr, {_pid_sql('k.globalPid')} AS hpid,
                {name} AS name, {short} AS short_name, {graph}, {extra}
-        FROM {_KERNEL} k""")
+        FROM {_KERNEL} k""", scans=(_KERNEL,), lookups=_STRING_IDS)
     df["kind"], df["cat"] = "kernel", "kernel"
     return df
 
@@ -164,7 +166,7 @@ def _copies(conn: sqlite3.Connection, table: str, enum_labels: dict[int, str]) -
         SELECT m.start AS ts, m."end" - m.start AS dur, m.deviceId AS device,
                m.streamId AS stream, m.correlationId AS corr,
                {_pid_sql('m.globalPid')} AS hpid, {extra}
-        FROM {table} m""")
+        FROM {table} m""", scans=(table,))
     if is_copy:
         kinds = pd.Series(columns.ids(df["copyKind"], 0), index=df.index)
         df["direction"] = kinds.map(_COPY_DIR).fillna("Unknown")
@@ -185,12 +187,17 @@ def _api(conn: sqlite3.Connection) -> pd.DataFrame:
     df = sqlite_db.frame(conn, f"""
         SELECT r.start AS ts, r."end" - r.start AS dur, r.correlationId AS corr,
                r.globalTid AS gtid, {name} AS name, {pick(c, 'returnValue', prefix='r.')}
-        FROM {_RUNTIME} r""")
+        FROM {_RUNTIME} r""", scans=(_RUNTIME,), lookups=_STRING_IDS)
     raw = df["name"].fillna("").astype(str)
+    # Each distinct name worked on once (a run's millions of calls have a few hundred).
+    codes, distinct = pd.factorize(raw)
+    names = pd.Series(distinct, dtype=raw.dtype)
     # CUPTI names carry the API version ("cudaLaunchKernel_v7000"); nsys's own reports and
     # Kineto drop it, so equal calls compare equal across formats.
-    df["name"] = raw.str.replace(r"_v\d+$", "", regex=True)
-    driver = raw.str.match(r"^cu[A-Z]") & ~raw.str.startswith("cuda")
+    short = names.str.replace(r"_v\d+$", "", regex=True)
+    df["name"] = pd.Series(short.array.take(codes), index=df.index, dtype=raw.dtype)
+    is_driver = (names.str.match(r"^cu[A-Z]") & ~names.str.startswith("cuda")).to_numpy(bool)
+    driver = is_driver[codes] if len(codes) else np.zeros(0, dtype=bool)
     df["kind"] = np.where(driver, "driver", "runtime")
     df["cat"] = np.where(driver, "cuda_driver", "cuda_runtime")
     return df
@@ -203,7 +210,7 @@ def _sync(conn: sqlite3.Connection) -> pd.DataFrame:
         SELECT s.start AS ts, s."end" - s.start AS dur, s.deviceId AS device,
                s.streamId AS stream, s.correlationId AS corr,
                {_pid_sql('s.globalPid')} AS hpid, {pick(c, 'syncType', prefix='s.')}
-        FROM {_SYNC} s""")
+        FROM {_SYNC} s""", scans=(_SYNC,))
     df["name"] = [labels.get(columns.as_int(t, -1) or 0, "Synchronization")
                   for t in df["syncType"]]
     df["kind"], df["cat"] = "sync", "cuda_sync"
@@ -218,7 +225,8 @@ def _nvtx(conn: sqlite3.Connection) -> tuple[pd.DataFrame, int]:
         SELECT n.start AS ts, n."end" AS te, n.eventType AS etype, n.globalTid AS gtid,
                {text} AS text, {dom}{nvtx_payloads.select_columns(c)}
         FROM {_NVTX} n WHERE n.eventType IN
-            ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_DOMAIN})""")
+            ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_DOMAIN})""",
+        scans=(_NVTX,), lookups=_STRING_IDS)
     domains = {columns.as_int(d): str(t) for d, t in
                df.loc[df["etype"] == NVTX_DOMAIN, ["domainId", "text"]].itertuples(index=False)
                if columns.as_int(d) is not None}
@@ -249,7 +257,8 @@ def _nvtx(conn: sqlite3.Connection) -> tuple[pd.DataFrame, int]:
 def _osrt(conn: sqlite3.Connection) -> pd.DataFrame:
     df = sqlite_db.frame(conn, f"""
         SELECT o.start AS ts, o."end" - o.start AS dur, o.globalTid AS gtid,
-               {_strings(conn, 'o.nameId')} AS name FROM {_OSRT} o""")
+               {_strings(conn, 'o.nameId')} AS name FROM {_OSRT} o""",
+        scans=(_OSRT,), lookups=_STRING_IDS)
     df["kind"], df["cat"] = "other", "osrt"
     return df
 

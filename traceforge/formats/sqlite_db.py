@@ -94,6 +94,14 @@ def seconds_for(size: int) -> float:
 
 #: Per open connection (by id): the row cap :func:`frame` applies (computed on first use).
 _row_caps: dict[int, int | None] = {}
+#: Per open connection (by id): its URI, its deadline (monotonic) and limit (seconds), for
+#: the Arrow reads of :func:`frame`, which open a connection of their own.
+_opened: dict[int, tuple[str, float, float]] = {}
+#: Rows per Arrow batch (the row cap and the deadline are checked between batches).
+ARROW_BATCH_ROWS = 65_536
+#: Tables scanned by fewer rows than this are read by sqlite3 (opening a second
+#: connection and importing the driver cost more than they save there).
+ARROW_MIN_ROWS = 50_000
 
 
 @contextmanager
@@ -128,6 +136,7 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
 
     conn.set_progress_handler(progress, 20_000)
     _row_caps[id(conn)] = None
+    _opened[id(conn)] = (uri, deadline, limit)
     try:
         yield conn
     except Bounded as e:
@@ -145,6 +154,7 @@ def connect(path: Path) -> Iterator[sqlite3.Connection]:
                                ) from None
     finally:
         _row_caps.pop(id(conn), None)
+        _opened.pop(id(conn), None)
         conn.close()
 
 
@@ -209,7 +219,8 @@ def columns(conn: sqlite3.Connection, table: str) -> list[str]:
     return [str(r[1]) for r in conn.execute(f"PRAGMA table_info('{table}')").fetchall()]
 
 
-def frame(conn: sqlite3.Connection, sql: str) -> pd.DataFrame:
+def frame(conn: sqlite3.Connection, sql: str, *, scans: Sequence[str] = (),
+          lookups: Sequence[tuple[str, str]] = ()) -> pd.DataFrame:
     """Run ``sql`` and return its rows as a DataFrame.
 
     SQLite's errors (a damaged page, a column a schema lacks) propagate, so that
@@ -217,7 +228,20 @@ def frame(conn: sqlite3.Connection, sql: str) -> pd.DataFrame:
 
     The result may hold no more rows than the base tables together (:func:`_row_cap`):
     a view built to multiply rows is stopped while it is read, not after it filled memory.
+
+    ``scans``: the tables ``sql`` reads row by row; ``lookups``: (table, column) pairs it
+    reads single rows of by that column (scalar subqueries). Where every one is a base
+    table and every lookup column is its table's key or indexed (the query's time is then
+    linear in the rows scanned), the rows come as Arrow batches from ADBC's SQLite driver
+    (several times faster than sqlite3's row tuples on a table of :data:`ARROW_MIN_ROWS`
+    or more) into the same frame,
+    the row cap and the deadline checked between batches; anything else, or anything the
+    driver refuses (a value unlike the column's first ones), is read by sqlite3.
     """
+    if scans:
+        got = _arrow_frame(conn, sql, scans, lookups)
+        if got is not None:
+            return got
     cap = _row_cap(conn)
     cur = conn.execute(sql)
     names = [str(d[0]) for d in cur.description or ()]
@@ -226,10 +250,89 @@ def frame(conn: sqlite3.Connection, sql: str) -> pd.DataFrame:
         rows += batch
         if len(rows) > cap:
             cur.close()
-            raise Bounded(f"a query returned more than {cap:,} rows, more than the database's "
-                          "tables hold (a view that multiplies rows?)")
+            raise Bounded(_too_many(cap))
     out: pd.DataFrame = pd.DataFrame.from_records(rows, columns=names, coerce_float=True)
     return out
+
+
+def _too_many(cap: int) -> str:
+    return (f"a query returned more than {cap:,} rows, more than the database's tables "
+            "hold (a view that multiplies rows?)")
+
+
+def _arrow_frame(conn: sqlite3.Connection, sql: str, scans: Sequence[str],
+                 lookups: Sequence[tuple[str, str]]) -> pd.DataFrame | None:
+    """:func:`frame` read through ADBC, or None where it cannot be (see there); a result
+    of no rows is left to sqlite3 too (its columns' types are those of no values)."""
+    opened = _opened.get(id(conn))
+    if opened is None or not _linear(conn, scans, lookups):
+        return None
+    if sum(_rows_at_most(conn, t) for t in scans) < ARROW_MIN_ROWS:
+        return None
+    try:
+        from adbc_driver_sqlite import dbapi
+    except ImportError:  # (no wheel for this platform: sqlite3 reads it)
+        return None
+    import pyarrow as pa
+
+    uri, deadline, limit = opened
+    cap = _row_cap(conn)
+    batches: list[pa.RecordBatch] = []
+    rows = 0
+    try:
+        with dbapi.connect(uri) as db, db.cursor() as cur:
+            cur.adbc_statement.set_options(
+                **{"adbc.sqlite.query.batch_rows": str(ARROW_BATCH_ROWS)})
+            cur.execute(sql)
+            reader = cur.fetch_record_batch()
+            for batch in reader:
+                rows += batch.num_rows
+                if rows > cap:
+                    raise Bounded(_too_many(cap))
+                if time.monotonic() > deadline:
+                    raise Bounded(f"SQLite queries ran past {limit:.0f} s; "
+                                  "TRACEFORGE_SQLITE_SECONDS raises the limit")
+                batches.append(batch)
+            table = pa.Table.from_batches(batches, schema=reader.schema)
+    except Bounded:
+        raise
+    except Exception:  # the driver's errors, and Arrow's on what it made: sqlite3 reads it
+        return None
+    if not rows:
+        return None
+    out: pd.DataFrame = table.to_pandas()
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if col.null_count == rows:  # all NULL: as from_records makes it
+            out[name] = pd.Series([None] * rows, dtype=object)
+    return out
+
+
+def _rows_at_most(conn: sqlite3.Connection, table: str) -> int:
+    """An upper bound of ``table``'s rows: its largest rowid (a lookup), else its count."""
+    try:
+        (n,) = conn.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()
+    except sqlite3.OperationalError:  # WITHOUT ROWID
+        (n,) = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+    return max(int(n), 0) if isinstance(n, int) else 0
+
+
+def _linear(conn: sqlite3.Connection, scans: Sequence[str],
+            lookups: Sequence[tuple[str, str]]) -> bool:
+    """Whether every table of ``scans`` and ``lookups`` is a base table and every lookup
+    column its table's integer key or the first column of one of its indexes."""
+    kinds = dict(conn.execute("SELECT name, type FROM sqlite_master").fetchall())
+    if any(kinds.get(t) != "table" for t in (*scans, *(t for t, _ in lookups))):
+        return False
+    for table, col in lookups:
+        info = conn.execute(f"PRAGMA table_info('{table}')").fetchall()
+        keys = [r for r in info if r[5]]
+        if len(keys) == 1 and keys[0][1] == col and str(keys[0][2]).upper() == "INTEGER":
+            continue
+        firsts = {conn.execute(f"PRAGMA index_info('{str(ix[1])}')").fetchone()
+                  for ix in conn.execute(f"PRAGMA index_list('{table}')").fetchall()}
+        if not any(f is not None and f[2] == col for f in firsts):
+            return False
+    return True
 
 
 def pick(have: list[str], *wanted: str, alias: str | None = None, prefix: str = "") -> str:
