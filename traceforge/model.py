@@ -231,7 +231,10 @@ def normalize_events(df: pd.DataFrame) -> pd.DataFrame:
         else:
             raise ValueError(f"events need a {col!r} column")
         if col == "kind":
-            kinds = pd.Categorical(s.astype(str), categories=pd.Index(list(KINDS)))
+            if isinstance(s.dtype, pd.CategoricalDtype) and list(s.cat.categories) == list(KINDS):
+                kinds = s.array  # (a reader's own, made before its sort)
+            else:
+                kinds = pd.Categorical(s.astype(str), categories=pd.Index(list(KINDS)))
             if pd.isna(kinds).any():
                 raise ValueError("kind holds values outside KINDS")
             out[col] = kinds

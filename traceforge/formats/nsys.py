@@ -37,7 +37,7 @@ from traceforge.executables import find_nsys
 from traceforge.formats import columns, nvtx_ops, nvtx_payloads, sqlite_db
 from traceforge.formats.sqlite_db import ColumnArgs, pick
 from traceforge.formats.symbols import demangle_names
-from traceforge.model import Device, Trace, TraceMeta, normalize_events
+from traceforge.model import KINDS, Device, Trace, TraceMeta, normalize_events
 
 NAME = "nsys-sqlite"
 SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep")
@@ -319,6 +319,11 @@ def _read_db(p: Path, conn: sqlite3.Connection, have: frozenset[str]) -> Trace:
         {c: pd.Series([], dtype=object) for c in ("name", "kind", "cat", "ts", "dur")})
     df = _layout(p, df)
     meta = _meta(p, conn, have, df, unfinished)
+    # The columns normalize_events makes categorical, made so before the sort: it then
+    # moves their codes, not millions of strings (the names' take was 1.5 s of 4.2M rows).
+    for col in ("name", "cat"):
+        df[col] = df[col].astype("category")
+    df["kind"] = pd.Categorical(df["kind"].astype(str), categories=pd.Index(list(KINDS)))
     df = df.sort_values("ts", kind="stable").reset_index(drop=True)
     events = normalize_events(df)
     return demangle_names(Trace(events, meta, args_provider=ColumnArgs(df, _ARG_COLUMNS)))
