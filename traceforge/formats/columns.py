@@ -25,6 +25,8 @@ def ids(s: pd.Series, fill: int = -1) -> np.ndarray:
     if s.dtype.kind == "i":
         exact: np.ndarray = s.to_numpy(dtype=np.int64)
         return exact
+    if s.dtype == np.float64:  # (an int column with NULLs, as pandas reads it)
+        return _float_ids(s.to_numpy(), fill)
     num = pd.to_numeric(s, errors="coerce")
     if num.dtype.kind == "u":
         raw = num.to_numpy(dtype=np.uint64)
@@ -37,6 +39,18 @@ def ids(s: pd.Series, fill: int = -1) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         ok = np.isfinite(arr) & (np.abs(arr) < _I64) & (arr == np.floor(arr))
     out: np.ndarray = np.where(ok, arr, fill).astype(np.int64)
+    return out
+
+
+def _float_ids(arr: np.ndarray, fill: int) -> np.ndarray:
+    """:func:`ids` of float64 values in two passes: a value is an id where it converts
+    to int64 and back unchanged (NaN, infinities, fractions and values of 2**63 or more
+    do not; the cast's result for those, whatever the platform makes it, is discarded)."""
+    with np.errstate(invalid="ignore"):
+        out = arr.astype(np.int64)
+    back = out.astype(np.float64)
+    ok = (back == arr) & (out != np.iinfo(np.int64).min) & (out != np.iinfo(np.int64).max)
+    out[~ok] = fill
     return out
 
 
