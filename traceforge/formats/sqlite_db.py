@@ -395,8 +395,14 @@ class ColumnArgs:
                 for i, v in zip(at.tolist(), vals[at].tolist(), strict=True):
                     out[i][k] = int(v) if v.is_integer() else v
                 continue
-            # (objects as they are; other dtypes' cells as numpy scalars, as arr[r] gives)
-            for i, v in enumerate(vals.tolist() if vals.dtype == object else vals):
+            if vals.dtype == object:
+                # Text columns are mostly empty (None or NaN); pandas' missing values (NA,
+                # NaT) are no args value either.
+                at = np.flatnonzero(~pd.isna(vals))
+                cells: Any = zip(at.tolist(), vals[at].tolist(), strict=True)
+            else:  # (cells as numpy scalars, as arr[r] gives them)
+                cells = enumerate(vals)
+            for i, v in cells:
                 got = _arg_value(k, v)
                 if got is not _MISSING:
                     out[i][k] = got
@@ -410,7 +416,7 @@ _MISSING = object()
 def _arg_value(key: str, v: Any) -> Any:
     """One cell of a :class:`ColumnArgs` column of objects as its args value, or
     :data:`_MISSING`."""
-    if v is None or (isinstance(v, float) and v != v):
+    if v is None or (isinstance(v, (float, np.floating)) and v != v):
         return _MISSING
     v = v.item() if hasattr(v, "item") else v
     if key == "host_pid" and v < 0:
