@@ -234,9 +234,9 @@ def frame(conn: sqlite3.Connection, sql: str, *, scans: Sequence[str] = (),
     table and every lookup column is its table's key or indexed (the query's time is then
     linear in the rows scanned), the rows come as Arrow batches from ADBC's SQLite driver
     (several times faster than sqlite3's row tuples on a table of :data:`ARROW_MIN_ROWS`
-    or more) into the same frame,
-    the row cap and the deadline checked between batches; anything else, or anything the
-    driver refuses (a value unlike the column's first ones), is read by sqlite3.
+    or more) into the same frame, the row cap and the deadline checked between batches;
+    anything else, or anything the driver refuses (a value unlike the column's first
+    ones), is read by sqlite3.
     """
     if scans:
         got = _arrow_frame(conn, sql, scans, lookups)
@@ -319,20 +319,29 @@ def _rows_at_most(conn: sqlite3.Connection, table: str) -> int:
 def _linear(conn: sqlite3.Connection, scans: Sequence[str],
             lookups: Sequence[tuple[str, str]]) -> bool:
     """Whether every table of ``scans`` and ``lookups`` is a base table and every lookup
-    column its table's integer key or the first column of one of its indexes."""
-    kinds = dict(conn.execute("SELECT name, type FROM sqlite_master").fetchall())
-    if any(kinds.get(t) != "table" for t in (*scans, *(t for t, _ in lookups))):
-        return False
-    for table, col in lookups:
-        info = conn.execute(f"PRAGMA table_info('{table}')").fetchall()
-        keys = [r for r in info if r[5]]
-        if len(keys) == 1 and keys[0][1] == col and str(keys[0][2]).upper() == "INTEGER":
-            continue
-        firsts = {conn.execute(f"PRAGMA index_info('{str(ix[1])}')").fetchone()
-                  for ix in conn.execute(f"PRAGMA index_list('{table}')").fetchall()}
-        if not any(f is not None and f[2] == col for f in firsts):
+    column its table's integer key or the first column of one of its indexes (False
+    where the schema cannot be read so: sqlite3 then reads the query as before)."""
+    try:
+        kinds = dict(conn.execute("SELECT name, type FROM sqlite_master").fetchall())
+        if any(kinds.get(t) != "table" for t in (*scans, *(t for t, _ in lookups))):
             return False
+        for table, col in lookups:
+            info = conn.execute(f"PRAGMA table_info({_quoted(table)})").fetchall()
+            keys = [r for r in info if r[5]]
+            if len(keys) == 1 and keys[0][1] == col and str(keys[0][2]).upper() == "INTEGER":
+                continue
+            firsts = [conn.execute(f"PRAGMA index_info({_quoted(str(ix[1]))})").fetchone()
+                      for ix in conn.execute(f"PRAGMA index_list({_quoted(table)})")]
+            if not any(f is not None and f[2] == col for f in firsts):
+                return False
+    except (sqlite3.Error, TypeError, ValueError):
+        return False
     return True
+
+
+def _quoted(name: str) -> str:
+    """``name`` as an SQL string literal (an index's name comes from the file)."""
+    return "'" + name.replace("'", "''") + "'"
 
 
 def pick(have: list[str], *wanted: str, alias: str | None = None, prefix: str = "") -> str:

@@ -216,3 +216,16 @@ def test_column_args_are_the_row_at_a_time_dicts(data: st.DataObject) -> None:
                       if n else [], dtype=np.int64)
     # (repr: the same keys in the same order, values of the same types, NaN equal to NaN)
     assert repr(provider(rows)) == repr(_row_at_a_time(cols, rows))
+
+
+def test_a_hostile_index_name_is_read_by_sqlite3(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    db = _db(tmp_path / "t.sqlite", keyed=False)
+    con = sqlite3.connect(db)
+    con.execute("""CREATE INDEX "it's'); DROP TABLE T; --" ON StringIds (id)""")
+    con.commit()
+    con.close()
+    fast, plain, taken = _frames(db, SQL.format("T"), monkeypatch, scans=("T",),
+                                 lookups=(("StringIds", "id"),))
+    assert taken == ["arrow"]  # the index found under its odd name
+    pd.testing.assert_frame_equal(fast, plain)
