@@ -204,12 +204,7 @@ def _row_cap(conn: sqlite3.Connection) -> int:
     names = [str(r[0]) for r in conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()]
     for name in names:
-        q = name.replace('"', '""')
-        try:
-            (n,) = conn.execute(f'SELECT max(rowid) FROM "{q}"').fetchone()
-        except sqlite3.OperationalError:  # WITHOUT ROWID
-            (n,) = conn.execute(f'SELECT count(*) FROM "{q}"').fetchone()
-        total += max(int(n or 0), 0) if isinstance(n, int) else 0
+        total += _rows_at_most(conn, name)
     _row_caps[id(conn)] = total
     return total
 
@@ -309,10 +304,11 @@ def _arrow_frame(conn: sqlite3.Connection, sql: str, scans: Sequence[str],
 
 def _rows_at_most(conn: sqlite3.Connection, table: str) -> int:
     """An upper bound of ``table``'s rows: its largest rowid (a lookup), else its count."""
+    q = table.replace('"', '""')
     try:
-        (n,) = conn.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()
+        (n,) = conn.execute(f'SELECT max(rowid) FROM "{q}"').fetchone()
     except sqlite3.OperationalError:  # WITHOUT ROWID
-        (n,) = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+        (n,) = conn.execute(f'SELECT count(*) FROM "{q}"').fetchone()
     return max(int(n), 0) if isinstance(n, int) else 0
 
 

@@ -52,12 +52,9 @@ SQL = ("SELECT start AS ts, a, gaps, empty, r, txt, b, "
        "(SELECT value FROM StringIds WHERE id = t.nameId) AS name FROM {} t")
 
 
-def _frames(path: Path, sql: str, monkeypatch: pytest.MonkeyPatch, **reads: Any
-            ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """(frame through ``frame``'s Arrow path where it takes it, the sqlite3 frame, the
-    paths taken)."""
-    monkeypatch.setattr(sqlite_db, "ARROW_MIN_ROWS", 0)
-    monkeypatch.setattr(sqlite_db, "ARROW_BATCH_ROWS", 64)
+def _paths_taken(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The path ("arrow" or "sqlite3") each later ``frame`` call that names its tables
+    takes, in order."""
     taken: list[str] = []
     real = sqlite_db._arrow_frame
 
@@ -67,6 +64,16 @@ def _frames(path: Path, sql: str, monkeypatch: pytest.MonkeyPatch, **reads: Any
         return got
 
     monkeypatch.setattr(sqlite_db, "_arrow_frame", spy)
+    return taken
+
+
+def _frames(path: Path, sql: str, monkeypatch: pytest.MonkeyPatch, **reads: Any
+            ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """(frame through ``frame``'s Arrow path where it takes it, the sqlite3 frame, the
+    paths taken)."""
+    monkeypatch.setattr(sqlite_db, "ARROW_MIN_ROWS", 0)
+    monkeypatch.setattr(sqlite_db, "ARROW_BATCH_ROWS", 64)
+    taken = _paths_taken(monkeypatch)
     with sqlite_db.connect(path) as conn:
         fast = sqlite_db.frame(conn, sql, **reads)
         plain = sqlite_db.frame(conn, sql)
@@ -134,17 +141,9 @@ def test_nsys_reads_the_same_trace_through_arrow(name: str,
     path = (shared(name.removeprefix("shared:")) if name.startswith("shared:")
             else Path(__file__).parents[3] / "fixtures" / name)
     monkeypatch.setattr(sqlite_db, "ARROW_MIN_ROWS", 0)
-    taken: list[bool] = []
-    real = sqlite_db._arrow_frame
-
-    def spy(*a: Any, **k: Any) -> pd.DataFrame | None:
-        got = real(*a, **k)
-        taken.append(got is not None)
-        return got
-
-    monkeypatch.setattr(sqlite_db, "_arrow_frame", spy)
+    taken = _paths_taken(monkeypatch)
     fast = nsys.read(path)
-    assert any(taken)
+    assert "arrow" in taken
     monkeypatch.setattr(sqlite_db, "_arrow_frame", lambda *a, **k: None)
     plain = nsys.read(path)
     pd.testing.assert_frame_equal(fast.events, plain.events)
