@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -35,9 +35,10 @@ import pandas as pd
 from traceforge.errors import TraceFormatError
 from traceforge.executables import find_nsys
 from traceforge.formats import columns, nvtx_ops, nvtx_payloads, sqlite_db
-from traceforge.formats.sqlite_db import ColumnArgs, pick
+from traceforge.formats.frame_args import PartArgs
+from traceforge.formats.sqlite_db import pick
 from traceforge.formats.symbols import demangle_names
-from traceforge.model import KINDS, Device, Trace, TraceMeta, normalize_events
+from traceforge.model import EVENT_COLUMNS, KINDS, Device, Trace, TraceMeta, normalize_events
 
 NAME = "nsys-sqlite"
 SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep")
@@ -64,6 +65,9 @@ NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN = 34, 59, 60, 75
 # gives nsys's own labels for the event name).
 _COPY_DIR = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
              7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
+
+#: The kernel's name columns, the first one there taken (demangled, as nsys's reports).
+_KERNEL_NAMES = ("demangledName", "shortName", "mangledName")
 
 _GPU_ARGS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
              "staticSharedMemory", "dynamicSharedMemory", "graphNodeId", "contextId")
@@ -130,6 +134,33 @@ def _with_path(m: TraceMeta, p: Path) -> TraceMeta:
     return replace(m, path=str(p), extra={**m.extra, "exported_with": "nsys export"})
 
 
+def _same(n: int, value: str) -> pd.Categorical:
+    """A column of ``n`` equal strings, as a categorical (no string per row)."""
+    return _coded(np.zeros(n, dtype=np.int8), [value])
+
+
+def _coded(codes: np.ndarray, categories: Any) -> pd.Categorical:
+    """A categorical of ``codes`` (-1: missing) into ``categories`` (distinct values)."""
+    out: Any = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(pd.Index(categories)))
+    return cast(pd.Categorical, out)
+
+
+def _concat_categorical(cols: list[pd.Series]) -> pd.Categorical:
+    """``pd.concat(cols).astype("category")`` without concatenating the values: each
+    column is coded on its own (a categorical one is kept) and the codes are moved onto
+    the categories of all columns together (the same categories, in the same order)."""
+    coded = [c.array if isinstance(c.dtype, pd.CategoricalDtype) else pd.Categorical(c)
+             for c in cols]
+    # (only the categories a column uses: a reader's own may hold more)
+    used = [c.categories[np.bincount(c.codes + 1, minlength=len(c.categories) + 1)[1:] > 0]
+            for c in coded]
+    distinct = pd.concat([pd.Series(u) for u in used], ignore_index=True)
+    categories = distinct.astype("category").cat.categories
+    codes = [np.where(c.codes >= 0, categories.get_indexer(c.categories)[c.codes], -1)
+             for c in coded]
+    return _coded(np.concatenate(codes) if codes else np.zeros(0, np.int8), categories)
+
+
 def _strings(conn: sqlite3.Connection, col: str) -> str:
     return f"(SELECT value FROM StringIds WHERE id = {col})"
 
@@ -138,21 +169,34 @@ def _pid_sql(col: str) -> str:
     return f"(({col} >> 24) & 16777215)"
 
 
-def _kernels(conn: sqlite3.Connection) -> pd.DataFrame:
+def _kernels(conn: sqlite3.Connection, by_id: bool = True) -> pd.DataFrame:
     c = sqlite_db.columns(conn, _KERNEL)
-    name = "COALESCE({}, {}, {})".format(
-        *(_strings(conn, f"k.{n}") if n in c else "NULL"
-          for n in ("demangledName", "shortName", "mangledName"))
-    )
-    short = _strings(conn, "k.shortName") if "shortName" in c else "NULL"
+    if by_id:  # the names' ids, looked up once each (sqlite_db.string_codes)
+        names = ", ".join(pick(c, n, prefix="k.") for n in _KERNEL_NAMES)
+    else:
+        names = "COALESCE({}, {}, {}) AS name, {} AS short_name".format(
+            *(_strings(conn, f"k.{n}") if n in c else "NULL"
+              for n in (*_KERNEL_NAMES, "shortName")))
     extra = ", ".join(pick(c, a, prefix="k.") for a in _GPU_ARGS)
     graph = pick(c, "graphId", prefix="k.")
     df = sqlite_db.frame(conn, f"""
         SELECT k.start AS ts, k."end" - k.start AS dur, k.deviceId AS device,
                k.streamId AS stream, k.correlationId AS corr, {_pid_sql('k.globalPid')} AS hpid,
-               {name} AS name, {short} AS short_name, {graph}, {extra}
-        FROM {_KERNEL} k""", scans=(_KERNEL,), lookups=_STRING_IDS)
-    df["kind"], df["cat"] = "kernel", "kernel"
+               {names}, {graph}, {extra}
+        FROM {_KERNEL} k""", scans=(_KERNEL,), lookups=() if by_id else _STRING_IDS)
+    if by_id:
+        looked = sqlite_db.string_codes(conn, [df[n] for n in _KERNEL_NAMES])
+        if looked is None:  # (ids that are no integers, or a StringIds id twice)
+            return _kernels(conn, by_id=False)
+        (demangled, short, mangled), values = looked
+        # The first name that is there, as COALESCE takes it.
+        code = np.where(demangled >= 0, demangled, np.where(short >= 0, short, mangled))
+        df = df.drop(columns=list(_KERNEL_NAMES))
+        df["name"] = _coded(code, values)
+        texts = values.to_numpy(dtype=object)
+        df["short_name"] = np.where(short >= 0, texts[short.clip(0, None)] if len(texts)
+                                    else np.nan, np.nan)
+    df["kind"], df["cat"] = _same(len(df), "kernel"), _same(len(df), "kernel")
     return df
 
 
@@ -180,26 +224,38 @@ def _copies(conn: sqlite3.Connection, table: str, enum_labels: dict[int, str]) -
     return df
 
 
-def _api(conn: sqlite3.Connection) -> pd.DataFrame:
+def _api(conn: sqlite3.Connection, by_id: bool = True) -> pd.DataFrame:
     c = sqlite_db.columns(conn, _RUNTIME)
     # 2022 exports carry both nameId and an (empty) name column; nameId is the one filled.
-    name = _strings(conn, "r.nameId") if "nameId" in c else 'r."name"'
+    by_id = by_id and "nameId" in c
+    # (by id: the names' ids, looked up once each by sqlite_db.string_codes)
+    name = ("r.nameId" if by_id else _strings(conn, "r.nameId")) if "nameId" in c \
+        else 'r."name"'
     df = sqlite_db.frame(conn, f"""
         SELECT r.start AS ts, r."end" - r.start AS dur, r.correlationId AS corr,
                r.globalTid AS gtid, {name} AS name, {pick(c, 'returnValue', prefix='r.')}
-        FROM {_RUNTIME} r""", scans=(_RUNTIME,), lookups=_STRING_IDS)
-    raw = df["name"].fillna("").astype(str)
-    # Each distinct name worked on once (a run's millions of calls have a few hundred).
-    codes, distinct = pd.factorize(raw)
-    names = pd.Series(distinct, dtype=raw.dtype)
+        FROM {_RUNTIME} r""", scans=(_RUNTIME,), lookups=() if by_id else _STRING_IDS)
+    # Each distinct name worked on once (a run's millions of calls have a few hundred),
+    # and the column made categorical from those codes (no string per call).
+    if by_id:
+        looked = sqlite_db.string_codes(conn, [df["name"]])
+        if looked is None:  # (ids that are no integers, or a StringIds id twice)
+            return _api(conn, by_id=False)
+        (codes,), values = looked
+        distinct: Any = values.to_numpy(dtype=object)
+    else:
+        codes, distinct = pd.factorize(df["name"])
+    # (a missing name is ""; the cells as text, as astype(str) makes them)
+    raw = pd.Series(["", *distinct.tolist()], dtype=object).astype(str)
     # CUPTI names carry the API version ("cudaLaunchKernel_v7000"); nsys's own reports and
     # Kineto drop it, so equal calls compare equal across formats.
-    short = names.str.replace(r"_v\d+$", "", regex=True)
-    df["name"] = pd.Series(short.array.take(codes), index=df.index, dtype=raw.dtype)
-    is_driver = (names.str.match(r"^cu[A-Z]") & ~names.str.startswith("cuda")).to_numpy(bool)
-    driver = is_driver[codes] if len(codes) else np.zeros(0, dtype=bool)
-    df["kind"] = np.where(driver, "driver", "runtime")
-    df["cat"] = np.where(driver, "cuda_driver", "cuda_runtime")
+    short_codes, short = pd.factorize(raw.str.replace(r"_v\d+$", "", regex=True))
+    at = short_codes[codes + 1]
+    df["name"] = _coded(at, short)
+    names = pd.Series(short, dtype=object)
+    driver = (names.str.match(r"^cu[A-Z]") & ~names.str.startswith("cuda")).to_numpy(np.int8)
+    df["kind"] = _coded(driver[at], ["runtime", "driver"])
+    df["cat"] = _coded(driver[at], ["cuda_runtime", "cuda_driver"])
     return df
 
 
@@ -315,50 +371,98 @@ def _read_db(p: Path, conn: sqlite3.Connection, have: frozenset[str]) -> Trace:
     if _OSRT in have:
         parts.append(_osrt(conn))
     parts = [d for d in parts if not d.empty]
+    # Each table's args stay with its own rows (PartArgs): concatenated, a kernel's grid
+    # and every other table's columns were filled in for all rows (35 columns, ~1 GB at
+    # 4.2M rows) and moved by the concat and the sort. (_ids also reads graphNodeId.)
+    args = [{c: d[c].to_numpy() for c in _ARG_COLUMNS if c in d.columns} for d in parts]
+    sizes = [len(d) for d in parts]
+    # The columns normalize_events makes categorical, made so part by part: the concat
+    # and the sort then move codes, not millions of strings.
+    coded = {c: _concat_categorical([d[c] for d in parts]) for c in ("name", "cat", "kind")
+             } if parts else {}
+    parts = [_ids(d.drop(columns=[c for c in (*_ARG_COLUMNS, *coded) if c in d.columns
+                                  and c != "graphNodeId"])) for d in parts]
     df = pd.concat(parts, ignore_index=True, sort=False) if parts else pd.DataFrame(
         {c: pd.Series([], dtype=object) for c in ("name", "kind", "cat", "ts", "dur")})
+    del parts
+    for c, values in coded.items():
+        df[c] = values
     df = _layout(p, df)
     meta = _meta(p, conn, have, df, unfinished)
-    # The columns normalize_events makes categorical, made so before the sort: it then
-    # moves their codes, not millions of strings (the names' take was 1.5 s of 4.2M rows).
     for col in ("name", "cat"):
-        df[col] = df[col].astype("category")
-    df["kind"] = pd.Categorical(df["kind"].astype(str), categories=pd.Index(list(KINDS)))
-    df = df.sort_values("ts", kind="stable").reset_index(drop=True)
-    events = normalize_events(df)
-    return demangle_names(Trace(events, meta, args_provider=ColumnArgs(df, _ARG_COLUMNS)))
+        df[col] = df[col].astype("category")  # (no-ops but for a file without events)
+    df["kind"] = pd.Categorical(df["kind"], categories=pd.Index(list(KINDS)))
+    order = np.argsort(df["ts"].to_numpy(), kind="stable")
+    provider = PartArgs(args, sizes, order, {"host_pid": df["host_pid"].to_numpy()[order]},
+                        _ARG_COLUMNS)
+    events = _events(df, order)
+    del df
+    return demangle_names(Trace(events, meta, args_provider=provider))
 
 
-def _layout(p: Path, df: pd.DataFrame) -> pd.DataFrame:
-    """Fill pid/tid/device/stream/rank from the nsys ids (see the module docstring)."""
+def _events(df: pd.DataFrame, order: np.ndarray) -> pd.DataFrame:
+    """The events in the order ``order``: the int columns taken straight into one block
+    (a sorted frame and then normalize_events' frame of it wrote each column twice, 0.6 s
+    of fresh memory at 4.2M rows), the categorical ones by their codes."""
+    ints = [c for c, t in EVENT_COLUMNS.items() if t == "int64"]
+    block = np.empty((len(ints), len(order)), dtype=np.int64)
+    for i, c in enumerate(ints):
+        if c in df.columns:
+            np.take(df[c].to_numpy(dtype=np.int64), order, out=block[i])
+        else:
+            block[i] = -1
+    out = pd.DataFrame(block.T, columns=ints, copy=False)
+    for i, c in enumerate(c for c, t in EVENT_COLUMNS.items() if t == "category"):
+        out.insert(i, c, df[c].array.take(order))
+    events: pd.DataFrame = normalize_events(out)
+    return events
+
+
+def _ids(df: pd.DataFrame) -> pd.DataFrame:
+    """One table's pid/tid/device/stream/corr/graph/host_pid from the nsys ids (see the
+    module docstring), as int64 (-1: none), before the tables are concatenated: a column
+    one table lacks then needs no NaN for its rows and no float64 for the others'."""
     n = len(df)
-    for col in ("ts", "dur", "device", "stream", "corr", "hpid", "gtid", "graphId"):
-        if col not in df.columns:
-            df[col] = np.nan
-    gtid = columns.ids(df["gtid"], -1)
+
+    def ids(col: str) -> np.ndarray:
+        return columns.ids(df[col], -1) if col in df.columns else np.full(n, -1, np.int64)
+
+    gtid = ids("gtid")
     host = gtid >= 0
-    hpid = np.where(host, (gtid >> 24) & 0xFFFFFF, columns.ids(df["hpid"], -1))
-    device = columns.ids(df["device"], -1)
-    stream = columns.ids(df["stream"], -1)
-    df["host_pid"] = hpid
-    # GPU rows follow Kineto's layout: pid = device, tid = stream.
-    df["pid"] = np.where(host, hpid, device)
-    df["tid"] = np.where(host, gtid & 0xFFFFFF, stream)
-    df["device"], df["stream"] = device, stream
-    df["corr"] = columns.ids(df["corr"], -1)
-    graph = columns.ids(df["graphId"], -1)
+    hpid = np.where(host, (gtid >> 24) & 0xFFFFFF, ids("hpid"))
+    device, stream, corr = ids("device"), ids("stream"), ids("corr")
+    graph = ids("graphId")
     if "graphNodeId" in df.columns:
         # Exports without a graphId column still mark graph-node kernels: the replaying
         # cudaGraphLaunch's correlation id then stands in for the graph.
-        node = df["graphNodeId"].notna().to_numpy()
-        graph = np.where((graph < 0) & node, df["corr"].to_numpy(), graph)
-    df["graph"] = graph
-    gpu_pids = sorted(set(hpid[(device >= 0) & (hpid >= 0)].tolist()))
+        graph = np.where((graph < 0) & df["graphNodeId"].notna().to_numpy(), corr, graph)
+    out: pd.DataFrame = df.drop(columns=[
+        c for c in ("gtid", "hpid", "graphId", "graphNodeId", "device", "stream", "corr")
+        if c in df.columns])
+    # GPU rows follow Kineto's layout: pid = device, tid = stream.
+    out["host_pid"], out["pid"] = hpid, np.where(host, hpid, device)
+    out["tid"] = np.where(host, gtid & 0xFFFFFF, stream)
+    out["device"], out["stream"], out["corr"], out["graph"] = device, stream, corr, graph
+    return out
+
+
+def _layout(p: Path, df: pd.DataFrame) -> pd.DataFrame:
+    """The rank of each row (see the module docstring) and the times checked."""
+    n = len(df)
+    for col in ("ts", "dur"):
+        if col not in df.columns:
+            df[col] = np.nan
+    for col in ("host_pid", "pid", "tid", "device", "stream", "corr", "graph"):
+        if col not in df.columns:  # (a file without events)
+            df[col] = np.full(n, -1, dtype=np.int64)
+    hpid = df["host_pid"].to_numpy(dtype=np.int64)
+    device = df["device"].to_numpy(dtype=np.int64)
+    gpu_pids = np.unique(hpid[(device >= 0) & (hpid >= 0)])
+    rank = np.full(n, -1, dtype=np.int64)
     if len(gpu_pids) > 1:
-        rank_of = {pid: r for r, pid in enumerate(gpu_pids)}
-        df["rank"] = [rank_of.get(int(x), -1) for x in hpid]
-    else:
-        df["rank"] = np.full(n, -1, dtype=np.int64)
+        at = np.searchsorted(gpu_pids, hpid).clip(0, len(gpu_pids) - 1)
+        rank = np.where(gpu_pids[at] == hpid, at, -1)
+    df["rank"] = rank
     df["ts"] = columns.times(p, df["ts"], "start time")
     # GPU activity and API calls have an end: NULL, before the start or a negative start
     # is refused (columns.check_intervals); NVTX marks and open ranges have none.
@@ -371,8 +475,7 @@ def _layout(p: Path, df: pd.DataFrame) -> pd.DataFrame:
     columns.check_intervals(p, df["ts"].to_numpy(), df["ts"].to_numpy() + dur, df["name"],
                             check=timed)
     df["dur"] = np.clip(dur, 0, None)
-    out: pd.DataFrame = df.drop(columns=["gtid", "hpid", "graphId"])
-    return out
+    return df
 
 
 def _meta(p: Path, conn: sqlite3.Connection, have: frozenset[str], df: pd.DataFrame,
@@ -384,7 +487,7 @@ def _meta(p: Path, conn: sqlite3.Connection, have: frozenset[str], df: pd.DataFr
         session = (columns.as_int(row[0], 0) or 0) if row else 0
     t0 = int(df["ts"].min()) if len(df) else 0
     df["ts"] -= t0
-    pids = sorted(set(df["host_pid"].tolist()) - {-1})
+    pids = [x for x in np.unique(df["host_pid"].to_numpy()).tolist() if x != -1]
     procs: dict[int, str] = {}
     threads: dict[tuple[int, int], str] = {}
     if "PROCESSES" in have and pids:
@@ -406,7 +509,7 @@ def _meta(p: Path, conn: sqlite3.Connection, have: frozenset[str], df: pd.DataFr
     notes: list[str] = []
     if unfinished:
         notes.append(f"{unfinished} NVTX ranges never ended and were left out")
-    ranks = sorted(set(df["rank"].tolist()) - {-1})
+    ranks = [r for r in np.unique(df["rank"].to_numpy()).tolist() if r != -1]
     extra: dict[str, Any] = {"nsys_session_start_ns": session} if session else {}
     if ranks:
         notes.append(f"{len(ranks)} processes ran GPU work: rank numbers them in pid order")

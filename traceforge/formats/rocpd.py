@@ -40,7 +40,8 @@ import pandas as pd
 
 from traceforge.errors import TraceFormatError
 from traceforge.formats import columns, sqlite_db
-from traceforge.formats.sqlite_db import ColumnArgs, pick
+from traceforge.formats.frame_args import ColumnArgs
+from traceforge.formats.sqlite_db import pick
 from traceforge.formats.symbols import demangle_names
 from traceforge.model import Device, Trace, TraceMeta, normalize_events
 

@@ -18,13 +18,12 @@ with more rows than all base tables together hold (no documented view multiplies
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -36,6 +35,7 @@ import pandas as pd
 
 from traceforge import errors
 from traceforge.errors import TraceFormatError
+from traceforge.formats import columns as id_columns
 from traceforge.formats import gunzip
 
 #: The first 16 bytes of every SQLite 3 database file.
@@ -250,6 +250,62 @@ def frame(conn: sqlite3.Connection, sql: str, *, scans: Sequence[str] = (),
     return out
 
 
+#: Ids per query of :func:`string_codes` (SQLite allows 999 bound values on old builds).
+_IDS_PER_QUERY = 500
+
+
+def string_codes(conn: sqlite3.Connection, cols: Sequence[pd.Series], table: str = "StringIds",
+                 key: str = "id", value: str = "value"
+                 ) -> tuple[list[np.ndarray], pd.Series] | None:
+    """What ``(SELECT value FROM table WHERE key = <cell>)`` gives for each cell of the id
+    columns ``cols``, as codes into the distinct values returned (a Series, its dtype as a
+    column of those values gets), each distinct id looked up once: a subquery per row
+    made a Python string per row (1.2M kernels' names were ~0.6 s of SQL and as many
+    strings). Code -1: a NULL cell, an id the table lacks, or a NULL value.
+
+    None (the caller then runs the subqueries) where a column holds other than integers
+    (text or a fraction is compared by SQLite's affinity rules) or the table holds a
+    looked-up id twice (which row a subquery takes is SQLite's choice).
+    """
+    ids: list[tuple[np.ndarray, np.ndarray]] = []
+    for s in cols:
+        if s.dtype.kind == "i":
+            a = s.to_numpy(dtype=np.int64)
+            ids.append((a, np.ones(len(a), dtype=bool)))
+            continue
+        if s.dtype == np.float64 or s.isna().all():
+            v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            present = ~np.isnan(v)
+            with np.errstate(invalid="ignore"):
+                a = v.astype(np.int64)
+            if (a[present].astype(np.float64) != v[present]).any() or (
+                    np.abs(v[present]) >= 2.0**62).any():
+                return None
+            ids.append((np.where(present, a, 0), present))
+            continue
+        return None
+    wanted = np.unique(np.concatenate([a[ok] for a, ok in ids])) if ids else np.zeros(0, int)
+    got: list[tuple[Any, Any]] = []
+    for i in range(0, len(wanted), _IDS_PER_QUERY):
+        chunk = wanted[i:i + _IDS_PER_QUERY].tolist()
+        got += conn.execute(f'SELECT "{key}", "{value}" FROM "{table}" WHERE "{key}" IN '
+                            f'({",".join("?" * len(chunk))})', chunk).fetchall()
+    keys = [id_columns.as_int(k) for k, _ in got]
+    found = np.asarray(keys, dtype=np.int64) if None not in keys else np.zeros(0, np.int64)
+    if None in keys or len(np.unique(found)) != len(found):
+        return None
+    by_id = np.argsort(found, kind="stable")
+    found = found[by_id]
+    codes, distinct = pd.factorize(pd.Series([got[j][1] for j in by_id.tolist()],
+                                             dtype=object))
+    out: list[np.ndarray] = []
+    for a, ok in ids:
+        at = np.searchsorted(found, a).clip(0, max(len(found) - 1, 0))
+        hit = ok & (found[at] == a) if len(found) else np.zeros(len(a), dtype=bool)
+        out.append(np.where(hit, codes[at] if len(found) else -1, -1))
+    return out, pd.Series(list(distinct))
+
+
 def _too_many(cap: int) -> str:
     return (f"a query returned more than {cap:,} rows, more than the database's tables "
             "hold (a view that multiplies rows?)")
@@ -351,85 +407,3 @@ def pick(have: list[str], *wanted: str, alias: str | None = None, prefix: str = 
         if w in have:
             return f'{prefix}"{w}" AS "{name}"'
     return f'NULL AS "{name}"'
-
-
-def args_from_cache(path: Path, columns: dict[str, np.ndarray],
-                    header: Mapping[str, Any] | None = None) -> ColumnArgs:
-    """A :class:`ColumnArgs` over the columns the cache stored (``path`` and ``header``
-    are not read)."""
-    provider = ColumnArgs.__new__(ColumnArgs)
-    provider.cols = dict(columns)
-    return provider
-
-
-#: Args columns a reader keeps as JSON text (nested lists, NVTX payloads, RCCL call args),
-#: decoded when args are read.
-JSON_COLUMNS = frozenset({"Input Dims", "payload", "call_args"})
-
-
-class ColumnArgs:
-    """Args provider for readers that build a frame: per-row source fields as dicts.
-
-    ``columns`` lists the frame columns that are args (grid, bytes, NVTX domain, ...);
-    missing values are left out, and a negative ``host_pid`` (unknown) too.
-    """
-
-    def __init__(self, df: pd.DataFrame, columns: Sequence[str]) -> None:
-        self.cols = {c: df[c].to_numpy() for c in columns if c in df.columns}
-
-    def cache_columns(self) -> dict[str, np.ndarray]:
-        """The per-row arrays the columnar cache stores to rebuild this provider."""
-        return self.cols
-
-    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
-        # Column by column, over the cells that hold a value: a table's args are empty for
-        # the other tables' rows (a kernel's grid on an API call), and a row at a time
-        # over every column cost a Python step per cell (~40 s for 4.2M nsys rows).
-        rows = np.asarray(rows, dtype=np.int64)
-        out: list[dict[str, Any]] = [{} for _ in range(len(rows))]
-        for k, arr in self.cols.items():
-            vals = arr[rows]
-            if vals.dtype.kind in "iub":
-                keep = vals >= 0 if k == "host_pid" else np.ones(len(vals), dtype=bool)
-                at = np.flatnonzero(keep)
-                for i, v in zip(at.tolist(), vals[at].tolist(), strict=True):
-                    out[i][k] = v
-                continue
-            if vals.dtype == np.float64:
-                at = np.flatnonzero(~np.isnan(vals) & ((vals >= 0) if k == "host_pid" else True))
-                for i, v in zip(at.tolist(), vals[at].tolist(), strict=True):
-                    out[i][k] = int(v) if v.is_integer() else v
-                continue
-            if vals.dtype == object:
-                # Text columns are mostly empty (None or NaN); pandas' missing values (NA,
-                # NaT) are no args value either.
-                at = np.flatnonzero(~pd.isna(vals))
-                cells: Any = zip(at.tolist(), vals[at].tolist(), strict=True)
-            else:  # (cells as numpy scalars, as arr[r] gives them)
-                cells = enumerate(vals)
-            for i, v in cells:
-                got = _arg_value(k, v)
-                if got is not _MISSING:
-                    out[i][k] = got
-        return out
-
-
-#: What :func:`_arg_value` gives for a cell that holds no value.
-_MISSING = object()
-
-
-def _arg_value(key: str, v: Any) -> Any:
-    """One cell of a :class:`ColumnArgs` column of objects as its args value, or
-    :data:`_MISSING`."""
-    if v is None or (isinstance(v, (float, np.floating)) and v != v):
-        return _MISSING
-    v = v.item() if hasattr(v, "item") else v
-    if key == "host_pid" and v < 0:
-        return _MISSING
-    if key in JSON_COLUMNS and isinstance(v, str):
-        try:
-            v = json.loads(v)
-        except ValueError:
-            return _MISSING
-    # Columns with gaps come back as floats from pandas; ids stay integers.
-    return int(v) if isinstance(v, float) and v.is_integer() else v

@@ -1,11 +1,9 @@
 """Large SQLite tables read as Arrow batches (``sqlite_db.frame``'s ADBC path): the same
 frame as sqlite3's rows give, the same bounds, and sqlite3 wherever the driver cannot be
-trusted with the query (views, unindexed lookups, values unlike a column's first ones);
-and ``ColumnArgs``, column by column, giving the dicts it gave a row at a time."""
+trusted with the query (views, unindexed lookups, values unlike a column's first ones)."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -13,8 +11,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from tests.conftest import shared
 from traceforge.errors import TraceFormatError
@@ -150,71 +146,6 @@ def test_nsys_reads_the_same_trace_through_arrow(name: str,
     rows = np.arange(len(plain.events))
     assert fast.args_provider(rows) == plain.args_provider(rows)
     assert fast.meta == plain.meta
-
-
-def _row_at_a_time(cols: dict[str, np.ndarray], rows: np.ndarray) -> list[dict[str, Any]]:
-    """``ColumnArgs.__call__`` as it was, a row at a time over every column (the oracle),
-    but for what holds no value: there None and Python's float NaN only (a float32 NaN,
-    pandas' NA and NaT were kept as values, and NA then failed the JSON encoding)."""
-    out = []
-    for r in rows.tolist():
-        d: dict[str, Any] = {}
-        for k, arr in cols.items():
-            v = arr[r]
-            if v is None or v is pd.NA or v is pd.NaT or (
-                    isinstance(v, (float, np.floating)) and v != v):
-                continue
-            v = v.item() if hasattr(v, "item") else v
-            if k == "host_pid" and v < 0:
-                continue
-            if k in sqlite_db.JSON_COLUMNS and isinstance(v, str):
-                try:
-                    v = json.loads(v)
-                except ValueError:
-                    continue
-            d[k] = int(v) if isinstance(v, float) and v.is_integer() else v
-        out.append(d)
-    return out
-
-
-_CELLS = {
-    "i": st.integers(-(2**63), 2**63 - 1),
-    "f": st.one_of(st.floats(allow_nan=True), st.sampled_from([np.nan, 2.0**70, -3.0, 0.5])),
-    "o": st.one_of(st.none(), st.just(np.nan), st.text(max_size=4), st.binary(max_size=3),
-                   st.sampled_from(['{"a": 1}', "[1, 2]", "not json", "7"]),
-                   st.integers(-5, 5), st.floats(allow_nan=True),
-                   st.sampled_from([np.float64("nan"), np.float64(2.0), np.float32("nan"),
-                                    pd.NA, pd.NaT, np.int64(-3)])),
-    "f32": st.floats(width=32, allow_nan=True),
-    "b": st.booleans(),
-}
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.data())
-def test_column_args_are_the_row_at_a_time_dicts(data: st.DataObject) -> None:
-    n = data.draw(st.integers(0, 25))
-    keys = data.draw(st.lists(st.sampled_from(
-        ["gridX", "host_pid", "payload", "call_args", "Input Dims", "bytes", "short_name"]),
-        unique=True, max_size=5))
-    cols: dict[str, np.ndarray] = {}
-    for k in keys:
-        # (a host pid is a number: the oracle itself fails on text there)
-        kind = data.draw(st.sampled_from(sorted(set(_CELLS) - ({"o"} if k == "host_pid"
-                                                                  else set()))))
-        cells = data.draw(st.lists(_CELLS[kind], min_size=n, max_size=n))
-        dtype = {"i": np.int64, "f": np.float64, "o": object, "f32": np.float32,
-                 "b": bool}[kind]
-        arr = np.empty(n, dtype=object) if dtype is object else np.asarray(cells, dtype=dtype)
-        if dtype is object:
-            arr[:] = cells
-        cols[k] = arr
-    provider = sqlite_db.ColumnArgs.__new__(sqlite_db.ColumnArgs)
-    provider.cols = cols
-    rows = np.asarray(data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=30))
-                      if n else [], dtype=np.int64)
-    # (repr: the same keys in the same order, values of the same types, NaN equal to NaN)
-    assert repr(provider(rows)) == repr(_row_at_a_time(cols, rows))
 
 
 def test_a_hostile_index_name_is_read_by_sqlite3(tmp_path: Path,

@@ -1,0 +1,181 @@
+"""Args providers of the readers that build a frame (the SQLite readers): a row's args are
+the cells of its args columns that hold a value.
+
+:class:`ColumnArgs` holds one array per args column over all rows. :class:`PartArgs` holds
+each source table's columns over that table's rows only (an nsys export's 2.9M API calls
+carry no kernel grid, and a column per arg over every row cost ~1 GB and the wide frame's
+concat and sort). Both give the same dicts: keys in the order of the reader's columns,
+values by one rule (:func:`_fill`), and the columnar cache stores either as the same
+per-row arrays and rebuilds a :class:`ColumnArgs` from them (:func:`args_from_cache`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Args columns a reader keeps as JSON text (nested lists, NVTX payloads, RCCL call args),
+#: decoded when args are read.
+JSON_COLUMNS = frozenset({"Input Dims", "payload", "call_args"})
+
+
+def args_from_cache(path: Path, columns: dict[str, np.ndarray],
+                    header: Mapping[str, Any] | None = None) -> ColumnArgs:
+    """A :class:`ColumnArgs` over the columns the cache stored (``path`` and ``header``
+    are not read)."""
+    provider = ColumnArgs.__new__(ColumnArgs)
+    provider.cols = dict(columns)
+    return provider
+
+
+class ColumnArgs:
+    """Args provider over per-row arrays: ``columns`` lists the frame columns that are
+    args (grid, bytes, NVTX domain, ...); missing values are left out, and a negative
+    ``host_pid`` (unknown) too.
+    """
+
+    def __init__(self, df: pd.DataFrame, columns: Sequence[str]) -> None:
+        self.cols = {c: df[c].to_numpy() for c in columns if c in df.columns}
+
+    def cache_columns(self) -> dict[str, np.ndarray]:
+        """The per-row arrays the columnar cache stores to rebuild this provider."""
+        return self.cols
+
+    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        # Column by column, over the cells that hold a value: a table's args are empty for
+        # the other tables' rows (a kernel's grid on an API call), and a row at a time
+        # over every column cost a Python step per cell (~40 s for 4.2M nsys rows).
+        rows = np.asarray(rows, dtype=np.int64)
+        out: list[dict[str, Any]] = [{} for _ in range(len(rows))]
+        for k, arr in self.cols.items():
+            _fill(out, k, arr[rows], None)
+        return out
+
+
+class PartArgs:
+    """Args provider of a frame concatenated from parts (one per source table) and then
+    reordered, each part keeping its own args columns.
+
+    ``parts[j]`` maps part j's args columns to arrays over its ``sizes[j]`` rows (in the
+    part's order; a part may have no args columns);
+    ``order[i]`` is the row of the concatenation (parts in order) that became row i;
+    ``whole`` maps columns that cover every row to arrays in the final order (``host_pid``);
+    ``columns`` orders the keys.
+    """
+
+    def __init__(self, parts: Sequence[Mapping[str, np.ndarray]], sizes: Sequence[int],
+                 order: np.ndarray, whole: Mapping[str, np.ndarray],
+                 columns: Sequence[str]) -> None:
+        if len(sizes) != len(parts) or any(
+                len(a) != n for p, n in zip(parts, sizes, strict=False) for a in p.values()):
+            raise ValueError("a part's args columns and its size disagree")
+        self.parts = [dict(p) for p in parts]
+        self.starts = np.cumsum([0, *sizes])
+        self.order = np.asarray(order, dtype=np.int64)
+        if int(self.starts[-1]) != len(self.order) or any(
+                len(a) != len(self.order) for a in whole.values()):
+            raise ValueError("parts, order and whole disagree on the number of rows")
+        self.whole = dict(whole)
+        self._where: np.ndarray | None = None
+        have = set(self.whole).union(*self.parts)
+        self.columns = [c for c in columns if c in have]
+
+    def cache_columns(self) -> dict[str, np.ndarray]:
+        """Per-row arrays (final order) that give the same args through a
+        :class:`ColumnArgs`: a column of one dtype in every row as it is; one some parts
+        lack, of numbers, float64 (NaN where missing; as a concatenation of the parts'
+        frames gives it); anything else objects (each cell as its part holds it)."""
+        return {c: self.whole[c] if c in self.whole else self._dense(c) for c in self.columns}
+
+    def _dense(self, col: str) -> np.ndarray:
+        n = len(self.order)
+        got = [(j, p[col]) for j, p in enumerate(self.parts) if col in p]
+        if sum(len(a) for _, a in got) == n and len({a.dtype for _, a in got}) == 1:
+            whole: np.ndarray = np.concatenate([a for _, a in got])[self.order]
+            return whole
+        # (floats hold ints exactly up to 2**53; past that a cell stays an object)
+        numeric = all(a.dtype == np.float64 or a.dtype.kind in "iu" and not (
+            (a > 2**53) | (a < -(2**53))).any() for _, a in got)
+        dense = np.full(n, np.nan, dtype=np.float64 if numeric else object)
+        if self._where is None:  # (each concatenated row's place in the final order)
+            self._where = np.empty(n, dtype=np.int64)
+            self._where[self.order] = np.arange(n)
+        for j, a in got:
+            dense[self._where[self.starts[j]:self.starts[j + 1]]] = a
+        return dense
+
+    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        rows = np.asarray(rows, dtype=np.int64)
+        out: list[dict[str, Any]] = [{} for _ in range(len(rows))]
+        src = self.order[rows]
+        part = np.searchsorted(self.starts, src, side="right") - 1
+        # Each part's rows among those asked for, and where they sit in that part.
+        where: list[tuple[np.ndarray, np.ndarray]] = []
+        for j in range(len(self.parts)):
+            at = np.flatnonzero(part == j)
+            where.append((at, src[at] - self.starts[j]))
+        for k in self.columns:
+            if k in self.whole:
+                _fill(out, k, self.whole[k][rows], None)
+                continue
+            for j, p in enumerate(self.parts):
+                if k in p and len(where[j][0]):
+                    at, local = where[j]
+                    _fill(out, k, p[k][local], at)
+        return out
+
+
+def _fill(out: list[dict[str, Any]], key: str, vals: np.ndarray,
+          at: np.ndarray | None) -> None:
+    """Set ``out[at[i]][key]`` (``out[i][key]`` where ``at`` is None) to ``vals[i]``'s
+    args value for each cell that holds one (the one rule of both providers)."""
+    def places(keep: np.ndarray) -> list[int]:
+        got: list[int] = (keep if at is None else at[keep]).tolist()
+        return got
+
+    if vals.dtype.kind in "iub":
+        keep = np.flatnonzero(vals >= 0) if key == "host_pid" else np.arange(len(vals))
+        for i, v in zip(places(keep), vals[keep].tolist(), strict=True):
+            out[i][key] = v
+        return
+    if vals.dtype == np.float64:
+        keep = np.flatnonzero(~np.isnan(vals) & ((vals >= 0) if key == "host_pid" else True))
+        for i, v in zip(places(keep), vals[keep].tolist(), strict=True):
+            out[i][key] = int(v) if v.is_integer() else v
+        return
+    if vals.dtype == object:
+        # Text columns are mostly empty (None or NaN); pandas' missing values (NA, NaT)
+        # are no args value either.
+        keep = np.flatnonzero(~pd.isna(vals))
+        cells: Any = zip(places(keep), vals[keep].tolist(), strict=True)
+    else:  # (cells as numpy scalars, as arr[r] gives them)
+        cells = zip(places(np.arange(len(vals))), vals, strict=True)
+    for i, v in cells:
+        got = _arg_value(key, v)
+        if got is not _MISSING:
+            out[i][key] = got
+
+
+#: What :func:`_arg_value` gives for a cell that holds no value.
+_MISSING = object()
+
+
+def _arg_value(key: str, v: Any) -> Any:
+    """One cell of an args column of objects as its args value, or :data:`_MISSING`."""
+    if v is None or (isinstance(v, (float, np.floating)) and v != v):
+        return _MISSING
+    v = v.item() if hasattr(v, "item") else v
+    if key == "host_pid" and v < 0:
+        return _MISSING
+    if key in JSON_COLUMNS and isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            return _MISSING
+    # Columns with gaps come back as floats from pandas; ids stay integers.
+    return int(v) if isinstance(v, float) and v.is_integer() else v
