@@ -52,8 +52,9 @@ def args_columns(trace: Trace
     mod = type(prov).__module__
     if callable(cols) and mod.startswith("traceforge.formats."):
         try:
-            out = {f"{ARGS_PREFIX}{k}": pa.array(v, from_pandas=True)
-                   for k, v in cols().items()}
+            # (a provider may give Arrow arrays of its own: frame_args' run-end encoded)
+            out = {f"{ARGS_PREFIX}{k}": v if isinstance(v, pa.Array) else
+                   pa.array(v, from_pandas=True) for k, v in cols().items()}
         except (TypeError, ValueError):
             out = {}  # e.g. a column mixing numbers and strings: JSON below
         if out and all(len(a) == n for a in out.values()):
@@ -96,12 +97,20 @@ class Rebuild:
         mod = str(self.module)
         if not mod.startswith("traceforge.formats."):
             raise ImportError(f"no args provider module {mod!r}")
-        # (ChunkedArray.to_numpy copies; args are read only when asked for.)
-        got = {c.removeprefix(ARGS_PREFIX): a.to_numpy() for c, a in self.columns.items()}
+        # (ChunkedArray.to_numpy copies; args are read only when asked for. A run-end
+        # encoded column is the provider's to decode, a part at a time.)
+        got = {c.removeprefix(ARGS_PREFIX): a if _encoded(a) else a.to_numpy()
+               for c, a in self.columns.items()}
         fn = importlib.import_module(mod).args_from_cache
         result: Callable[[np.ndarray], list[dict[str, Any]]] = fn(self.source, got,
                                                                   self.header)
         return result
+
+
+def _encoded(a: pa.ChunkedArray) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_run_end_encoded(a.type))
 
 
 class CachedArgs:

@@ -24,13 +24,38 @@ import pandas as pd
 JSON_COLUMNS = frozenset({"Input Dims", "payload", "call_args"})
 
 
-def args_from_cache(path: Path, columns: dict[str, np.ndarray],
-                    header: Mapping[str, Any] | None = None) -> ColumnArgs:
-    """A :class:`ColumnArgs` over the columns the cache stored (``path`` and ``header``
-    are not read)."""
+def args_from_cache(path: Path, columns: dict[str, Any],
+                    header: Mapping[str, Any] | None = None) -> ColumnArgs | PartArgs:
+    """The provider over the columns the cache stored (``path`` is not read): a
+    :class:`PartArgs` where ``header`` describes its parts (:meth:`PartArgs.cache_header`;
+    its run-end encoded columns come as Arrow arrays, decoded a part at a time, so a
+    part's ints stay ints), else a :class:`ColumnArgs`."""
+    if header and header.get("layout") == PARTS_LAYOUT:
+        sizes = [int(n) for n in header["sizes"]]
+        starts = [int(s) for s in np.cumsum([0, *sizes])]
+        parts = [{str(k): _rows(columns[str(k)], starts[j], starts[j + 1]) for k in keys}
+                 for j, keys in enumerate(header["keys"])]
+        whole = {str(k): columns[str(k)] for k in header["whole"]}
+        order = columns[ORDER].astype(np.int64)
+        return PartArgs(parts, sizes, order, whole, [str(c) for c in header["columns"]])
     provider = ColumnArgs.__new__(ColumnArgs)
     provider.cols = dict(columns)
     return provider
+
+
+def _rows(col: Any, start: int, end: int) -> np.ndarray:
+    """Rows ``start:end`` of a stored column (numpy, or a run-end encoded Arrow array)."""
+    if isinstance(col, np.ndarray):
+        return col[start:end]
+    import pyarrow.compute as pc
+
+    out: np.ndarray = pc.run_end_decode(col.slice(start, end - start)).to_numpy()
+    return out
+
+
+#: :meth:`PartArgs.cache_header`'s layout name, and the column holding its row order.
+PARTS_LAYOUT = "parts"
+ORDER = "(order)"
 
 
 class ColumnArgs:
@@ -82,10 +107,77 @@ class PartArgs:
             raise ValueError("parts, order and whole disagree on the number of rows")
         self.whole = dict(whole)
         self._where: np.ndarray | None = None
+        self._stored_whole: list[str] = list(self.whole)
         have = set(self.whole).union(*self.parts)
         self.columns = [c for c in columns if c in have]
 
-    def cache_columns(self) -> dict[str, np.ndarray]:
+    def cache_columns(self) -> dict[str, Any]:
+        """Arrays of one value per row for the columnar cache (:meth:`cache_header` says
+        how to read them back).
+
+        Each table's columns as they are held: in the concatenated order, a run-end
+        encoded Arrow array whose runs are the rows of the tables that have the column
+        (one run of nulls over the others), beside the row order and the whole-trace
+        columns. (A column per row over every row cost the 226 MB nsys export's cache
+        entry ~800 MB and its cold command ~2.5 s.) A column whose tables' values do not
+        make one Arrow type is stored as :class:`ColumnArgs` holds it, one value per row in
+        the final order (:meth:`dense_columns`), and read back as a whole-trace column.
+        """
+        import pyarrow as pa
+
+        out: dict[str, Any] = {ORDER: self.order}
+        self._stored_whole = list(self.whole)
+        for c in self.columns:
+            if c in self.whole:
+                out[c] = self.whole[c]
+                continue
+            try:
+                out[c] = self._run_encoded(c)
+            except (TypeError, ValueError, OverflowError, pa.ArrowException):
+                out[c] = self._dense(c)
+                self._stored_whole.append(c)
+        return out
+
+    def cache_header(self) -> dict[str, Any]:
+        """How :func:`args_from_cache` rebuilds this provider from the last
+        :meth:`cache_columns`."""
+        return {"layout": PARTS_LAYOUT, "sizes": [int(n) for n in np.diff(self.starts)],
+                "keys": [[k for k in p if k not in self._stored_whole] for p in self.parts],
+                "whole": list(self._stored_whole), "columns": list(self.columns)}
+
+    def _run_encoded(self, col: str) -> Any:
+        """``col`` over the concatenated rows, run-end encoded: a run per row of each
+        table that has it, one run of nulls over the rows between."""
+        import pyarrow as pa
+
+        n = len(self.order)
+        ends: list[np.ndarray] = []
+        values: list[Any] = []
+        at = 0
+        for j, p in enumerate(self.parts):
+            if col not in p:
+                continue
+            start, end = int(self.starts[j]), int(self.starts[j + 1])
+            if start > at:  # (the rows before, of tables without the column)
+                ends.append(np.asarray([start]))
+                values.append(None)
+            ends.append(np.arange(start + 1, end + 1))
+            values.append(pa.array(p[col], from_pandas=True))
+            at = end
+        if at < n:
+            ends.append(np.asarray([n]))
+            values.append(None)
+        types = {v.type for v in values if v is not None} - {pa.null()}
+        if len(types) > 1:
+            raise TypeError(f"{col}: the tables' values are of {len(types)} Arrow types")
+        typ = types.pop() if types else pa.null()
+        joined = pa.concat_arrays([pa.nulls(1, typ) if v is None else v.cast(typ)
+                                   for v in values])
+        return pa.RunEndEncodedArray.from_arrays(
+            pa.array(np.concatenate(ends), type=pa.int32() if n < 2**31 else pa.int64()),
+            joined)
+
+    def dense_columns(self) -> dict[str, np.ndarray]:
         """Per-row arrays (final order) that give the same args through a
         :class:`ColumnArgs`: a column of one dtype in every row as it is; one some parts
         lack, of numbers, float64 (NaN where missing; as a concatenation of the parts'
