@@ -169,7 +169,7 @@ def _pid_sql(col: str) -> str:
     return f"(({col} >> 24) & 16777215)"
 
 
-def _kernels(conn: sqlite3.Connection, by_id: bool = True) -> pd.DataFrame:
+def _kernel_query(conn: sqlite3.Connection, by_id: bool = True) -> sqlite_db.Query:
     c = sqlite_db.columns(conn, _KERNEL)
     if by_id:  # the names' ids, looked up once each (sqlite_db.string_codes)
         names = ", ".join(pick(c, n, prefix="k.") for n in _KERNEL_NAMES)
@@ -179,11 +179,18 @@ def _kernels(conn: sqlite3.Connection, by_id: bool = True) -> pd.DataFrame:
               for n in (*_KERNEL_NAMES, "shortName")))
     extra = ", ".join(pick(c, a, prefix="k.") for a in _GPU_ARGS)
     graph = pick(c, "graphId", prefix="k.")
-    df = sqlite_db.frame(conn, f"""
+    return sqlite_db.Query(f"""
         SELECT k.start AS ts, k."end" - k.start AS dur, k.deviceId AS device,
                k.streamId AS stream, k.correlationId AS corr, {_pid_sql('k.globalPid')} AS hpid,
                {names}, {graph}, {extra}
-        FROM {_KERNEL} k""", scans=(_KERNEL,), lookups=() if by_id else _STRING_IDS)
+        FROM {_KERNEL} k""", (_KERNEL,), () if by_id else _STRING_IDS)
+
+
+def _kernels(conn: sqlite3.Connection, df: pd.DataFrame | None = None,
+             by_id: bool = True) -> pd.DataFrame:
+    """The kernels (``df``: what :func:`_kernel_query` read, else it is read here)."""
+    if df is None:
+        df = sqlite_db.frames(conn, [_kernel_query(conn, by_id)])[0]
     if by_id:
         looked = sqlite_db.string_codes(conn, [df[n] for n in _KERNEL_NAMES])
         if looked is None:  # (ids that are no integers, or a StringIds id twice)
@@ -224,17 +231,24 @@ def _copies(conn: sqlite3.Connection, table: str, enum_labels: dict[int, str]) -
     return df
 
 
-def _api(conn: sqlite3.Connection, by_id: bool = True) -> pd.DataFrame:
+def _api_query(conn: sqlite3.Connection, by_id: bool = True) -> sqlite_db.Query:
     c = sqlite_db.columns(conn, _RUNTIME)
     # 2022 exports carry both nameId and an (empty) name column; nameId is the one filled.
-    by_id = by_id and "nameId" in c
     # (by id: the names' ids, looked up once each by sqlite_db.string_codes)
     name = ("r.nameId" if by_id else _strings(conn, "r.nameId")) if "nameId" in c \
         else 'r."name"'
-    df = sqlite_db.frame(conn, f"""
+    return sqlite_db.Query(f"""
         SELECT r.start AS ts, r."end" - r.start AS dur, r.correlationId AS corr,
                r.globalTid AS gtid, {name} AS name, {pick(c, 'returnValue', prefix='r.')}
-        FROM {_RUNTIME} r""", scans=(_RUNTIME,), lookups=() if by_id else _STRING_IDS)
+        FROM {_RUNTIME} r""", (_RUNTIME,), () if by_id and "nameId" in c else _STRING_IDS)
+
+
+def _api(conn: sqlite3.Connection, df: pd.DataFrame | None = None,
+         by_id: bool = True) -> pd.DataFrame:
+    """The API calls (``df``: what :func:`_api_query` read, else it is read here)."""
+    by_id = by_id and "nameId" in sqlite_db.columns(conn, _RUNTIME)
+    if df is None:
+        df = sqlite_db.frames(conn, [_api_query(conn, by_id)])[0]
     # Each distinct name worked on once (a run's millions of calls have a few hundred),
     # and the column made categorical from those codes (no string per call).
     if by_id:
@@ -354,8 +368,12 @@ def _devices(conn: sqlite3.Connection, have: frozenset[str]) -> tuple[Device, ..
 
 def _read_db(p: Path, conn: sqlite3.Connection, have: frozenset[str]) -> Trace:
     parts: list[pd.DataFrame] = []
+    # The two large tables read at once (sqlite_db.frames: a thread each).
+    queries = {t: q(conn) for t, q in ((_KERNEL, _kernel_query), (_RUNTIME, _api_query))
+               if t in have}
+    read = dict(zip(queries, sqlite_db.frames(conn, list(queries.values())), strict=True))
     if _KERNEL in have:
-        parts.append(_kernels(conn))
+        parts.append(_kernels(conn, read.pop(_KERNEL)))
     labels = _enum(conn, "ENUM_CUDA_MEMCPY_OPER") if "ENUM_CUDA_MEMCPY_OPER" in have else {}
     for t in (_MEMCPY, _MEMSET):
         if t in have:
@@ -363,7 +381,7 @@ def _read_db(p: Path, conn: sqlite3.Connection, have: frozenset[str]) -> Trace:
     if _SYNC in have:
         parts.append(_sync(conn))
     if _RUNTIME in have:
-        parts.append(_api(conn))
+        parts.append(_api(conn, read.pop(_RUNTIME)))
     unfinished = 0
     if _NVTX in have:
         nv, unfinished = _nvtx(conn)

@@ -52,14 +52,22 @@ def _paths_taken(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The path ("arrow" or "sqlite3") each later ``frame`` call that names its tables
     takes, in order."""
     taken: list[str] = []
-    real = sqlite_db._arrow_frame
+    real = sqlite_db._arrow_fetch
 
-    def spy(*a: Any, **k: Any) -> pd.DataFrame | None:
-        got = real(*a, **k)
-        taken.append("sqlite3" if got is None else "arrow")
-        return got
+    def spy(*a: Any, **k: Any) -> Any:
+        fetch = real(*a, **k)
+        if fetch is None:
+            taken.append("sqlite3")
+            return None
 
-    monkeypatch.setattr(sqlite_db, "_arrow_frame", spy)
+        def fetched() -> Any:
+            got = fetch()
+            taken.append("sqlite3" if got is None else "arrow")
+            return got
+
+        return fetched
+
+    monkeypatch.setattr(sqlite_db, "_arrow_fetch", spy)
     return taken
 
 
@@ -122,7 +130,7 @@ def test_arrow_frame_keeps_the_bounds(tmp_path: Path,
     monkeypatch.setenv("TRACEFORGE_SQLITE_SECONDS", "-1")  # past its deadline at once
     monkeypatch.setattr(sqlite_db, "_linear", lambda *a: True)
     with pytest.raises(TraceFormatError, match="ran past"), sqlite_db.connect(db) as conn:
-        sqlite_db._arrow_frame(conn, SQL.format("T"), ("T",), ())
+        sqlite_db.frame(conn, SQL.format("T"), scans=("T",))
 
 
 @pytest.mark.parametrize("name", [
@@ -140,12 +148,37 @@ def test_nsys_reads_the_same_trace_through_arrow(name: str,
     taken = _paths_taken(monkeypatch)
     fast = nsys.read(path)
     assert "arrow" in taken
-    monkeypatch.setattr(sqlite_db, "_arrow_frame", lambda *a, **k: None)
+    monkeypatch.setattr(sqlite_db, "_arrow_fetch", lambda *a, **k: None)
     plain = nsys.read(path)
     pd.testing.assert_frame_equal(fast.events, plain.events)
     rows = np.arange(len(plain.events))
     assert fast.args_provider(rows) == plain.args_provider(rows)
     assert fast.meta == plain.meta
+
+
+def test_frames_reads_at_once_what_frame_reads_one_by_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several queries, some through the driver (on threads), one through sqlite3, one the
+    driver refuses: each frame as frame gives it, in order; a bound hit by one is raised."""
+    db = _db(tmp_path / "t.sqlite", late="text")
+    monkeypatch.setattr(sqlite_db, "ARROW_MIN_ROWS", 0)
+    monkeypatch.setattr(sqlite_db, "ARROW_BATCH_ROWS", 64)
+    taken = _paths_taken(monkeypatch)
+    queries = [sqlite_db.Query("SELECT start AS ts, gaps, (SELECT value FROM StringIds "
+                               "WHERE id = t.nameId) AS name FROM T t", ("T",),
+                               (("StringIds", "id"),)),
+               sqlite_db.Query("SELECT start, r FROM T", ("T",)),
+               sqlite_db.Query("SELECT a FROM T", ("T",)),  # (text after ints: sqlite3)
+               sqlite_db.Query("SELECT count(*) AS n FROM V")]
+    with sqlite_db.connect(db) as conn:
+        got = sqlite_db.frames(conn, queries)
+        assert sorted(taken) == ["arrow", "arrow", "sqlite3"]
+        for q, df in zip(queries, got, strict=True):
+            pd.testing.assert_frame_equal(df, sqlite_db.frame(conn, q.sql))
+    monkeypatch.setattr(sqlite_db, "_row_cap", lambda conn: ROWS - 1)
+    with pytest.raises(TraceFormatError, match="more than 299 rows"), \
+            sqlite_db.connect(db) as conn:
+        sqlite_db.frames(conn, queries[:2])
 
 
 def test_a_hostile_index_name_is_read_by_sqlite3(tmp_path: Path,
