@@ -5,8 +5,9 @@ the cells of its args columns that hold a value.
 each source table's columns over that table's rows only (an nsys export's 2.9M API calls
 carry no kernel grid, and a column per arg over every row cost ~1 GB and the wide frame's
 concat and sort). Both give the same dicts: keys in the order of the reader's columns,
-values by one rule (:func:`_fill`), and the columnar cache stores either as the same
-per-row arrays and rebuilds a :class:`ColumnArgs` from them (:func:`args_from_cache`).
+values by one rule (:func:`_fill`). The columnar cache stores :class:`ColumnArgs`' arrays
+as they are and :class:`PartArgs`' tables' columns run-end encoded; :func:`args_from_cache`
+rebuilds either.
 """
 
 from __future__ import annotations
@@ -188,8 +189,8 @@ class PartArgs:
         n = len(self.order)
         got = [(j, p[col]) for j, p in enumerate(self.parts) if col in p]
         if sum(len(a) for _, a in got) == n and len({a.dtype for _, a in got}) == 1:
-            whole: np.ndarray = np.concatenate([a for _, a in got])[self.order]
-            return whole
+            flat: np.ndarray = np.concatenate([a for _, a in got])[self.order]
+            return flat
         # (floats hold ints exactly up to 2**53; past that a cell stays an object)
         numeric = all(a.dtype == np.float64 or a.dtype.kind in "iu" and not (
             (a > 2**53) | (a < -(2**53))).any() for _, a in got)

@@ -249,8 +249,8 @@ def frame(conn: sqlite3.Connection, sql: str, *, scans: Sequence[str] = (),
 
 def frames(conn: sqlite3.Connection, queries: Sequence[Query]) -> list[pd.DataFrame]:
     """:func:`frame` of each query; the ones read through ADBC are read at once, a thread
-    each (the driver reads without Python's lock: an nsys export's kernel and API tables,
-    1.5 and 1.2 s apart, take ~1.5 s together on two cores)."""
+    each (the driver reads without Python's lock: an nsys export's kernel and API tables
+    together), and converted in order."""
     fetches = [_arrow_fetch(conn, q.sql, q.scans, q.lookups) if q.scans else None
                for q in queries]
     tables: list[Any] = [None] * len(queries)
