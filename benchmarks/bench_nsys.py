@@ -5,7 +5,8 @@ The export is the H200 capture in ``../shared/fixtures/h200-nsys/policy_fa2.sqli
 replicated ``--copies`` times along the time axis (kernels, runtime calls, copies, syncs,
 NVTX; correlation ids shifted per copy): 50 copies are 226 MB, 1.22M kernels and 2.89M
 runtime calls. Each case runs in a fresh process with an empty cache of its own; wall
-time and peak RSS from ``os.wait4``. With ``--baseline REF`` the cold case also runs on a
+time and peak RSS from ``os.wait4``, and the MB the command left in its cache (the entry
+the next command maps). With ``--baseline REF`` the cold case also runs on a
 ``git worktree`` of REF (alternating with this checkout).
 
     python benchmarks/bench_nsys.py [--copies 50] [--repeat 3] [--baseline main]
@@ -62,8 +63,9 @@ def build(copies: int) -> Path:
     return out
 
 
-def run(argv: list[str], tree: Path) -> tuple[float, float]:
-    """(wall s, peak RSS MiB) of one fresh process, its cache empty."""
+def run(argv: list[str], tree: Path) -> tuple[float, float, float]:
+    """(wall s, peak RSS MiB, MB the cache holds after it) of one fresh process, its cache
+    empty."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "TRACEFORGE_CACHE": cache, "PYTHONPATH": str(tree)}
         t = time.perf_counter()
@@ -73,7 +75,8 @@ def run(argv: list[str], tree: Path) -> tuple[float, float]:
         wall = time.perf_counter() - t
         if status:
             sys.exit(f"failed ({status}): {' '.join(argv)}")
-        return wall, usage.ru_maxrss / 1024
+        held = sum(f.stat().st_size for f in Path(cache).rglob("*") if f.is_file())
+        return wall, usage.ru_maxrss / 1024, held / 1e6
 
 
 def main() -> None:
@@ -96,7 +99,7 @@ def main() -> None:
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tmp),
                         args.baseline], check=True, capture_output=True)
         trees[args.baseline] = tmp
-    got: dict[str, list[tuple[float, float]]] = {}
+    got: dict[str, list[tuple[float, float, float]]] = {}
     try:
         for _ in range(args.repeat):
             got.setdefault("SQL kernel summary (floor)", []).append(run(floor, REPO))
@@ -106,11 +109,14 @@ def main() -> None:
         if tmp is not None:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tmp)],
                            check=False, capture_output=True)
-    base = statistics.median(w for w, _ in got["SQL kernel summary (floor)"])
+    base = statistics.median(w for w, _, _ in got["SQL kernel summary (floor)"])
+    print(f"{'':<44} {'wall':>9} {'peak':>11} {'cache':>10}")
     for label, runs in got.items():
-        wall = statistics.median(w for w, _ in runs)
-        peak = statistics.median(m for _, m in runs)
-        print(f"{label:<44} {wall:7.2f} s {peak:7.0f} MiB {wall / base:6.1f}x the floor")
+        wall = statistics.median(w for w, _, _ in runs)
+        peak = statistics.median(m for _, m, _ in runs)
+        held = statistics.median(c for _, _, c in runs)
+        print(f"{label:<44} {wall:7.2f} s {peak:7.0f} MiB {held:7.0f} MB "
+              f"{wall / base:6.1f}x the floor")
 
 
 if __name__ == "__main__":
