@@ -37,8 +37,10 @@ from traceforge.model import (
     GPU_KINDS,
     Trace,
     coded,
+    first_rows,
     name_mask,
     pair_codes,
+    pair_rows,
     strings,
 )
 
@@ -181,9 +183,7 @@ def launch_calls(ev: pd.DataFrame) -> pd.DataFrame:
     rank, corr = ev["rank"].to_numpy()[rows], ev["corr"].to_numpy()[rows]
     # Known launch APIs first, then by start (stable); the first call of each (rank, corr).
     order = np.lexsort((ts, ~known))
-    pair, _ = pair_codes(rank[order], corr[order])
-    first = np.unique(pair, return_index=True)[1]  # pairs are numbered as they appear
-    pick = order[first]
+    pick = order[first_rows(rank[order], corr[order])]
     sel = rows[pick]
     h = object_frame(
         {
@@ -203,9 +203,9 @@ def launch_calls(ev: pd.DataFrame) -> pd.DataFrame:
 
 def _with_launch(ev: pd.DataFrame, out: pd.DataFrame) -> None:
     """Fill launch_*: the launch call of each activity's (rank, corr), -1/"" if none."""
-    h = launch_calls(ev)  # one row per (rank, corr): the pair's code is its position
-    _, at = pair_codes(h["rank"].to_numpy(), h["corr"].to_numpy(),
-                        out["rank"].to_numpy(), out["corr"].to_numpy())
+    h = launch_calls(ev)  # one row per (rank, corr)
+    at = pair_rows(h["rank"].to_numpy(), h["corr"].to_numpy(),
+                   out["rank"].to_numpy(), out["corr"].to_numpy())
     found, row = at >= 0, np.clip(at, 0, None)
     for c in ("launch_row", "launch_name", "launch_ts", "launch_end", "launch_tid",
               "launch_pid"):

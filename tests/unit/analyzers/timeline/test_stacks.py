@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from traceforge.analyzers.timeline.stacks import innermost
-from traceforge.model import distinct, pair_codes
+from traceforge.model import distinct, first_rows, pair_codes, pair_rows
 
 
 def _laminar(cands: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -105,6 +105,28 @@ def test_pair_codes_number_pairs_as_they_first_appear(pairs: list[tuple[int, int
         qcodes, np.array([first.get((int(x), int(y)), -1) for x, y in zip(qa, qb, strict=True)],
                          dtype=np.int64))
     assert pd.api.types.is_integer_dtype(codes.dtype)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pairs=hs.lists(hs.tuples(hs.integers(-3, 3), hs.integers(0, 5)), max_size=30),
+       queries=hs.lists(hs.tuples(hs.integers(-5, 5), hs.integers(-1, 7)), max_size=20),
+       wide=hs.booleans())
+def test_first_rows_and_pair_rows_are_pair_codes_by_sorting(
+        pairs: list[tuple[int, int]], queries: list[tuple[int, int]], wide: bool) -> None:
+    """first_rows: where each pair first appears, as np.unique of pair_codes gives it;
+    pair_rows: pair_codes' query codes over distinct pairs (their rows); both with ids too
+    far apart to pack (the fallback)."""
+    big = 2**60 if wide else 1
+    a = np.array([p[0] * big for p in pairs], dtype=np.int64)
+    b = np.array([p[1] for p in pairs], dtype=np.int64)
+    qa = np.array([q[0] * big for q in queries], dtype=np.int64)
+    qb = np.array([q[1] for q in queries], dtype=np.int64)
+    codes, _ = pair_codes(a, b)
+    want = np.unique(codes, return_index=True)[1] if len(codes) else np.zeros(0, np.int64)
+    np.testing.assert_array_equal(first_rows(a, b), want)
+    da, db = a[want], b[want]  # distinct pairs, in order of appearance
+    np.testing.assert_array_equal(pair_rows(da, db, qa, qb), pair_codes(da, db, qa, qb)[1])
+    assert first_rows(a, b).dtype == pair_rows(da, db, qa, qb).dtype == np.int64
 
 
 @settings(max_examples=150, deadline=None)
