@@ -30,7 +30,9 @@ ALLOWED = {
     "kinds": set(),
     # Sort orders of several int keys (a leaf, numpy only: model re-exports it).
     "ordering": set(),
-    "model": {"args_provider", "kinds", "ordering"},
+    # Pairs of int ids as one key (a leaf, numpy and pandas: model re-exports it).
+    "pairs": set(),
+    "model": {"args_provider", "kinds", "ordering", "pairs"},
     "errors": set(),
     "samples": set(),
     "executables": set(),
