@@ -27,14 +27,15 @@ import subprocess
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from traceforge.errors import TraceFormatError
 from traceforge.executables import find_nsys
-from traceforge.formats import columns, nvtx_ops, nvtx_payloads, sqlite_db
+from traceforge.formats import columns, nvtx_ops, sqlite_db
+from traceforge.formats import nsys_tables as tables
 from traceforge.formats.frame_args import PartArgs
 from traceforge.formats.sqlite_db import pick
 from traceforge.formats.symbols import demangle_names
@@ -46,32 +47,8 @@ SUFFIXES = (".sqlite", ".sqlite.gz", ".nsys-rep", ".qdrep")
 #: ``.nsys-rep`` / ``.qdrep`` files start with this banner (a historical product name).
 REP_MAGIC = b"NVIDIA Tegra Profiler Report"
 
-_KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
-_MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
-_MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
-_RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
-_SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
-_NVTX = "NVTX_EVENTS"
-_OSRT = "OSRT_API"
-#: What the readers' scalar subqueries look strings up in (:func:`_strings`).
-_STRING_IDS = (("StringIds", "id"),)
 #: Tables whose presence (with StringIds) makes a database an nsys export.
-SIGNATURE = (_KERNEL, _RUNTIME, _NVTX, "TARGET_INFO_SESSION_START_TIME")
-
-# NVTX_EVENTS.eventType values (nsys exporter docs): ranges, marks, domain names.
-NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN = 34, 59, 60, 75
-
-# ENUM_CUDA_MEMCPY_OPER ids -> Kineto-style short direction (the enum table, when present,
-# gives nsys's own labels for the event name).
-_COPY_DIR = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
-             7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
-
-#: The kernel's name columns, the first one there taken (demangled, as nsys's reports).
-_KERNEL_NAMES = ("demangledName", "shortName", "mangledName")
-
-_GPU_ARGS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
-             "staticSharedMemory", "dynamicSharedMemory", "graphNodeId", "contextId")
-
+SIGNATURE = (tables.KERNEL, tables.RUNTIME, tables.NVTX, "TARGET_INFO_SESSION_START_TIME")
 
 def sniff(path: Path, head: bytes) -> bool:
     """An ``.nsys-rep`` banner, or any SQLite database not claimed by an earlier reader.
@@ -134,17 +111,6 @@ def _with_path(m: TraceMeta, p: Path) -> TraceMeta:
     return replace(m, path=str(p), extra={**m.extra, "exported_with": "nsys export"})
 
 
-def _same(n: int, value: str) -> pd.Categorical:
-    """A column of ``n`` equal strings, as a categorical (no string per row)."""
-    return _coded(np.zeros(n, dtype=np.int8), [value])
-
-
-def _coded(codes: np.ndarray, categories: Any) -> pd.Categorical:
-    """A categorical of ``codes`` (-1: missing) into ``categories`` (distinct values)."""
-    out: Any = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(pd.Index(categories)))
-    return cast(pd.Categorical, out)
-
-
 def _concat_categorical(cols: list[pd.Series]) -> pd.Categorical:
     """``pd.concat(cols).astype("category")`` without concatenating the values: each
     column is coded on its own (a categorical one is kept) and the codes are moved onto
@@ -158,188 +124,7 @@ def _concat_categorical(cols: list[pd.Series]) -> pd.Categorical:
     categories = distinct.astype("category").cat.categories
     codes = [np.where(c.codes >= 0, categories.get_indexer(c.categories)[c.codes], -1)
              for c in coded]
-    return _coded(np.concatenate(codes) if codes else np.zeros(0, np.int8), categories)
-
-
-def _strings(conn: sqlite3.Connection, col: str) -> str:
-    return f"(SELECT value FROM StringIds WHERE id = {col})"
-
-
-def _pid_sql(col: str) -> str:
-    return f"(({col} >> 24) & 16777215)"
-
-
-def _kernel_query(conn: sqlite3.Connection, by_id: bool = True) -> sqlite_db.Query:
-    c = sqlite_db.columns(conn, _KERNEL)
-    if by_id:  # the names' ids, looked up once each (sqlite_db.string_codes)
-        names = ", ".join(pick(c, n, prefix="k.") for n in _KERNEL_NAMES)
-    else:
-        names = "COALESCE({}, {}, {}) AS name, {} AS short_name".format(
-            *(_strings(conn, f"k.{n}") if n in c else "NULL"
-              for n in (*_KERNEL_NAMES, "shortName")))
-    extra = ", ".join(pick(c, a, prefix="k.") for a in _GPU_ARGS)
-    graph = pick(c, "graphId", prefix="k.")
-    return sqlite_db.Query(f"""
-        SELECT k.start AS ts, k."end" - k.start AS dur, k.deviceId AS device,
-               k.streamId AS stream, k.correlationId AS corr, {_pid_sql('k.globalPid')} AS hpid,
-               {names}, {graph}, {extra}
-        FROM {_KERNEL} k""", (_KERNEL,), () if by_id else _STRING_IDS)
-
-
-def _kernels(conn: sqlite3.Connection, df: pd.DataFrame | None = None,
-             by_id: bool = True) -> pd.DataFrame:
-    """The kernels (``df``: what :func:`_kernel_query` read, else it is read here)."""
-    if df is None:
-        df = sqlite_db.frames(conn, [_kernel_query(conn, by_id)])[0]
-    if by_id:
-        looked = sqlite_db.string_codes(conn, [df[n] for n in _KERNEL_NAMES])
-        if looked is None:  # (ids that are no integers, or a StringIds id twice)
-            return _kernels(conn, by_id=False)
-        (demangled, short, mangled), values = looked
-        # The first name that is there, as COALESCE takes it.
-        code = np.where(demangled >= 0, demangled, np.where(short >= 0, short, mangled))
-        df = df.drop(columns=list(_KERNEL_NAMES))
-        df["name"] = _coded(code, values)
-        texts = values.to_numpy(dtype=object)
-        df["short_name"] = np.where(short >= 0, texts[short.clip(0, None)] if len(texts)
-                                    else np.nan, np.nan)
-    df["kind"], df["cat"] = _same(len(df), "kernel"), _same(len(df), "kernel")
-    return df
-
-
-def _copies(conn: sqlite3.Connection, table: str, enum_labels: dict[int, str]) -> pd.DataFrame:
-    c = sqlite_db.columns(conn, table)
-    is_copy = table == _MEMCPY
-    fields = ["bytes", "copyKind", "srcKind", "dstKind", "srcDeviceId", "dstDeviceId",
-              "graphNodeId"] if is_copy else ["bytes", "value", "memKind", "graphNodeId"]
-    extra = ", ".join(pick(c, f, prefix="m.") for f in fields)
-    df = sqlite_db.frame(conn, f"""
-        SELECT m.start AS ts, m."end" - m.start AS dur, m.deviceId AS device,
-               m.streamId AS stream, m.correlationId AS corr,
-               {_pid_sql('m.globalPid')} AS hpid, {extra}
-        FROM {table} m""", scans=(table,))
-    if is_copy:
-        kinds = pd.Series(columns.ids(df["copyKind"], 0), index=df.index)
-        df["direction"] = kinds.map(_COPY_DIR).fillna("Unknown")
-        # nsys names copies by its enum label: "[CUDA memcpy Host-to-Device]".
-        df["name"] = [f"[CUDA memcpy {enum_labels.get(int(k), _COPY_DIR.get(int(k), k))}]"
-                      for k in kinds]
-        df["kind"], df["cat"] = "memcpy", "gpu_memcpy"
-    else:
-        df["name"] = "[CUDA memset]"
-        df["kind"], df["cat"] = "memset", "gpu_memset"
-    return df
-
-
-def _api_query(conn: sqlite3.Connection, by_id: bool = True) -> sqlite_db.Query:
-    c = sqlite_db.columns(conn, _RUNTIME)
-    # 2022 exports carry both nameId and an (empty) name column; nameId is the one filled.
-    # (by id: the names' ids, looked up once each by sqlite_db.string_codes)
-    name = ("r.nameId" if by_id else _strings(conn, "r.nameId")) if "nameId" in c \
-        else 'r."name"'
-    return sqlite_db.Query(f"""
-        SELECT r.start AS ts, r."end" - r.start AS dur, r.correlationId AS corr,
-               r.globalTid AS gtid, {name} AS name, {pick(c, 'returnValue', prefix='r.')}
-        FROM {_RUNTIME} r""", (_RUNTIME,), () if by_id and "nameId" in c else _STRING_IDS)
-
-
-def _api(conn: sqlite3.Connection, df: pd.DataFrame | None = None,
-         by_id: bool = True) -> pd.DataFrame:
-    """The API calls (``df``: what :func:`_api_query` read, else it is read here)."""
-    by_id = by_id and "nameId" in sqlite_db.columns(conn, _RUNTIME)
-    if df is None:
-        df = sqlite_db.frames(conn, [_api_query(conn, by_id)])[0]
-    # Each distinct name worked on once (a run's millions of calls have a few hundred),
-    # and the column made categorical from those codes (no string per call).
-    if by_id:
-        looked = sqlite_db.string_codes(conn, [df["name"]])
-        if looked is None:  # (ids that are no integers, or a StringIds id twice)
-            return _api(conn, by_id=False)
-        (codes,), values = looked
-        distinct: Any = values.to_numpy(dtype=object)
-    else:
-        codes, distinct = pd.factorize(df["name"])
-    # (a missing name is ""; the cells as text, as astype(str) makes them)
-    raw = pd.Series(["", *distinct.tolist()], dtype=object).astype(str)
-    # CUPTI names carry the API version ("cudaLaunchKernel_v7000"); nsys's own reports and
-    # Kineto drop it, so equal calls compare equal across formats.
-    short_codes, short = pd.factorize(raw.str.replace(r"_v\d+$", "", regex=True))
-    at = short_codes[codes + 1]
-    df["name"] = _coded(at, short)
-    names = pd.Series(short, dtype=object)
-    driver = (names.str.match(r"^cu[A-Z]") & ~names.str.startswith("cuda")).to_numpy(np.int8)
-    df["kind"] = _coded(driver[at], ["runtime", "driver"])
-    df["cat"] = _coded(driver[at], ["cuda_runtime", "cuda_driver"])
-    return df
-
-
-def _sync(conn: sqlite3.Connection) -> pd.DataFrame:
-    c = sqlite_db.columns(conn, _SYNC)
-    labels = _enum(conn, "ENUM_CUPTI_SYNC_TYPE")
-    df = sqlite_db.frame(conn, f"""
-        SELECT s.start AS ts, s."end" - s.start AS dur, s.deviceId AS device,
-               s.streamId AS stream, s.correlationId AS corr,
-               {_pid_sql('s.globalPid')} AS hpid, {pick(c, 'syncType', prefix='s.')}
-        FROM {_SYNC} s""", scans=(_SYNC,))
-    df["name"] = [labels.get(columns.as_int(t, -1) or 0, "Synchronization")
-                  for t in df["syncType"]]
-    df["kind"], df["cat"] = "sync", "cuda_sync"
-    return df
-
-
-def _nvtx(conn: sqlite3.Connection) -> tuple[pd.DataFrame, int]:
-    c = sqlite_db.columns(conn, _NVTX)
-    text = "COALESCE(n.text, {})".format(_strings(conn, "n.textId") if "textId" in c else "NULL")
-    dom = pick(c, "domainId", prefix="n.")
-    df = sqlite_db.frame(conn, f"""
-        SELECT n.start AS ts, n."end" AS te, n.eventType AS etype, n.globalTid AS gtid,
-               {text} AS text, {dom}{nvtx_payloads.select_columns(c)}
-        FROM {_NVTX} n WHERE n.eventType IN
-            ({NVTX_MARK}, {NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_DOMAIN})""",
-        scans=(_NVTX,), lookups=_STRING_IDS)
-    domains = {columns.as_int(d): str(t) for d, t in
-               df.loc[df["etype"] == NVTX_DOMAIN, ["domainId", "text"]].itertuples(index=False)
-               if columns.as_int(d) is not None}
-    df = df[df["etype"] != NVTX_DOMAIN]
-    is_range = df["etype"].isin((NVTX_PUSHPOP, NVTX_STARTEND))
-    unfinished = int((is_range & df["te"].isna()).sum())
-    # A range that never ended (the process exited inside it) has no duration to report.
-    df = df[~(is_range & df["te"].isna())].copy()
-    dom_ids = columns.ids(df["domainId"], 0)
-    txt = df["text"].fillna("").astype(str)
-    # Named domains are shown "domain:text", the way nsys's nvtx_sum report names them.
-    df["name"] = [f"{domains[d]}:{t}" if d in domains else t
-                  for d, t in zip(dom_ids.tolist(), txt.tolist(), strict=True)]
-    df["dur"] = np.where(df["etype"] == NVTX_MARK, 0, df["te"].fillna(df["ts"]) - df["ts"])
-    df["style"] = np.where(df["etype"] == NVTX_STARTEND, "StartEnd",
-                           np.where(df["etype"] == NVTX_MARK, "Mark", "PushPop"))
-    df["domain"] = [domains.get(d, "") for d in dom_ids.tolist()]
-    df["kind"] = np.where(df["etype"] == NVTX_MARK, "other", "user_annotation")
-    df["cat"] = "nvtx"
-    # PyTorch's emit_nvtx op ranges (nsys --pytorch=autograd-shapes-nvtx) are op calls.
-    nvtx_ops.mark_ops(df)
-    # Typed payloads (NCCL's message sizes), where the export carries them.
-    df["payload"] = nvtx_payloads.payloads(conn, df)
-    raw = nvtx_payloads.raw_columns(df)
-    return df.drop(columns=["te", "etype", "text", "domainId", *raw]), unfinished
-
-
-def _osrt(conn: sqlite3.Connection) -> pd.DataFrame:
-    df = sqlite_db.frame(conn, f"""
-        SELECT o.start AS ts, o."end" - o.start AS dur, o.globalTid AS gtid,
-               {_strings(conn, 'o.nameId')} AS name FROM {_OSRT} o""",
-        scans=(_OSRT,), lookups=_STRING_IDS)
-    df["kind"], df["cat"] = "other", "osrt"
-    return df
-
-
-def _enum(conn: sqlite3.Connection, table: str) -> dict[int, str]:
-    c = sqlite_db.columns(conn, table)
-    if "id" not in c:
-        return {}
-    col = "label" if "label" in c else "name"
-    return {k: str(v) for i, v in conn.execute(f'SELECT id, "{col}" FROM {table}')
-            if (k := columns.as_int(i)) is not None}
+    return tables.coded(np.concatenate(codes) if codes else np.zeros(0, np.int8), categories)
 
 
 def _meta_table(conn: sqlite3.Connection, have: frozenset[str]) -> dict[str, str]:
@@ -369,25 +154,26 @@ def _devices(conn: sqlite3.Connection, have: frozenset[str]) -> tuple[Device, ..
 def _read_db(p: Path, conn: sqlite3.Connection, have: frozenset[str]) -> Trace:
     parts: list[pd.DataFrame] = []
     # The two large tables read at once (sqlite_db.frames: a thread each).
-    queries = {t: q(conn) for t, q in ((_KERNEL, _kernel_query), (_RUNTIME, _api_query))
-               if t in have}
-    read = dict(zip(queries, sqlite_db.frames(conn, list(queries.values())), strict=True))
-    if _KERNEL in have:
-        parts.append(_kernels(conn, read.pop(_KERNEL)))
-    labels = _enum(conn, "ENUM_CUDA_MEMCPY_OPER") if "ENUM_CUDA_MEMCPY_OPER" in have else {}
-    for t in (_MEMCPY, _MEMSET):
+    queries = {t: q(conn) for t, q in ((tables.KERNEL, tables.kernel_query),
+                                       (tables.RUNTIME, tables.api_query)) if t in have}
+    got = dict(zip(queries, sqlite_db.frames(conn, list(queries.values())), strict=True))
+    if tables.KERNEL in have:
+        parts.append(tables.kernels(conn, got.pop(tables.KERNEL)))
+    labels = (tables.enum_labels(conn, "ENUM_CUDA_MEMCPY_OPER")
+              if "ENUM_CUDA_MEMCPY_OPER" in have else {})
+    for t in (tables.MEMCPY, tables.MEMSET):
         if t in have:
-            parts.append(_copies(conn, t, labels))
-    if _SYNC in have:
-        parts.append(_sync(conn))
-    if _RUNTIME in have:
-        parts.append(_api(conn, read.pop(_RUNTIME)))
+            parts.append(tables.copies(conn, t, labels))
+    if tables.SYNC in have:
+        parts.append(tables.sync(conn))
+    if tables.RUNTIME in have:
+        parts.append(tables.api(conn, got.pop(tables.RUNTIME)))
     unfinished = 0
-    if _NVTX in have:
-        nv, unfinished = _nvtx(conn)
+    if tables.NVTX in have:
+        nv, unfinished = tables.nvtx(conn)
         parts.append(nv)
-    if _OSRT in have:
-        parts.append(_osrt(conn))
+    if tables.OSRT in have:
+        parts.append(tables.osrt(conn))
     parts = [d for d in parts if not d.empty]
     # Each table's args stay with its own rows (PartArgs): concatenated, a kernel's grid
     # and every other table's columns were filled in for all rows (35 columns, ~1 GB at
@@ -544,7 +330,7 @@ def _meta(p: Path, conn: sqlite3.Connection, have: frozenset[str], df: pd.DataFr
 
 _ARG_COLUMNS = ("short_name", "bytes", "direction", "copyKind", "srcKind", "dstKind",
                 "srcDeviceId", "dstDeviceId", "value", "memKind", "returnValue", "syncType",
-                "style", "domain", "host_pid", "payload") + _GPU_ARGS + nvtx_ops.ARG_COLUMNS
+                "style", "domain", "host_pid", "payload") + tables.GPU_ARGS + nvtx_ops.ARG_COLUMNS
 
 
 def split_processes(trace: Trace) -> list[Trace]:

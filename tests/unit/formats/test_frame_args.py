@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import traceforge
 from tests.conftest import shared
 from traceforge import background
-from traceforge.formats import frame_args, nsys, sqlite_db
+from traceforge.formats import frame_args, nsys, nsys_tables, sqlite_db
 from traceforge.formats.cache_args import ARGS_PREFIX, CachedArgs, Rebuild
 
 
@@ -311,7 +311,7 @@ def test_nsys_names_by_id_are_the_subqueries(name: str) -> None:
     subquery per row (which it still runs where string_codes steps aside)."""
     path = Path(__file__).parents[3] / name if name.startswith("fixtures/") else shared(name)
     with sqlite_db.connect(path) as conn:
-        for read in (nsys._kernels, nsys._api):
+        for read in (nsys_tables.kernels, nsys_tables.api):
             plain = read(conn, by_id=False)
             fast = read(conn)
             assert sorted(fast.columns) == sorted(plain.columns)
