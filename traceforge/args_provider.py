@@ -59,6 +59,20 @@ def factorize_args(provider: ArgsProvider, rows: np.ndarray, keys: Sequence[str]
 
 
 @dataclass(frozen=True)
+class ArgColumn:
+    """One arg of some rows (a table's slices, a batch of a trace's rows): its key, each
+    row's value (ints as int64, reals as float64, text or other values as objects) and
+    which rows have it (None: all). A row's args are the present values of a list of
+    columns, keys in list order; a key may head several columns whose rows do not
+    overlap (a column of whole numbers beside one of reals). What a provider's
+    ``arg_columns(rows)`` returns (the SQLite readers')."""
+
+    key: str
+    values: np.ndarray
+    present: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
 class ArgShapes:
     """The args of some rows as a few shapes: a row's args are its shape's, but for the
     int values at the shape's slots, which are the row's own (ids, counters: the values

@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar, cast
 import numpy as np
 import pandas as pd
 
+from traceforge.args_provider import ArgColumn as ArgColumn  # (Trace.arg_columns' type)
 from traceforge.args_provider import ArgShapes as ArgShapes  # (Trace.arg_shapes' type)
 from traceforge.args_provider import ArgsProvider, distinct_args, no_args
 from traceforge.kinds import GPU_KINDS as GPU_KINDS
@@ -317,6 +318,17 @@ class Trace:
         if fn is None:
             return None
         got: ArgShapes | None = fn(np.asarray(rows, dtype=np.int64).reshape(-1))
+        return got
+
+    def arg_columns(self, rows: Iterable[int]) -> list[ArgColumn] | None:
+        """The args of the given row labels as columns over their positions
+        (:class:`~traceforge.args_provider.ArgColumn`: each row's args are the present
+        values, keys in column order), where the source holds them so (the SQLite
+        readers); None where it does not. For writers that encode many rows' args."""
+        fn = getattr(self.args_provider, "arg_columns", None)
+        if fn is None:
+            return None
+        got: list[ArgColumn] | None = fn(np.asarray(rows, dtype=np.int64).reshape(-1))
         return got
 
     def distinct_args(self, rows: Iterable[int], keys: Sequence[str]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from traceforge.args_provider import ArgShapes, distinct_args, no_args
+from traceforge.args_provider import ArgColumn, ArgShapes, distinct_args, no_args
 from traceforge.model import Trace
 
 if TYPE_CHECKING:
@@ -162,6 +162,16 @@ class CachedArgs:
             return None
         r = np.asarray(rows, dtype=np.int64)
         got: ArgShapes | None = fn(r if self.rows is None else self.rows[r])
+        return got
+
+    def arg_columns(self, rows: np.ndarray) -> list[ArgColumn] | None:
+        """The rebuilt provider's ``arg_columns`` (:class:`ArgColumn`), None where it has
+        none."""
+        fn = getattr(self._provider(), "arg_columns", None)
+        if fn is None:
+            return None
+        r = np.asarray(rows, dtype=np.int64)
+        got: list[ArgColumn] | None = fn(r if self.rows is None else self.rows[r])
         return got
 
     def distinct(self, rows: np.ndarray, keys: Sequence[str]

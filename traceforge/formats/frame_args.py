@@ -13,12 +13,14 @@ rebuilds either.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from traceforge.args_provider import ArgColumn
 
 #: Args columns a reader keeps as JSON text (nested lists, NVTX payloads, RCCL call args),
 #: decoded when args are read.
@@ -81,6 +83,13 @@ class ColumnArgs:
         for k, arr in self.cols.items():
             _fill(out, k, arr[rows], None)
         return out
+
+    def arg_columns(self, rows: np.ndarray) -> list[ArgColumn]:
+        """The args of ``rows`` as columns over their positions: what :meth:`__call__`
+        gives, a column at a time (:func:`arg_columns`)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return [c for k, arr in self.cols.items()
+                for c in arg_columns(k, arr[rows], None, len(rows))]
 
 
 class PartArgs:
@@ -202,9 +211,10 @@ class PartArgs:
             dense[self._where[self.starts[j]:self.starts[j + 1]]] = a
         return dense
 
-    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
-        rows = np.asarray(rows, dtype=np.int64)
-        out: list[dict[str, Any]] = [{} for _ in range(len(rows))]
+    def _cells(self, rows: np.ndarray
+               ) -> Iterator[tuple[str, np.ndarray, np.ndarray | None]]:
+        """(key, values, at) of each column's cells among ``rows``, keys in order: the
+        values of ``rows[at]`` (``at`` None: of every row)."""
         src = self.order[rows]
         part = np.searchsorted(self.starts, src, side="right") - 1
         # Each part's rows among those asked for, and where they sit in that part.
@@ -214,13 +224,27 @@ class PartArgs:
             where.append((at, src[at] - self.starts[j]))
         for k in self.columns:
             if k in self.whole:
-                _fill(out, k, self.whole[k][rows], None)
+                yield k, self.whole[k][rows], None
                 continue
             for j, p in enumerate(self.parts):
                 if k in p and len(where[j][0]):
                     at, local = where[j]
-                    _fill(out, k, p[k][local], at)
+                    yield k, p[k][local], at
+
+    def __call__(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        rows = np.asarray(rows, dtype=np.int64)
+        out: list[dict[str, Any]] = [{} for _ in range(len(rows))]
+        for k, vals, at in self._cells(rows):
+            _fill(out, k, vals, at)
         return out
+
+    def arg_columns(self, rows: np.ndarray) -> list[ArgColumn]:
+        """The args of ``rows`` as columns over their positions: what :meth:`__call__`
+        gives, a column at a time (:func:`arg_columns`; a key whose tables hold it
+        heads a column per table)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return [c for k, vals, at in self._cells(rows)
+                for c in arg_columns(k, vals, at, len(rows))]
 
 
 def _fill(out: list[dict[str, Any]], key: str, vals: np.ndarray,
@@ -252,6 +276,61 @@ def _fill(out: list[dict[str, Any]], key: str, vals: np.ndarray,
         got = _arg_value(key, v)
         if got is not _MISSING:
             out[i][key] = got
+
+
+def arg_columns(key: str, vals: np.ndarray, at: np.ndarray | None, n: int
+                ) -> list[ArgColumn]:
+    """What :func:`_fill` sets, as columns over ``n`` rows: the args value of ``vals[i]``
+    at row ``at[i]`` (row ``i`` where ``at`` is None) for each cell that holds one. Whole
+    numbers as int64, reals as float64 (a float cell that is a whole number is an int,
+    as :func:`_fill` makes it), anything else as the objects :func:`_fill` sets; the
+    columns' rows do not overlap."""
+    places = np.arange(len(vals)) if at is None else at
+
+    def col(values: np.ndarray, keep: np.ndarray, dtype: Any) -> ArgColumn:
+        full = np.zeros(n, dtype=dtype)
+        full[places[keep]] = values[keep]
+        present = np.zeros(n, dtype=bool)
+        present[places[keep]] = True
+        return ArgColumn(key, full, present)
+
+    pid = key == "host_pid"
+    if vals.dtype.kind in "iu" and (vals.dtype.kind == "i" or not len(vals)
+                                    or int(vals.max()) < 2**63):
+        return [col(vals.astype(np.int64), vals >= 0 if pid else
+                    np.ones(len(vals), dtype=bool), np.int64)]
+    if vals.dtype == np.float64:
+        keep = ~np.isnan(vals) & ((vals >= 0) if pid else True)
+        whole = np.isfinite(vals) & (np.trunc(vals) == vals)
+        fits = whole & (np.abs(vals) < 2.0**63)
+        out = [col(np.where(fits, vals, 0).astype(np.int64), keep & fits, np.int64),
+               col(vals, keep & ~whole, np.float64)]
+        if (keep & whole & ~fits).any():  # (whole numbers past int64: Python ints)
+            big = keep & whole & ~fits
+            out.append(col(_objects_at([int(v) for v in vals[big].tolist()], big), big, object))
+        return out
+    # Text and anything else, cell by cell as _fill does (a str cell is its own value).
+    if vals.dtype == object:
+        cand = np.flatnonzero(~pd.isna(vals))
+        cells: list[Any] = vals[cand].tolist()
+    else:  # (cells as numpy scalars, as _fill takes them)
+        cand, cells = np.arange(len(vals)), list(vals)
+    if key in JSON_COLUMNS or not all(type(v) is str for v in cells):
+        cells = [_arg_value(key, v) for v in cells]
+        held = np.fromiter((v is not _MISSING for v in cells), dtype=bool, count=len(cells))
+        cand = cand[held]
+        cells = [v for v in cells if v is not _MISSING]
+    keep = np.zeros(len(vals), dtype=bool)
+    keep[cand] = True
+    return [col(_objects_at(cells, keep), keep, object)]
+
+
+def _objects_at(items: list[Any], keep: np.ndarray) -> np.ndarray:
+    """An object array as long as ``keep`` holding ``items`` where it is True, in order,
+    each item one cell (a list stays one value)."""
+    out = np.empty(len(keep), dtype=object)
+    out[keep] = np.fromiter(items, dtype=object, count=len(items))
+    return out
 
 
 #: What :func:`_arg_value` gives for a cell that holds no value.

@@ -20,6 +20,7 @@ import numpy as np
 from traceforge.model import GPU_KINDS, Trace, distinct
 from traceforge.render.document import document_bytes
 from traceforge.render.pftrace_layout import FlowPoints
+from traceforge.render.row_columns import row_columns
 from traceforge.render.slice_table import objects
 
 if TYPE_CHECKING:
@@ -247,9 +248,14 @@ class ChromeSource:
     def _own_args(self, rows: np.ndarray, names: list[str], cats: list[str],
                   json_values: bool, encoder: ArgsEncoder | None = None) -> list[Any]:
         """The args of trace rows ``rows``, tagged: dicts, or with an ``encoder``, the
-        encodings of the rows whose source args come as shapes (their tags after them)."""
+        encodings of the rows whose source args come as shapes or columns (their tags
+        after them)."""
         shapes = (self.trace.arg_shapes(self.labels[rows])
                   if encoder is not None and self.with_source_args and len(rows) else None)
+        if encoder is not None and shapes is None and self.with_source_args and len(rows):
+            as_columns = self._column_args(rows, names, cats, json_values, encoder)
+            if as_columns is not None:
+                return as_columns
         if encoder is None or shapes is None:
             return self._tagged(rows, names, cats, json_values)
         out = np.empty(len(rows), dtype=object)
@@ -288,6 +294,31 @@ class ChromeSource:
             out[tagged_rows] = objects([out[i] + b"".join(pieces[lo:hi]) for i, lo, hi in
                                         zip(tagged_rows, [0, *ends][:-1], ends, strict=True)])
         rest = np.flatnonzero(~shaped)
+        if len(rest):
+            out[rest] = objects(self._tagged(rows[rest], [names[i] for i in rest.tolist()],
+                                             [cats[i] for i in rest.tolist()], json_values))
+        got: list[Any] = out.tolist()
+        return got
+
+    def _column_args(self, rows: np.ndarray, names: list[str], cats: list[str],
+                     json_values: bool, encoder: ArgsEncoder) -> list[Any] | None:
+        """:meth:`_own_args` where the source gives its args as columns (the SQLite
+        readers): each row's whole args encoded a column at a time, a dict only for the
+        rows an id or a tag would change in place; None where the source or the tags
+        cannot be given so."""
+        columns = getattr(self.tags, "columns", None)
+        if self.tags is not None and columns is None:
+            return None
+        own = self.trace.arg_columns(self.labels[rows])
+        if own is None:
+            return None
+        cols, ok = row_columns(own, [(k, v[rows]) for k, v in self.ids.items()],
+                               columns(rows, names, cats) if columns is not None else (),
+                               len(rows))
+        out = np.empty(len(rows), dtype=object)
+        done = np.flatnonzero(ok)
+        out[done] = objects(encoder.column_annotations(cols, done))
+        rest = np.flatnonzero(~ok)
         if len(rest):
             out[rest] = objects(self._tagged(rows[rest], [names[i] for i in rest.tolist()],
                                              [cats[i] for i in rest.tolist()], json_values))

@@ -225,25 +225,21 @@ class PacketEncoder:
                            ) -> list[bytes]:
         """Rows ``rows`` of arg ``columns``, each row's annotations joined (what
         :meth:`annotations` gives for the dict of its present values, keys in column
-        order), encoded a column at a time."""
-        n = len(rows)
-        parts = []
-        for col in columns:
-            at = np.arange(n) if col.present is None else np.flatnonzero(col.present[rows])
-            vals = col.values[rows[at]]
-            if vals.dtype.kind == "i":
-                enc = self._int_column(col.key, vals.astype(np.int64))
-            elif vals.dtype.kind == "f":
-                enc = self._float_column(col.key, vals.astype(np.float64))
-            else:  # text (and anything else) as :meth:`annotations` encodes it
-                keys = np.full(len(at), col.key, dtype=object)
-                enc = objects(self.annotations(keys.tolist(), vals.tolist()))
-            piece = np.full(n, b"", dtype=object)
-            piece[at] = enc
-            parts.append(piece.tolist())
-        if not parts:
-            return [b""] * n
-        return list(map(b"".join, zip(*parts, strict=True)))
+        order): :func:`traceforge.render.pftrace_rows.column_rows`."""
+        from traceforge.render.pftrace_rows import column_rows
+
+        return column_rows(self, columns, rows)
+
+    def cell_annotations(self, key: Any, vals: np.ndarray) -> np.ndarray:
+        """The annotation of each of one key's values (an object array of ``bytes``):
+        ints and reals a column at a time, anything else as :meth:`annotations` encodes
+        it."""
+        if vals.dtype.kind == "i":
+            return self._int_column(key, vals.astype(np.int64))
+        if vals.dtype.kind == "f":
+            return self._float_column(key, vals.astype(np.float64))
+        keys = np.full(len(vals), key, dtype=object)
+        return objects(self.annotations(keys.tolist(), vals.tolist()))
 
     def shape_annotations(self, shapes: ArgShapes,
                           ids: Sequence[tuple[str, np.ndarray]] = ()) -> list[bytes]:

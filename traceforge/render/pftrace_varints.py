@@ -57,12 +57,14 @@ def varint_matrix(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The varints of int64 values taken mod 2**64, one per row of a (n, 10) uint8 array
     (NUL after its end), and their lengths."""
     rest = ns.astype(np.uint64)
-    m = np.empty((len(rest), 10), dtype=np.uint8)
+    m = np.zeros((len(rest), 10), dtype=np.uint8)
     length = np.ones(len(rest), dtype=np.int64)
     for j in range(10):
         m[:, j] = (rest & np.uint64(0x7F)).astype(np.uint8)
         rest = rest >> np.uint64(7)
         more = rest != 0
+        if not more.any():  # (the rest of every row stays NUL)
+            break
         m[more, j] |= 0x80
         length += more
     return m, length

@@ -16,15 +16,7 @@ from typing import Any
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class ArgColumn:
-    """One arg of a table's slices: its key, each slice's value (ints as int64, reals as
-    float64, text as an object array of str) and which slices have it (None: all)."""
-
-    key: str
-    values: np.ndarray
-    present: np.ndarray | None = None
+from traceforge.model import ArgColumn as ArgColumn  # (defined with the args providers)
 
 
 @dataclass(eq=False)

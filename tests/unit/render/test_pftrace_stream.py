@@ -304,6 +304,52 @@ def test_tags_after_shaped_args_or_made_as_dicts(monkeypatch: pytest.MonkeyPatch
     assert chrome_to_pftrace(ChromeSource(t, tags=AsColumns())) == fast
 
 
+@pytest.mark.parametrize("name", ["counters/probe.nsys.sqlite.gz",
+                                  "nccl_nsys_h100x2/nccl_rank0.sqlite"])
+@pytest.mark.parametrize("cached", [False, True])
+def test_sqlite_args_as_columns_encode_as_their_dicts(name: str, cached: bool,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    """An nsys export's args come as columns (``Trace.arg_columns``: read, or rebuilt
+    from the cache) and are encoded a batch at a time: the bytes are those of its dicts
+    (the path without columns) and the oracle's, with tags as columns that add keys,
+    replace a kernel's own arg (made as a dict) or an id (likewise)."""
+    from tests.support.pftrace_reference import chrome_to_pftrace as reference
+    from traceforge.model import Trace
+    from traceforge.render.chrome_json import ChromeSource
+    from traceforge.render.slice_table import column
+
+    monkeypatch.setenv("TRACEFORGE_CACHE", str(tmp_path))
+    if cached:
+        tf.load(FIX / name)
+    t = tf.load(FIX / name, cache=cached)
+
+    class Tags:
+        def __call__(self, rows: np.ndarray, names: object, cats: object,
+                     args: list[dict[str, object]]) -> None:
+            for r, a in zip(rows.tolist(), args, strict=True):
+                if r % 3 == 1:
+                    a["gridX"] = "replaced"
+                if r % 3 == 2:
+                    a["correlation"] = -5
+                if r % 2:
+                    a["tag"] = r
+
+        def columns(self, rows: np.ndarray, names: object, cats: object) -> list[Any]:
+            n = len(rows)
+            return [column("gridX", np.full(n, "replaced", dtype=object), rows % 3 == 1),
+                    column("correlation", np.full(n, -5, dtype=np.int64), rows % 3 == 2),
+                    column("tag", rows.astype(np.int64), rows % 2 == 1)]
+
+    assert t.arg_columns(np.arange(3)) is not None
+    for tags in (None, Tags()):
+        fast = chrome_to_pftrace(ChromeSource(t, tags=tags))
+        with monkeypatch.context() as m:
+            m.setattr(Trace, "arg_columns", lambda self, rows: None)
+            assert fast == chrome_to_pftrace(ChromeSource(t, tags=tags))
+        assert fast == reference(ChromeSource(t, tags=tags).document())
+
+
 def test_dict_slices_every_int_flows_and_names_in_packet_order() -> None:
     """Slices given as dicts (annotate's path tracks, a plain document): ints of every size
     (int64 ends, beyond it, bools), several flows starting and ending on one slice, and
