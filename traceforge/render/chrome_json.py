@@ -250,13 +250,13 @@ class ChromeSource:
         """The args of trace rows ``rows``, tagged: dicts, or with an ``encoder``, the
         encodings of the rows whose source args come as shapes or columns (their tags
         after them)."""
-        shapes = (self.trace.arg_shapes(self.labels[rows])
-                  if encoder is not None and self.with_source_args and len(rows) else None)
-        if encoder is not None and shapes is None and self.with_source_args and len(rows):
+        if encoder is None or not self.with_source_args or not len(rows):
+            return self._tagged(rows, names, cats, json_values)
+        shapes = self.trace.arg_shapes(self.labels[rows])
+        if shapes is None:
             as_columns = self._column_args(rows, names, cats, json_values, encoder)
             if as_columns is not None:
                 return as_columns
-        if encoder is None or shapes is None:
             return self._tagged(rows, names, cats, json_values)
         out = np.empty(len(rows), dtype=object)
         shaped = shapes.code >= 0
@@ -293,12 +293,7 @@ class ChromeSource:
             ends = np.cumsum([len(t) for t in mine], dtype=np.int64).tolist()
             out[tagged_rows] = objects([out[i] + b"".join(pieces[lo:hi]) for i, lo, hi in
                                         zip(tagged_rows, [0, *ends][:-1], ends, strict=True)])
-        rest = np.flatnonzero(~shaped)
-        if len(rest):
-            out[rest] = objects(self._tagged(rows[rest], [names[i] for i in rest.tolist()],
-                                             [cats[i] for i in rest.tolist()], json_values))
-        got: list[Any] = out.tolist()
-        return got
+        return self._with_dicts(out, shaped, rows, names, cats, json_values)
 
     def _column_args(self, rows: np.ndarray, names: list[str], cats: list[str],
                      json_values: bool, encoder: ArgsEncoder) -> list[Any] | None:
@@ -318,7 +313,13 @@ class ChromeSource:
         out = np.empty(len(rows), dtype=object)
         done = np.flatnonzero(ok)
         out[done] = objects(encoder.column_annotations(cols, done))
-        rest = np.flatnonzero(~ok)
+        return self._with_dicts(out, ok, rows, names, cats, json_values)
+
+    def _with_dicts(self, out: np.ndarray, made: np.ndarray, rows: np.ndarray,
+                    names: list[str], cats: list[str], json_values: bool) -> list[Any]:
+        """``out`` (the rows' encodings where ``made``) with the other rows' args made as
+        dicts."""
+        rest = np.flatnonzero(~made)
         if len(rest):
             out[rest] = objects(self._tagged(rows[rest], [names[i] for i in rest.tolist()],
                                              [cats[i] for i in rest.tolist()], json_values))

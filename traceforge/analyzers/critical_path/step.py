@@ -321,6 +321,85 @@ def _path_back(tight: tuple[np.ndarray, int]) -> np.ndarray:
 
 
 def _relaxed(dag: _Dag, w_in: np.ndarray, t_pos: int) -> np.ndarray:
+    """:func:`longest_into`'s path for any weights (a what-if's): by chains where no
+    weight is negative (:func:`_chained`), else node by node (:func:`_node_by_node`)."""
+    if len(w_in) and (int(w_in.min()) < 0 or float(w_in.sum(dtype=np.float64)) >= 2.0**62):
+        return _node_by_node(dag, w_in, t_pos)
+    return _chained(dag, w_in, t_pos)
+
+
+def _chained(dag: _Dag, w_in: np.ndarray, t_pos: int) -> np.ndarray:
+    """:func:`_node_by_node`'s path where no weight is negative (so every node's distance
+    is its best in-edge's, and a node with one in-edge takes it): most nodes have one
+    in-edge (a range's end, a kernel's end, the calls of a thread between two waits), and
+    such a node's distance is that of the nearest node up its chain with none or several
+    (its *root*) plus the weights between, found for all at once by pointer jumping. Only
+    the nodes with several in-edges are relaxed one by one, in topological order, each
+    in-edge's source as its root's distance plus its chain's weights: on the 226 MB nsys
+    export, 1.26M of 3.76M nodes."""
+    n = len(dag.ids)
+    indptr = dag.indptr
+    src = dag.ui[dag.into_a].astype(np.int64)
+    indeg = np.diff(indptr)
+    single = indeg == 1
+    root = np.arange(n, dtype=np.int64)
+    acc = np.zeros(n, dtype=np.int64)
+    one = np.flatnonzero(single)
+    root[one] = src[indptr[:-1][one]]
+    acc[one] = w_in[indptr[:-1][one]]
+    prev = root.copy()  # (a node with one in-edge comes from its source)
+    active = one[single[root[one]]]
+    while len(active):  # (each round halves the way to the root)
+        up = root[active]
+        acc[active] += acc[up]
+        root[active] = root[up]
+        active = active[single[root[active]]]
+    merge = dag.topo[indeg[dag.topo] >= 2]
+    at = acc
+    if len(merge):
+        # The merges' in-edges, merge after merge in topological order, each merge's in
+        # edge order: its source's root, the way from there, the source.
+        count = indeg[merge]
+        edge = np.repeat(indptr[:-1][merge] - (np.cumsum(count) - count), count) + \
+            np.arange(int(count.sum()))
+        e_src = src[edge]
+        best_of = _merged(n, merge.tolist(), count.tolist(), root[e_src].tolist(),
+                          (acc[e_src] + w_in[edge]).tolist(), e_src.tolist())
+        dist, prev[merge] = best_of
+        at = np.asarray(dist, dtype=np.int64)[root] + acc
+    # The end with the longest distance, the first in topological order on ties.
+    top = int(dag.topo[int(np.argmax(at[dag.topo]))]) if n else t_pos
+    return _path_back((prev, top))
+
+
+def _merged(n: int, merges: list[int], count: list[int], e_root: list[int],
+            e_len: list[int], e_src: list[int]) -> tuple[list[int], list[int]]:
+    """Each merge's distance (a list over all ``n`` nodes: 0 but at merges) and best
+    source, relaxed in the order given (topological): its in-edges, in order, are the
+    next ``count`` of ``e_root`` (the source's root, whose distance is known by then),
+    ``e_len`` (the way from that root through the edge) and ``e_src``; the first best
+    in-edge wins."""
+    dist = [0] * n
+    best_of = [0] * len(merges)
+    k = 0
+    for i, (x, c) in enumerate(zip(merges, count, strict=True)):
+        best, bu = dist[e_root[k]] + e_len[k], e_src[k]
+        if c == 2:
+            d = dist[e_root[k + 1]] + e_len[k + 1]
+            if d > best:
+                best, bu = d, e_src[k + 1]
+        else:
+            for j in range(k + 1, k + c):
+                d = dist[e_root[j]] + e_len[j]
+                if d > best:
+                    best, bu = d, e_src[j]
+        dist[x] = best
+        best_of[i] = bu
+        k += c
+    return dist, best_of
+
+
+def _node_by_node(dag: _Dag, w_in: np.ndarray, t_pos: int) -> np.ndarray:
     """:func:`longest_into`'s path by relaxing each node in topological order (Python
     lists: any weights)."""
     # Per node, its in-edges' sources and weights in edge order (one list per node).
