@@ -10,7 +10,6 @@ flow pairs the way Kineto writes them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -19,7 +18,7 @@ import numpy as np
 
 from traceforge.model import GPU_KINDS, Trace, distinct
 from traceforge.render.document import document_bytes
-from traceforge.render.pftrace_layout import FlowPoints
+from traceforge.render.flow_table import flow_events
 from traceforge.render.row_columns import row_columns
 from traceforge.render.slice_table import objects
 
@@ -62,16 +61,6 @@ KINETO_CAT: dict[str, str] = {
     "python": "python_function",
     "sync": "cuda_sync",
 }
-
-_LAUNCH_KINDS = ("runtime", "driver")
-
-
-def _us(ns: np.ndarray) -> list[float]:
-    # ns / 1000 as a double prints as at most three decimals (shortest round-trip repr),
-    # and the Kineto reader's us_to_ns turns it back into the same integer ns.
-    out: list[float] = (ns.astype(np.float64) / 1000.0).tolist()
-    return out
-
 
 def _labels(col: Any) -> tuple[np.ndarray, list[str]]:
     """(codes, strings) of a categorical column: ``strings[codes[i]]`` is row i's value as
@@ -146,7 +135,7 @@ class ChromeSource:
         self.labels = ev.index.to_numpy()
         self.ids = {k: ev[c].to_numpy(np.int64) for k, c in _ID_ARGS.items()}
         #: The flows (as columns), then the other events (``extra``, as dicts).
-        self.flows = _flow_events(trace)
+        self.flows = flow_events(trace)
         self.extra: list[dict[str, Any]] = _name_events(trace)
         if extra_events is not None:
             self.extra += [dict(e) for e in extra_events]
@@ -350,87 +339,6 @@ class ChromeSource:
         events = self.events(np.arange(self.n))
         events += self.flows.dicts() + self.extra
         return {**self.head, "traceEvents": events, **self.tail}
-
-
-@dataclass(frozen=True)
-class FlowTable:
-    """The flow events of a :class:`ChromeSource` as columns, in document order (one per
-    point): ``ph`` (``s``/``t``/``f``), ``id``, ``pid``, ``tid``, ``ts`` (us, as written)
-    and ``cat`` (the name too); an ``f`` binds to its enclosing slice (``bp: e``). The
-    JSON writer makes them dicts a batch at a time; the Perfetto writer binds them to
-    slices as columns (:class:`~traceforge.render.pftrace_layout.FlowPoints`)."""
-
-    ph: list[str]
-    id: list[Any]
-    pid: list[Any]
-    tid: list[Any]
-    ts: list[float]
-    cat: list[str]
-
-    def __len__(self) -> int:
-        return len(self.ph)
-
-    def dicts(self, lo: int = 0, hi: int | None = None) -> list[dict[str, Any]]:
-        """Points ``lo:hi`` as the events a Chrome trace writes."""
-        out: list[dict[str, Any]] = []
-        for ph, fid, pid, tid, ts, cat in zip(self.ph[lo:hi], self.id[lo:hi], self.pid[lo:hi],
-                                              self.tid[lo:hi], self.ts[lo:hi], self.cat[lo:hi],
-                                              strict=True):
-            e: dict[str, Any] = {"ph": ph, "id": fid, "pid": pid, "tid": tid, "ts": ts,
-                                 "cat": cat, "name": cat}
-            if ph == "f":
-                e["bp"] = "e"
-            out.append(e)
-        return out
-
-    def points(self) -> FlowPoints:
-        """The points as the Perfetto layout binds them (times in whole ns, as
-        :func:`~traceforge.render.pftrace_layout.ns` takes them one by one)."""
-        ts = np.rint(np.asarray(self.ts, dtype=np.float64) * 1000.0).astype(np.int64)
-        return FlowPoints(self.pid, self.tid, ts, self.cat, self.id,
-                          np.asarray(self.ph, dtype=object) == "f")
-
-
-def _flow_events(trace: Trace) -> FlowTable:
-    """The trace's own flows when it has launch flows, else ``ac2g`` pairs from ``corr``
-    (after the trace's own)."""
-    fl = trace.flows
-    ph: list[str] = []
-    ids: list[Any] = []
-    pids: list[Any] = []
-    tids: list[Any] = []
-    ts: list[float] = []
-    cats: list[str] = []
-    if not fl.empty:
-        ph, ids = fl["ph"].astype(str).tolist(), fl["id"].tolist()
-        pids, tids = fl["pid"].tolist(), fl["tid"].tolist()
-        ts, cats = _us(fl["ts"].to_numpy()), fl["cat"].astype(str).tolist()
-        if (fl["cat"].astype(str) == "ac2g").any():
-            return FlowTable(ph, ids, pids, tids, ts, cats)
-    ev = trace.events
-    gpu = ev[ev["kind"].isin(GPU_KINDS) & (ev["corr"] >= 0)]
-    launch = ev[ev["kind"].isin(_LAUNCH_KINDS) & (ev["corr"] >= 0)]
-    if not gpu.empty and not launch.empty:
-        # One flow per launch with GPU work; a graph launch fans out to many kernels, so
-        # the flow ends at the first of them (as Kineto does).
-        first = gpu.sort_values("ts").drop_duplicates("corr")
-        lq = launch.drop_duplicates("corr").set_index("corr")
-        first = first[first["corr"].isin(lq.index)]
-        if not first.empty:
-            lrow = lq.loc[first["corr"].to_numpy()]
-            n = len(first)
-            corr = first["corr"].tolist()
-
-            def pairs(a: list[Any], b: list[Any]) -> list[Any]:
-                return list(chain.from_iterable(zip(a, b, strict=True)))
-
-            ph += ["s", "f"] * n
-            ids += pairs(corr, corr)
-            pids += pairs(lrow["pid"].tolist(), first["pid"].tolist())
-            tids += pairs(lrow["tid"].tolist(), first["tid"].tolist())
-            ts += pairs(_us(lrow["ts"].to_numpy()), _us(first["ts"].to_numpy()))
-            cats += ["ac2g"] * (2 * n)
-    return FlowTable(ph, ids, pids, tids, ts, cats)
 
 
 def _name_events(trace: Trace) -> list[dict[str, Any]]:

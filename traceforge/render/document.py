@@ -40,7 +40,7 @@ PARALLEL_ROWS = 1 << 17
 
 
 class Flows(Protocol):
-    """Flow events kept as columns (``chrome_json.FlowTable``), made dicts a batch at a time."""
+    """Flow events kept as columns (``flow_table.FlowTable``), made dicts a batch at a time."""
 
     def __len__(self) -> int: ...
 

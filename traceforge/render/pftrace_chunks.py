@@ -40,7 +40,7 @@ PARALLEL_PACKETS = 1 << 17
 
 
 class FlowSource(Protocol):
-    """Flow events kept as columns (``chrome_json.FlowTable``)."""
+    """Flow events kept as columns (``flow_table.FlowTable``)."""
 
     def points(self) -> FlowPoints: ...
 
