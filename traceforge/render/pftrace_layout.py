@@ -10,8 +10,9 @@ from itertools import repeat
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from traceforge.model import distinct, lex_order
+from traceforge.model import distinct, lex_order, pair_codes, pair_rows
 
 
 def ns(us: Any) -> int:
@@ -130,8 +131,7 @@ def bind_flows(th: np.ndarray, start: np.ndarray, stop: np.ndarray,
     th_s, t_s, e_s = th[by], start[by], stop[by]
     lo = np.searchsorted(th_s, np.arange(len(keys)), side="left")
     hi = np.searchsorted(th_s, np.arange(len(keys)), side="right")
-    fth = np.fromiter(map(keys.get, zip(flows.pid, flows.tid, strict=True), repeat(-1)),
-                      dtype=np.int64, count=len(flows))
+    fth = _thread_of(keys, flows)
     fts = flows.ts
     at = np.full(len(flows), -1, dtype=np.int64)
     for h in distinct(fth[fth >= 0]).tolist():
@@ -144,15 +144,52 @@ def bind_flows(th: np.ndarray, start: np.ndarray, stop: np.ndarray,
     bound = np.flatnonzero((fth >= 0) & (at >= first))
     if not len(bound):
         return none, none, none.astype(bool)
-    got = bound.tolist()
-    pairs = list(zip(map(flows.cat.__getitem__, got), map(flows.id.__getitem__, got),
-                     strict=True))
-    number = {k: j + 1 for j, k in enumerate(dict.fromkeys(pairs))}
-    fid = np.fromiter(map(number.__getitem__, pairs), dtype=np.int64, count=len(pairs))
+    fid = _flow_numbers(flows, bound)
     end = flows.end[bound]
     slice_no = by[at[bound]]
     o = lex_order((np.arange(len(bound)), end, slice_no))
     return slice_no[o], fid[o], end[o]
+
+
+def _ints(items: Sequence[Any]) -> np.ndarray | None:
+    """``items`` as int64 where every one is a whole number that fits (a list of ints, as
+    the trace's columns give them), else None."""
+    arr = np.asarray(items)
+    if arr.dtype.kind not in "iub" or arr.ndim != 1 or (
+            arr.dtype.kind == "u" and len(arr) and int(arr.max()) >= 2**63):
+        return None
+    return arr.astype(np.int64)
+
+
+def _thread_of(keys: dict[tuple[Any, Any], int], flows: FlowPoints) -> np.ndarray:
+    """``keys.get((pid, tid), -1)`` of each flow point: as int pairs where the points'
+    and the keys' ids are ints (an nsys export's 2.4M points), else a lookup each."""
+    pid, tid = _ints(flows.pid), _ints(flows.tid)
+    kp, kt = _ints([k[0] for k in keys]), _ints([k[1] for k in keys])
+    if pid is None or tid is None or kp is None or kt is None or not len(keys):
+        return np.fromiter(map(keys.get, zip(flows.pid, flows.tid, strict=True),
+                               repeat(-1)), dtype=np.int64, count=len(flows))
+    rows = pair_rows(kp, kt, pid, tid)
+    values = np.fromiter(keys.values(), dtype=np.int64, count=len(keys))
+    return np.where(rows >= 0, values[np.maximum(rows, 0)], -1)
+
+
+def _flow_numbers(flows: FlowPoints, bound: np.ndarray) -> np.ndarray:
+    """The flow id of each bound point: its (cat, id) pair numbered from 1 in the order
+    pairs are first met (as a dict of them numbers them): codes of the cats and int ids
+    where the cats are text and the ids ints, else a dict."""
+    cats = np.empty(len(flows.cat), dtype=object)
+    cats[:] = flows.cat
+    cats = cats[bound]
+    ids = _ints(flows.id)
+    if ids is not None and pd.api.types.infer_dtype(cats, skipna=False) == "string":
+        cat_codes = pd.factorize(cats)[0].astype(np.int64)
+        return pair_codes(cat_codes, ids[bound])[0] + 1
+    got = bound.tolist()
+    pairs = list(zip(map(flows.cat.__getitem__, got), map(flows.id.__getitem__, got),
+                     strict=True))
+    number = {k: j + 1 for j, k in enumerate(dict.fromkeys(pairs))}
+    return np.fromiter(map(number.__getitem__, pairs), dtype=np.int64, count=len(pairs))
 
 
 #: Positions per block of :func:`last_reaching`'s levels.

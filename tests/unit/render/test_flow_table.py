@@ -74,3 +74,37 @@ def test_many_rows_with_ties_are_the_frame_operations() -> None:
     got = flow_events(t)
     assert len(got) > 500
     assert (got.ph, got.id, got.pid, got.tid, got.ts, got.cat) == _oracle(t)
+
+
+_IDS = st.one_of(st.integers(-3, 4), st.booleans(), st.sampled_from([2**70, "7", 1.0, 1.5, None]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_points_threads_and_flow_ids_are_the_dict_lookups(data: st.DataObject) -> None:
+    """Each flow point's thread (``keys.get((pid, tid), -1)``) and each bound point's flow
+    id ((cat, id) pairs numbered from 1 as first met), as int arrays where the ids allow,
+    are the dict lookups they replace, whatever the ids hold (bools equal to ints, big
+    ints, text, floats, None)."""
+    from traceforge.render import pftrace_layout as lay
+
+    n = data.draw(st.integers(0, 25))
+    simple = data.draw(st.booleans())
+    ids = st.integers(-3, 4) if simple else _IDS
+    pid = data.draw(st.lists(ids, min_size=n, max_size=n))
+    tid = data.draw(st.lists(ids, min_size=n, max_size=n))
+    fid = data.draw(st.lists(ids, min_size=n, max_size=n))
+    cat = data.draw(st.lists(st.sampled_from(["ac2g", "fwdbwd", "x"]) if simple else
+                             st.one_of(st.sampled_from(["ac2g", "x"]), st.none()),
+                             min_size=n, max_size=n))
+    keys: dict[tuple[Any, Any], int] = {}
+    for k in data.draw(st.lists(st.tuples(ids, ids), max_size=8)):
+        keys.setdefault(k, data.draw(st.integers(0, 9)))
+    points = lay.FlowPoints(pid, tid, np.zeros(n, np.int64), cat, fid, np.zeros(n, bool))
+    want = [keys.get((p, t), -1) for p, t in zip(pid, tid, strict=True)]
+    assert lay._thread_of(keys, points).tolist() == want
+    bound = np.asarray(sorted(data.draw(st.sets(st.integers(0, max(n - 1, 0)))))
+                       if n else [], dtype=np.int64)
+    pairs = [(cat[i], fid[i]) for i in bound.tolist()]
+    number = {k: j + 1 for j, k in enumerate(dict.fromkeys(pairs))}
+    assert lay._flow_numbers(points, bound).tolist() == [number[p] for p in pairs]
