@@ -312,8 +312,9 @@ def _path_back(tight: tuple[np.ndarray, int]) -> np.ndarray:
     """Node positions from the first node to ``end``, following the predecessors."""
     prev, x = tight
     out = array("q", [x])  # 8 bytes a node (a list of ints: ~36): 20M nodes at 10M events
+    up = np.ascontiguousarray(prev, dtype=np.int64).data  # (Python ints, twice as fast)
     while True:
-        y = int(prev[x])
+        y = up[x]
         if y == x:
             return np.array(np.frombuffer(out, dtype=np.int64)[::-1])
         out.append(y)
@@ -363,40 +364,42 @@ def _chained(dag: _Dag, w_in: np.ndarray, t_pos: int) -> np.ndarray:
         edge = np.repeat(indptr[:-1][merge] - (np.cumsum(count) - count), count) + \
             np.arange(int(count.sum()))
         e_src = src[edge]
-        best_of = _merged(n, merge.tolist(), count.tolist(), root[e_src].tolist(),
-                          (acc[e_src] + w_in[edge]).tolist(), e_src.tolist())
-        dist, prev[merge] = best_of
-        at = np.asarray(dist, dtype=np.int64)[root] + acc
+        best, pick = _merged(n, merge.tolist(), count.tolist(), root[e_src].tolist(),
+                             (acc[e_src] + w_in[edge]).tolist())
+        prev[merge] = e_src[np.asarray(pick, dtype=np.int64)]
+        at = np.zeros(n, dtype=np.int64)
+        at[merge] = best
+        at = at[root] + acc
     # The end with the longest distance, the first in topological order on ties.
     top = int(dag.topo[int(np.argmax(at[dag.topo]))]) if n else t_pos
     return _path_back((prev, top))
 
 
 def _merged(n: int, merges: list[int], count: list[int], e_root: list[int],
-            e_len: list[int], e_src: list[int]) -> tuple[list[int], list[int]]:
-    """Each merge's distance (a list over all ``n`` nodes: 0 but at merges) and best
-    source, relaxed in the order given (topological): its in-edges, in order, are the
-    next ``count`` of ``e_root`` (the source's root, whose distance is known by then),
-    ``e_len`` (the way from that root through the edge) and ``e_src``; the first best
-    in-edge wins."""
+            e_len: list[int]) -> tuple[list[int], list[int]]:
+    """Each merge's distance and best in-edge (its position among the edges given),
+    relaxed in the order given (topological): its in-edges, in order, are the next
+    ``count`` of ``e_root`` (the source's root, whose distance is known by then) and
+    ``e_len`` (the way from that root through the edge); the first best in-edge wins."""
     dist = [0] * n
     best_of = [0] * len(merges)
+    pick = [0] * len(merges)
     k = 0
     for i, (x, c) in enumerate(zip(merges, count, strict=True)):
-        best, bu = dist[e_root[k]] + e_len[k], e_src[k]
+        best, bk = dist[e_root[k]] + e_len[k], k
         if c == 2:
             d = dist[e_root[k + 1]] + e_len[k + 1]
             if d > best:
-                best, bu = d, e_src[k + 1]
+                best, bk = d, k + 1
         else:
             for j in range(k + 1, k + c):
                 d = dist[e_root[j]] + e_len[j]
                 if d > best:
-                    best, bu = d, e_src[j]
-        dist[x] = best
-        best_of[i] = bu
+                    best, bk = d, j
+        dist[x] = best_of[i] = best
+        pick[i] = bk
         k += c
-    return dist, best_of
+    return best_of, pick
 
 
 def _node_by_node(dag: _Dag, w_in: np.ndarray, t_pos: int) -> np.ndarray:
