@@ -70,7 +70,6 @@ class _Layout:
 
     def __init__(self, n: int, keys: list[bytes], kinds: list[int],
                  at_of: list[np.ndarray], vals_of: list[np.ndarray]) -> None:
-        self.n = n
         kind = self.kind = np.asarray(kinds)
         count = np.fromiter(map(len, at_of), dtype=np.int64, count=len(at_of))
         col = np.repeat(np.arange(len(kinds)), count)  # each cell's column
