@@ -22,6 +22,7 @@ import pandas as pd
 
 from traceforge.analyzers.critical_path.edges import END, START
 from traceforge.analyzers.critical_path.run_graph import RunGraph
+from traceforge.model import lex_order
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -220,7 +221,7 @@ def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
     u = np.where(before, S_NODE, u)
     # One edge per node pair, the longest: a DiGraph keeps one. (The other columns are
     # taken once, for the edges kept: at 10M events each copy is hundreds of MB.)
-    order = np.lexsort((w, v, u))
+    order = lex_order((w, v, u))
     u, v, w = u[order], v[order], w[order]
     last = np.flatnonzero(np.append((u[1:] != u[:-1]) | (v[1:] != v[:-1]), True)[:len(u)])
     u, v, w = u[last], v[last], w[last]
@@ -230,7 +231,9 @@ def step_graph(run: RunGraph, step: int, wins: list[pd.DataFrame]) -> StepGraph:
     nodes = inside[used[inside]]
     # Nodes nothing leads to (a thread's first range, a kernel whose launch is not in the
     # trace): the window's start leads to them, as idle time.
-    orphan = nodes[~np.isin(nodes, v)]
+    led = np.zeros(int(max(nodes.max(initial=-1), v.max(initial=-1))) + 1, dtype=bool)
+    led[v[v >= 0]] = True  # (node ids are dense: a mark each, not a sort of both)
+    orphan = nodes[~led[nodes]]
     te = np.concatenate(ends) if ends else np.zeros(0, np.int64)
     tr = np.concatenate([np.full(len(e), ri) for ri, e in enumerate(ends)]).astype(np.int64)
     te_ts = np.where(te >= 0, ts[np.clip(te, 0, None)], lo)
