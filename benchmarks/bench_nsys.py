@@ -7,9 +7,13 @@ NVTX; correlation ids shifted per copy): 50 copies are 226 MB, 1.22M kernels and
 runtime calls. Each case runs in a fresh process with an empty cache of its own; wall
 time and peak RSS from ``os.wait4``, and the MB the command left in its cache (the entry
 the next command maps). With ``--baseline REF`` the cold case also runs on a
-``git worktree`` of REF (alternating with this checkout).
+``git worktree`` of REF (alternating with this checkout). ``--cached convert,report,annotate``
+also runs those verbs on the export already read into the cache (each tree's own; each run
+on a fresh copy of it, so each is the first command of its kind, as a user's second
+command is), their outputs written to a temporary folder.
 
     python benchmarks/bench_nsys.py [--copies 50] [--repeat 3] [--baseline main]
+    python benchmarks/bench_nsys.py --repeat 2 --baseline main --cached convert,report
 """
 
 from __future__ import annotations
@@ -63,10 +67,19 @@ def build(copies: int) -> Path:
     return out
 
 
-def run(argv: list[str], tree: Path) -> tuple[float, float, float]:
+#: The verbs ``--cached`` may run, their output in ``{out}``.
+CACHED = {"convert": ["convert", "{db}", "{out}/c.pftrace"],
+          "report": ["report", "{db}", "-o", "{out}/r.md"],
+          "annotate": ["annotate", "{db}", "-o", "{out}/a.pftrace"]}
+
+
+def run(argv: list[str], tree: Path, cache_from: Path | None = None
+        ) -> tuple[float, float, float]:
     """(wall s, peak RSS MiB, MB the cache holds after it) of one fresh process, its cache
-    empty."""
+    empty (a copy of ``cache_from`` where given)."""
     with tempfile.TemporaryDirectory() as cache:
+        if cache_from is not None:
+            shutil.copytree(cache_from, cache, dirs_exist_ok=True)
         env = {**os.environ, "TRACEFORGE_CACHE": cache, "PYTHONPATH": str(tree)}
         t = time.perf_counter()
         p = subprocess.Popen(argv, env=env, cwd=tempfile.gettempdir(),
@@ -84,7 +97,12 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--baseline", help="also run the cold case on this git ref")
+    ap.add_argument("--cached", default="",
+                    help=f"also run these on the cached export: {','.join(CACHED)}")
     args = ap.parse_args()
+    verbs = [v for v in args.cached.split(",") if v]
+    if any(v not in CACHED for v in verbs):
+        sys.exit(f"--cached: one of {', '.join(CACHED)}")
     if not SOURCE.exists():
         sys.exit(f"needs {SOURCE}")
     db = build(args.copies)
@@ -100,12 +118,28 @@ def main() -> None:
                         args.baseline], check=True, capture_output=True)
         trees[args.baseline] = tmp
     got: dict[str, list[tuple[float, float, float]]] = {}
+    work = Path(tempfile.mkdtemp())
+    out = work / "out"
+    out.mkdir()
     try:
+        caches: dict[str, Path] = {}
+        for label, tree in trees.items() if verbs else ():
+            caches[label] = work / f"cache-{len(caches)}"
+            subprocess.run(cold, env={**os.environ, "TRACEFORGE_CACHE": str(caches[label]),
+                                      "PYTHONPATH": str(tree)}, cwd=tempfile.gettempdir(),
+                           check=True, capture_output=True)
         for _ in range(args.repeat):
             got.setdefault("SQL kernel summary (floor)", []).append(run(floor, REPO))
             for label, tree in trees.items():
                 got.setdefault(f"cold top-kernels ({label})", []).append(run(cold, tree))
+            for verb in verbs:
+                argv = [sys.executable, "-m", "traceforge",
+                        *(a.format(db=db, out=out) for a in CACHED[verb])]
+                for label, tree in trees.items():
+                    got.setdefault(f"{verb}, cached ({label})", []).append(
+                        run(argv, tree, caches[label]))
     finally:
+        shutil.rmtree(work, ignore_errors=True)
         if tmp is not None:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tmp)],
                            check=False, capture_output=True)
