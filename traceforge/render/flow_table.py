@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from traceforge.model import GPU_KINDS, Trace, first_rows
+from traceforge.model import GPU_KINDS, Trace, first_rows, pair_rows
 from traceforge.render.pftrace_layout import FlowPoints
 
 _LAUNCH_KINDS = ("runtime", "driver")
@@ -94,10 +94,9 @@ def flow_events(trace: Trace) -> FlowTable:
         by_time = gpu[np.argsort(times[gpu], kind="quicksort")]
         first = by_time[first_rows(np.zeros(len(by_time), np.int64), corr[by_time])]
         lq = launch[first_rows(np.zeros(len(launch), np.int64), corr[launch])]
-        lq = lq[np.argsort(corr[lq], kind="stable")]
-        at = np.minimum(np.searchsorted(corr[lq], corr[first]), len(lq) - 1)
-        has = corr[lq][at] == corr[first]
-        first, lrow = first[has], lq[at[has]]
+        at = pair_rows(np.zeros(len(lq), np.int64), corr[lq],
+                       np.zeros(len(first), np.int64), corr[first])
+        first, lrow = first[at >= 0], lq[at[at >= 0]]
         if len(first):
             n = len(first)
             ids_of = corr[first].tolist()
@@ -113,5 +112,3 @@ def flow_events(trace: Trace) -> FlowTable:
             ts += pairs(us(times[lrow]), us(times[first]))
             cats += ["ac2g"] * (2 * n)
     return FlowTable(ph, ids, pids, tids, ts, cats)
-
-
