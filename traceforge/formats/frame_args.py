@@ -5,7 +5,7 @@ the cells of its args columns that hold a value.
 each source table's columns over that table's rows only (an nsys export's 2.9M API calls
 carry no kernel grid, and a column per arg over every row cost ~1 GB and the wide frame's
 concat and sort). Both give the same dicts: keys in the order of the reader's columns,
-values by one rule (:func:`_fill`). The columnar cache stores :class:`ColumnArgs`' arrays
+values by one rule (:func:`arg_columns`). The columnar cache stores :class:`ColumnArgs`' arrays
 as they are and :class:`PartArgs`' tables' columns run-end encoded; :func:`args_from_cache`
 rebuilds either.
 """
@@ -250,41 +250,23 @@ class PartArgs:
 def _fill(out: list[dict[str, Any]], key: str, vals: np.ndarray,
           at: np.ndarray | None) -> None:
     """Set ``out[at[i]][key]`` (``out[i][key]`` where ``at`` is None) to ``vals[i]``'s
-    args value for each cell that holds one (the one rule of both providers)."""
-    def places(keep: np.ndarray) -> list[int]:
-        got: list[int] = (keep if at is None else at[keep]).tolist()
-        return got
-
-    if vals.dtype.kind in "iub":
-        keep = np.flatnonzero(vals >= 0) if key == "host_pid" else np.arange(len(vals))
-        for i, v in zip(places(keep), vals[keep].tolist(), strict=True):
+    args value for each cell that holds one, by the one rule of both providers
+    (:func:`arg_columns`)."""
+    for col in arg_columns(key, vals, at, len(out)):
+        has = np.arange(len(out)) if col.present is None else np.flatnonzero(col.present)
+        for i, v in zip(has.tolist(), col.values[has].tolist(), strict=True):
             out[i][key] = v
-        return
-    if vals.dtype == np.float64:
-        keep = np.flatnonzero(~np.isnan(vals) & ((vals >= 0) if key == "host_pid" else True))
-        for i, v in zip(places(keep), vals[keep].tolist(), strict=True):
-            out[i][key] = int(v) if v.is_integer() else v
-        return
-    if vals.dtype == object:
-        # Text columns are mostly empty (None or NaN); pandas' missing values (NA, NaT)
-        # are no args value either.
-        keep = np.flatnonzero(~pd.isna(vals))
-        cells: Any = zip(places(keep), vals[keep].tolist(), strict=True)
-    else:  # (cells as numpy scalars, as arr[r] gives them)
-        cells = zip(places(np.arange(len(vals))), vals, strict=True)
-    for i, v in cells:
-        got = _arg_value(key, v)
-        if got is not _MISSING:
-            out[i][key] = got
 
 
 def arg_columns(key: str, vals: np.ndarray, at: np.ndarray | None, n: int
                 ) -> list[ArgColumn]:
-    """What :func:`_fill` sets, as columns over ``n`` rows: the args value of ``vals[i]``
-    at row ``at[i]`` (row ``i`` where ``at`` is None) for each cell that holds one. Whole
-    numbers as int64, reals as float64 (a float cell that is a whole number is an int,
-    as :func:`_fill` makes it), anything else as the objects :func:`_fill` sets; the
-    columns' rows do not overlap."""
+    """The args values of a column's cells (the one rule of both providers), as columns
+    over ``n`` rows: the value of ``vals[i]`` at row ``at[i]`` (row ``i`` where ``at`` is
+    None) for each cell that holds one. Missing values (None, NaN, pandas' NA and NaT)
+    and a negative ``host_pid`` hold none. Whole numbers as int64, reals as float64 (a
+    float cell that is a whole number is an int; past int64, a Python int), anything else
+    as objects through :func:`_arg_value` (JSON columns decoded); the columns' rows do
+    not overlap."""
     places = np.arange(len(vals)) if at is None else at
 
     def col(values: np.ndarray, keep: np.ndarray, dtype: Any) -> ArgColumn:
@@ -309,13 +291,13 @@ def arg_columns(key: str, vals: np.ndarray, at: np.ndarray | None, n: int
             big = keep & whole & ~fits
             out.append(col(_objects_at([int(v) for v in vals[big].tolist()], big), big, object))
         return out
-    # Text and anything else, cell by cell as _fill does (a str cell is its own value).
+    # Text and anything else, cell by cell (a str cell is its own value).
     if vals.dtype == object:
         cand = np.flatnonzero(~pd.isna(vals))
         cells: list[Any] = vals[cand].tolist()
-    else:  # (cells as numpy scalars, as _fill takes them)
+    else:  # (cells as numpy scalars)
         cand, cells = np.arange(len(vals)), list(vals)
-    if key in JSON_COLUMNS or not all(type(v) is str for v in cells):
+    if key in JSON_COLUMNS or pid or not all(type(v) is str for v in cells):
         cells = [_arg_value(key, v) for v in cells]
         held = np.fromiter((v is not _MISSING for v in cells), dtype=bool, count=len(cells))
         cand = cand[held]
