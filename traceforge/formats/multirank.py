@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from functools import partial
 from multiprocessing.connection import wait
@@ -25,9 +23,8 @@ from typing import TypeVar
 
 from traceforge.errors import AnalysisError, TraceFormatError
 from traceforge.forks import POLL_S, Child, ForkError, can_fork
-from traceforge.formats import SourceFile, identify, load, rocprof
+from traceforge.formats import SourceFile, identify, load
 from traceforge.formats.folder import scan
-from traceforge.formats.nsys import split_processes
 from traceforge.model import Trace
 
 T = TypeVar("T")
@@ -53,6 +50,8 @@ def run_files(paths: Sequence[str | Path | SourceFile] | str | Path | SourceFile
     src = identify(paths, "no such file or directory")
     if not src.is_dir:
         return [src], None
+    from traceforge.formats import rocprof  # (folders only; nsys and rocpd readers load it)
+
     if src.reader is not None or rocprof.sniff(src.path, b""):
         return [replace(src, reader=src.reader or rocprof.__name__.rsplit(".", 1)[-1])], None
     found = scan(src.path)
@@ -75,6 +74,8 @@ def rank_traces(path: str | Path | SourceFile, trace: Trace, *, only_file: bool,
     otherwise an AnalysisError.
     """
     if only_file and trace.meta.rank is None and (trace.meta.world_size or 0) > 1:
+        from traceforge.formats.nsys import split_processes
+
         return split_processes(trace)
     r = trace.meta.rank if trace.meta.rank is not None else rank_from_name(path)
     if r is None and only_file:
@@ -122,6 +123,9 @@ def pool_map(fn: Callable[[T], R], items: Sequence[T], n: int, *, files: Sequenc
         return out
     if can_fork():
         return _forked_map(fn, items, n, files=files, hint=hint, tick=tick)
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         with ProcessPoolExecutor(max_workers=n) as pool:
             for r in pool.map(fn, items):
