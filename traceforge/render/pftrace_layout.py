@@ -58,11 +58,13 @@ def nested(t0: np.ndarray, t1: np.ndarray) -> bool:
     time = np.concatenate([t0, t1])
     late = np.concatenate([np.ones(n, dtype=np.int64), zero.astype(np.int64)])
     tie = np.concatenate([2 * idx, np.where(zero, 2 * idx + 1, -idx)])
-    order = np.lexsort((tie, late, time))
+    order = lex_order((tie, late, time))
     opens = order < n
     depth = np.cumsum(np.where(opens, 1, -1))
     level = np.where(opens, depth, depth + 1)
-    pairs = order[np.lexsort((np.arange(2 * n), level))]
+    if len(level) and int(level.min()) >= -2**15 and int(level.max()) < 2**15:
+        level = level.astype(np.int16)  # (a stable sort of 16-bit keys is a radix sort)
+    pairs = order[np.argsort(level, kind="stable")]
     first, second = pairs[0::2], pairs[1::2]
     return bool((first < n).all() and (second >= n).all() and (second - n == first).all())
 

@@ -518,6 +518,21 @@ def test_a_thread_nests_exactly_when_every_slice_goes_on_lane_zero(
     assert lanes_of(np.zeros(len(t0), dtype=np.int64), t0, t1).tolist() == want
 
 
+@pytest.mark.parametrize("crossed", [False, True])
+def test_a_thread_deeper_than_16_bit_levels_is_matched_the_same(crossed: bool) -> None:
+    """40,000 slices each inside the one before (levels past an int16's range: the
+    brackets then sorted by int64 levels) nest; the innermost ending after its parent
+    does not."""
+    from traceforge.render.pftrace_layout import nested
+
+    n = 40_000
+    t0 = np.arange(n, dtype=np.int64)
+    t1 = 2 * n - t0
+    if crossed:
+        t1[-1] = t1[-2] + 1
+    assert nested(t0, t1) is not crossed
+
+
 @pytest.mark.parametrize("first", [0, 1, 2])
 def test_a_batch_opening_the_sequence_marks_only_its_first_packet(first: int) -> None:
     """Whatever the sequence's first packet is (a slice begin, a slice end, another
