@@ -90,7 +90,7 @@ class _LazyGroup(click.Group):
         with one_blas_thread(name in TRACE_VERBS):
             if (name in TRACE_VERBS and not ctx.resilient_parsing
                     and not ctx.params.get("no_cache")):
-                _prefetch(args[1:])
+                _prefetch(args[1:], name)
             if (name and not name.startswith("-") and not ctx.resilient_parsing
                     and self.get_command(ctx, name) is None):
                 raise click.UsageError(
@@ -124,14 +124,17 @@ TRACE_VERBS = frozenset(n.replace("_", "-") for n in COMMANDS) - {"cache", "cali
                                                                   "capture"}
 
 
-def _prefetch(args: list[str]) -> None:
+def _prefetch(args: list[str], verb: str = "") -> None:
     """Where the words after the verb name one file (and no other word is a file: several
-    traces are read by the engine's workers; an output file after ``-o`` does not count),
-    have its chunks decoded while the verb's modules are imported
+    traces are read by the engine's workers; an output does not count: a file after
+    ``-o``/``--output``, or ``convert``'s OUT, which may exist from an earlier run), have
+    its chunks decoded while the verb's modules are imported
     (:mod:`traceforge.formats.prefetch`)."""
     outputs = {i + 1 for i, a in enumerate(args) if a in ("-o", "--output")}
-    files = [a for i, a in enumerate(args)
-             if i not in outputs and not a.startswith("-") and os.path.isfile(a)]
+    words = [i for i, a in enumerate(args) if i not in outputs and not a.startswith("-")]
+    if verb == "convert" and len(words) == 2:
+        outputs.add(words[1])  # (convert IN OUT)
+    files = [args[i] for i in words if i not in outputs and os.path.isfile(args[i])]
     if len(files) == 1:
         from traceforge.formats import prefetch
 

@@ -158,24 +158,27 @@ def test_no_prefetch_where_the_command_would_not_parse_on_several_cores(
     assert prefetch.pending() is None
 
 
-@pytest.mark.parametrize(("words", "started"), [
-    (["{big}"], True),
-    (["--format", "json", "{big}"], True),
-    (["{big}", "{big}"], False),  # several traces: the engine's workers read them
-    (["-o", "{out}", "{big}"], True),  # an output that exists is not a trace
-    (["--output", "{out}", "{big}"], True),
-    (["{big}", "{out}"], False),
-    (["--help"], False),
+@pytest.mark.parametrize(("verb", "words", "started"), [
+    ("info", ["{big}"], "{big}"),
+    ("info", ["--format", "json", "{big}"], "{big}"),
+    ("diff", ["{big}", "{big}"], None),  # several traces: the engine's workers read them
+    ("annotate", ["-o", "{out}", "{big}"], "{big}"),  # an output that exists is no trace
+    ("annotate", ["--output", "{out}", "{big}"], "{big}"),
+    ("diff", ["{big}", "{out}"], None),
+    ("convert", ["{big}", "{out}"], "{big}"),  # convert IN OUT: OUT is written (may exist)
+    ("convert", ["{out}", "{big}"], "{out}"),  # (the input, whatever it holds)
+    ("convert", ["{big}", "{out}", "{big}"], None),  # (a usage error to come)
+    ("info", ["--help"], None),
 ])
 def test_the_cli_prefetches_the_one_file_a_command_names(
-        big: Path, words: list[str], started: bool,
+        big: Path, verb: str, words: list[str], started: str | None,
         monkeypatch: pytest.MonkeyPatch) -> None:
     out = big.with_name("out.json")
     out.write_text("{}")
     calls: list[str] = []
     monkeypatch.setattr(prefetch, "start", lambda a: calls.append(a) or True)
-    cli._prefetch([w.format(big=big, out=out) for w in words])
-    assert calls == ([str(big)] if started else [])
+    cli._prefetch([w.format(big=big, out=out) for w in words], verb)
+    assert calls == ([] if started is None else [started.format(big=big, out=out)])
 
 
 def test_a_command_that_fails_leaves_no_prefetch_running(big: Path,
