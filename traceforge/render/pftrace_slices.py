@@ -10,7 +10,7 @@ as few pieces as its bytes allow) and the batch is joined once, so the per-packe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any
 
 import numpy as np
@@ -78,7 +78,7 @@ class SliceBatch:
         tails: list[Any] = list(map(self.tails.get, zip(iids, trk_b, cats, strict=True)))
         for j in [j for j, x in enumerate(tails) if x is None]:
             tails[j] = self._tail(int(iids[j] or 0), trk_b[j], cats[j])
-        flows = [b"" if f is None else f for f in map(self.flows_at.get, slice_no[b].tolist())]
+        flows = list(map(self.flows_at.get, slice_no[b].tolist(), repeat(b"", len(b))))
         encs, counts = _encoded_args(w, given)
         # Per slice begin: the args' bytes, then the rest of the track event.
         upto = np.concatenate([[0], np.cumsum(lengths(encs))]).astype(np.int64)
