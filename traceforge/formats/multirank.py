@@ -50,7 +50,7 @@ def run_files(paths: Sequence[str | Path | SourceFile] | str | Path | SourceFile
     src = identify(paths, "no such file or directory")
     if not src.is_dir:
         return [src], None
-    from traceforge.formats import rocprof  # (folders only; nsys and rocpd readers load it)
+    from traceforge.formats import rocprof  # (for a folder only: a rocprofv3 output's)
 
     if src.reader is not None or rocprof.sniff(src.path, b""):
         return [replace(src, reader=src.reader or rocprof.__name__.rsplit(".", 1)[-1])], None
