@@ -523,15 +523,18 @@ def test_args_an_integer_beyond_64_bits_is_written(tmp_path: Path, verb: str, ou
 @pytest.mark.parametrize("out", ["x.pftrace", "x.json"])
 @pytest.mark.parametrize("verb", ["convert", "annotate"])
 @pytest.mark.parametrize(("bad", "says"), [(b'"a": 1e400', "Number out of range"),
-                                           (b'"registers per \x93thread": 8', "utf-8"),
-                                           (b'"s": "a\x93b"', "utf-8")])
+                                           (b'"registers per \x93thread": 8',
+                                            "not valid UTF-8 text"),
+                                           (b'"s": "a\x93b"', "not valid UTF-8 text")])
 def test_args_a_number_out_of_range_is_one_line(tmp_path: Path, verb: str, out: str,
                                                 bad: bytes, says: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """An args value msgspec cannot hold (1e400), or a key or a text that is not UTF-8 (a
     fuzzed byte), is skipped by the reader and met when the args are read: one line naming the
     file, exit 2 (both were internal errors), whether the values are decoded (JSON) or
-    kept as their text or shapes (.pftrace), on a row among others."""
+    kept as their text or shapes (.pftrace), on a row among others; not UTF-8 is said in
+    the same words with every msgspec (0.23 raises its own error for it, earlier versions
+    Python's)."""
     p = tmp_path / "t.json"
     rows = [b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": %d, '
             b'"dur": 1, "args": {"device": 0, "correlation": %d%s}}'

@@ -269,8 +269,13 @@ class LazyArgs:
 
 
 def _unreadable(e: Exception) -> str:
-    """The problem of args msgspec cannot decode (without its place in our batch)."""
-    return f"an event's args cannot be read ({str(e).split(' - at ')[0]})"
+    """The problem of args msgspec cannot decode (without its place in our batch). Text
+    that is not UTF-8 is said one way, as the reader says it of a document, whichever
+    error found it (msgspec < 0.23 raises UnicodeDecodeError, 0.23 its own DecodeError)."""
+    problem = str(e).split(" - at ")[0]
+    if "utf-8" in problem.lower():
+        problem = "not valid UTF-8 text"
+    return f"an event's args cannot be read ({problem})"
 
 
 class _Scanned(list):  # type: ignore[type-arg]
