@@ -44,7 +44,7 @@ from traceforge.formats.kineto_schema import (
     loose,
 )
 from traceforge.formats.kineto_schema import sniff as kineto_sniff
-from traceforge.formats.source import content, first_byte, paused_gc
+from traceforge.formats.source import NOT_UTF8, content, first_byte, not_utf8, paused_gc
 from traceforge.formats.symbols import demangle_names
 from traceforge.model import (
     FLOW_COLUMNS,
@@ -72,8 +72,8 @@ def _decode_error(path: Path, raw: bytes, e: Exception) -> TraceFormatError:
     msg = str(e)
     if "truncated" in msg.lower() or "unexpected end" in msg.lower():
         return TraceFormatError(path, "truncated JSON (the file ends mid-document)")
-    if "utf-8" in msg.lower():
-        return TraceFormatError(path, "not valid UTF-8 text")
+    if not_utf8(e):
+        return TraceFormatError(path, NOT_UTF8)
     return TraceFormatError(path, f"not valid JSON ({msg})")
 
 
@@ -99,7 +99,7 @@ def _decode(path: Path, raw: Any) -> tuple[list[Any], Doc, bool]:
         except msgspec.DecodeError as e:
             raise _decode_error(path, raw, e) from None
         except UnicodeDecodeError:
-            raise TraceFormatError(path, "not valid UTF-8 text") from None
+            raise TraceFormatError(path, NOT_UTF8) from None
     # Lenient path: plain objects, coerced field by field below.
     try:
         obj = msgspec.json.decode(raw)

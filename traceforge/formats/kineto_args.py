@@ -29,7 +29,7 @@ from traceforge.errors import TraceFormatError
 from traceforge.formats import kineto_chunks as chunks
 from traceforge.formats.arg_shapes import Shapes
 from traceforge.formats.kineto_schema import ArgsDoc, ArgsOnly
-from traceforge.formats.source import first_byte, paused_gc, view
+from traceforge.formats.source import NOT_UTF8, first_byte, not_utf8, paused_gc, view
 
 T = TypeVar("T")
 
@@ -269,12 +269,10 @@ class LazyArgs:
 
 
 def _unreadable(e: Exception) -> str:
-    """The problem of args msgspec cannot decode (without its place in our batch). Text
-    that is not UTF-8 is said one way, as the reader says it of a document, whichever
-    error found it (msgspec < 0.23 raises UnicodeDecodeError, 0.23 its own DecodeError)."""
-    problem = str(e).split(" - at ")[0]
-    if "utf-8" in problem.lower():
-        problem = "not valid UTF-8 text"
+    """The problem of args msgspec cannot decode (without its place in our batch); text
+    that is not UTF-8 said as the reader says it of a document, whichever error found it
+    (:func:`~traceforge.formats.source.not_utf8`)."""
+    problem = NOT_UTF8 if not_utf8(e) else str(e).split(" - at ")[0]
     return f"an event's args cannot be read ({problem})"
 
 

@@ -14,6 +14,15 @@ from pathlib import Path
 from traceforge.errors import TraceFormatError
 from traceforge.formats import gunzip
 
+#: How a reader says that text is not UTF-8, whichever decoder found it.
+NOT_UTF8 = "not valid UTF-8 text"
+
+
+def not_utf8(e: BaseException) -> bool:
+    """Whether a decode error is text that is not UTF-8: Python's ``UnicodeDecodeError``
+    (msgspec < 0.23 raises it) or msgspec's own ``DecodeError`` saying so (0.23 on)."""
+    return isinstance(e, UnicodeDecodeError) or "utf-8" in str(e).lower()
+
 
 @contextmanager
 def paused_gc() -> Iterator[None]:
