@@ -33,8 +33,6 @@ _ENDS[[ord(c) for c in ",} \n\r\t"]] = True
 _DIGITS = 18
 #: Windows read after a number's start: enough for most values at once.
 _SHORT = 8
-#: The place value of each of a window's digits.
-_WEIGHTS = 10.0 ** np.arange(_SHORT - 1, -1, -1)
 #: Verified masks kept for later calls (beyond it, masks are checked again).
 _KEEP = 1 << 14
 #: Above this share of distinct masks among the texts, none is given as shapes: checking
@@ -128,11 +126,15 @@ def _ints(text: bytes, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     at, digits, end, run = at[ok], digits[ok], end[ok], run[ok]
     # Each value's last _SHORT digits from the bytes before its end (those before its
     # first digit zeroed; an index before the text's start wraps to its end, zeroed all
-    # the same), weighed by a product of doubles (exact: below 2**53), the digits of a
-    # longer one before them added after.
+    # the same), read by Horner's rule in int64, the digits of a longer one before them
+    # added after. (Not a product with the digits' place values: numpy hands that to
+    # BLAS, whose threads then spin on the other core, which the sibling part of a
+    # convert is using: a convert ran ~10% slower for it.)
     d = buf[end[:, None] - _SHORT + np.arange(_SHORT)] - np.uint8(48)
     d[np.arange(_SHORT) < _SHORT - run[:, None]] = 0
-    values = (d.astype(np.float64) @ _WEIGHTS).astype(np.int64)
+    values = d[:, 0].astype(np.int64)
+    for j in range(1, _SHORT):
+        values = values * 10 + d[:, j]
     big = np.flatnonzero(run > _SHORT)
     if len(big):
         head = np.zeros(len(big), dtype=np.int64)
