@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import struct
 import sys
 import tempfile
 import threading
@@ -317,81 +318,140 @@ def pipe_bytes(fd: int) -> int:
         return 4096
 
 
-def part_cuts(n: int, least: int, align: int) -> list[int]:
-    """Where to cut ``n`` items into one part per core for :func:`write_in_order`: the
-    parts' bounds (``[0, ..., n]``), each a multiple of ``align`` but the last; one part
-    (``[0, n]``) where a part would hold fewer than ``least`` items or this process may
-    not fork."""
-    parts = max(1, min(cores(), n // least)) if can_fork() else 1
-    return [min(n, round(k * n / parts / align) * align) for k in range(parts)] + [n]
+def helpers_for(n: int, least: int) -> int:
+    """How many forked helpers :func:`write_shared` should start for ``n`` items: one per
+    core but this process's, none where a process would get fewer than ``least`` items
+    or this process may not fork."""
+    return max(1, min(cores(), n // least)) - 1 if can_fork() else 0
 
 
-def write_in_order(parts: int, here: Callable[[int], None],
-                   child: Callable[[int, BinaryIO], None],
-                   copy: Callable[[bytes], Any], piece: int = 8 << 20,
-                   copy_file: Callable[[BinaryIO], None] | None = None) -> None:
-    """An output made of ``parts`` consecutive parts: part 0 written here (``here(0)``)
-    while parts 1.. are written at the same time by forked children (``child(k, f)``,
-    into a temporary file ``f``, gone once closed), then copied in order (``copy``, a
-    ``piece`` of bytes at a time: a part is never whole in memory; or ``copy_file(f)``,
-    the whole file at once, where the caller can: :func:`append_file`). A part whose
-    child could not start, failed, died or stalled is written here (``here(k)``) in its
-    turn, so the output never depends on where a part was made."""
-    kids: list[tuple[Child[None], BinaryIO] | None] = []
+class Claims:
+    """Batches ``0 .. count - 1`` shared out between this process, which takes them from the
+    front, and forked helpers, which take them from the back, until the two meet. The two
+    ends are 16 bytes of a temporary file, read and changed under a POSIX lock on it: a
+    lock belongs to one process (a child does not inherit it) and the kernel releases it
+    when its holder dies, so a helper that is killed cannot leave the others waiting."""
+
+    def __init__(self, count: int, f: BinaryIO) -> None:
+        self.fd = f.fileno()
+        os.pwrite(self.fd, struct.pack("<qq", 1, count), 0)  # batch 0: this process's
+
+    def take(self, front: bool) -> int | None:
+        """The next batch from the front (or the back); None once every batch is taken."""
+        import fcntl  # (POSIX only: claims are made where this process forks, on Linux)
+
+        fcntl.lockf(self.fd, fcntl.LOCK_EX)
+        try:
+            lo, hi = struct.unpack("<qq", os.pread(self.fd, 16, 0))
+            if lo >= hi:
+                return None
+            k: int = lo if front else hi - 1
+            lo, hi = (lo + 1, hi) if front else (lo, hi - 1)
+            os.pwrite(self.fd, struct.pack("<qq", lo, hi), 0)
+            return k
+        finally:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+
+def _helping(claims: Claims, child: Callable[[int, BinaryIO], None], f: BinaryIO
+             ) -> list[tuple[int, int, int]]:
+    """A helper's work (in a child): batches from the back, each written at the end of
+    ``f``; (batch, offset, size) of each."""
+    done = []
+    fd = f.fileno()
+    while (k := claims.take(front=False)) is not None:
+        at = os.lseek(fd, 0, os.SEEK_CUR)
+        child(k, f)
+        done.append((k, at, os.lseek(fd, 0, os.SEEK_CUR) - at))
+    return done
+
+
+def write_shared(count: int, helpers: int, here: Callable[[int], None],
+                 child: Callable[[int, BinaryIO], None],
+                 copy: Callable[[bytes], Any], piece: int = 8 << 20,
+                 copy_range: Callable[[BinaryIO, int, int], None] | None = None) -> None:
+    """An output of ``count`` consecutive batches, made on several cores: this process
+    writes them from the front (``here(k)``, in order, batch 0 first) while ``helpers``
+    forked children take them from the back (``child(k, f)`` writes batch ``k`` at the
+    end of the child's temporary file ``f``, gone once closed), each taking the next
+    batch as it finishes one, until the two meet: no process waits on a slower one for
+    more than a batch. The children's batches are then copied in order (``copy``, a
+    ``piece`` of bytes at a time: a batch is never whole in memory; or ``copy_range(f,
+    offset, size)`` where the caller can: :func:`append_file`). A batch whose child
+    could not start, failed, died or stalled is written here (``here(k)``) in its turn,
+    so the output never depends on where a batch was made; ``here`` may thus be asked
+    for a batch after one it did not write."""
+    if helpers < 1 or count < 2:
+        for k in range(count):
+            here(k)
+        return
+    kids: list[tuple[Child[list[tuple[int, int, int]]], BinaryIO]] = []
     with contextlib.ExitStack() as stack:
-        for k in range(1, parts):
+        claims = Claims(count, stack.enter_context(tempfile.TemporaryFile()))
+        for _ in range(helpers):
             try:
-                f = stack.enter_context(tempfile.TemporaryFile())
-                kid = Child(partial(child, k, f))
-            except OSError:  # no temporary file or no child: the part is made here
-                kids.append(None)
-            else:
-                stack.callback(kid.close)
-                kids.append((kid, f))
+                f: BinaryIO = stack.enter_context(tempfile.TemporaryFile())
+                kid = Child(partial(_helping, claims, child, f))
+            except OSError:  # no temporary file or no child: fewer helpers
+                continue
+            stack.callback(kid.close)
+            kids.append((kid, f))
         here(0)
-        for k, got in enumerate(kids, start=1):
-            done = False
-            if got is not None:
-                with contextlib.suppress(ForkError):
-                    got[0].result()
-                    done = True
-                got[0].close()
-            if done and got is not None:
-                got[1].seek(0)
-                if copy_file is not None:
-                    copy_file(got[1])
-                    continue
-                while data := got[1].read(piece):
-                    copy(data)
-            else:
+        taken = 1
+        while (nxt := claims.take(front=True)) is not None:
+            here(nxt)
+            taken = nxt + 1
+        # Every batch is taken; those after this process's are in the children's files.
+        made: dict[int, tuple[BinaryIO, int, int]] = {}
+        for kid, file in kids:
+            with contextlib.suppress(ForkError):
+                made.update((k, (file, at, size)) for k, at, size in kid.result())
+        for k in range(taken, count):
+            if k not in made:
                 here(k)
+                continue
+            file, at, size = made[k]
+            if copy_range is not None:
+                copy_range(file, at, size)
+                continue
+            file.seek(at)
+            while size > 0 and (data := file.read(min(piece, size))):
+                copy(data)
+                size -= len(data)
 
 
 def append_file(src: BinaryIO, out: BinaryIO, copy: Callable[[bytes], Any],
-                piece: int = 8 << 20) -> None:
-    """The content of ``src`` (from its start) added at the end of what was written to
-    ``out``: copied by the kernel (``copy_file_range``: no pass through this process's
-    memory, ~3x faster than reading and writing 100 MB here), else, or for what it did
-    not copy, a ``piece`` at a time through ``copy`` (``out``'s writer)."""
+                piece: int = 8 << 20, at: int = 0, size: int | None = None) -> None:
+    """The content of ``src`` (``size`` bytes from offset ``at``; all from there when
+    None) added at the end of what was written to ``out``: copied by the kernel
+    (``copy_file_range``: no pass through this process's memory, ~3x faster than
+    reading and writing 100 MB here), else, or for what it did not copy, a ``piece`` at
+    a time through ``copy`` (``out``'s writer)."""
     done = 0
-    size = 0
     try:
-        size = os.fstat(src.fileno()).st_size
+        end = os.fstat(src.fileno()).st_size
+        size = end - at if size is None else min(size, end - at)
         out.flush()
-        at = out.tell()
+        to = out.tell()
         fd = out.fileno()
         while done < size:
-            n = os.copy_file_range(src.fileno(), fd, size - done, done, at + done)
+            n = os.copy_file_range(src.fileno(), fd, size - done, at + done, to + done)
             if n <= 0:
                 break
             done += n
     except (OSError, AttributeError, ValueError):  # no such call, other file systems
         pass
     if done:
-        out.seek(at + done)
-    src.seek(done)
-    while data := src.read(piece):
+        out.seek(to + done)
+    src.seek(at + done)
+    left = None if size is None else size - done
+    while left is None or left > 0:
+        data = src.read(piece if left is None else min(piece, left))
+        if not data:
+            break
         copy(data)
+        if left is not None:
+            left -= len(data)
 
 
 class _Raised:

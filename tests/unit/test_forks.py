@@ -260,3 +260,95 @@ def test_append_file_adds_the_whole_file_after_what_was_written(
             forks.append_file(src, out, out.write, 4096)
             out.write(b"tail")
         assert dst.read_bytes() == b"head" + part + b"tail"
+
+
+def _shared(tmp_path: Any, count: int, helpers: int, *, die_after: int | None = None,
+            kernel_copy: bool = True) -> tuple[bytes, list[int]]:
+    """``write_shared`` of ``count`` batches, each ``b"<k>:here;"`` or ``b"<k>:child;"``:
+    the output, and which batches this process wrote. Its second batch waits (up to 10 s)
+    until a helper has begun one, so both make some. ``die_after``: a helper ends without
+    a word after that many batches."""
+    parent = os.getpid()
+    mine: list[int] = []
+    done: list[int] = []  # (in each helper: its own copy)
+    dst = tmp_path / "out.bin"
+    begun = tmp_path / "begun"
+
+    with open(dst, "wb") as out:
+        def here(k: int) -> None:
+            mine.append(k)
+            waited = 0.0
+            while k == 1 and not begun.exists() and waited < 10:
+                time.sleep(0.01)
+                waited += 0.01
+            time.sleep(0.002)
+            out.write(f"{k}:here;".encode())
+
+        def child(k: int, f: Any) -> None:
+            assert os.getpid() != parent
+            begun.touch()
+            if die_after is not None and len(done) == die_after:
+                os._exit(1)
+            time.sleep(0.003)
+            with open(f.fileno(), "wb", closefd=False) as w:
+                w.write(f"{k}:child;".encode())
+            done.append(k)
+
+        def copy_range(f: Any, at: int, size: int) -> None:
+            forks.append_file(f, out, out.write, 7, at, size)
+
+        forks.write_shared(count, helpers, here, child, out.write, 5,
+                           copy_range if kernel_copy else None)
+    return dst.read_bytes(), mine
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+@pytest.mark.parametrize("helpers", [1, 2])
+def test_shared_batches_are_all_written_once_in_order(tmp_path: Any, helpers: int,
+                                                      kernel_copy: bool) -> None:
+    """This process writes from the front and the helpers take from the back, each the
+    next batch as it finishes one: every batch once, in order, some made here (batch 0
+    always) and some by the helpers, copied by the kernel or read and written here."""
+    data, mine = _shared(tmp_path, 60, helpers, kernel_copy=kernel_copy)
+    got = [p.split(b":") for p in data.split(b";")[:-1]]
+    assert [int(k) for k, _ in got] == list(range(60))
+    assert mine[0] == 0 and mine == sorted(mine)
+    where = [w for _, w in got]
+    assert where[0] == b"here" and b"child" in where
+    # Once a helper's batch comes, the rest are the helpers' (they took from the back).
+    assert where == sorted(where, key=lambda w: w == b"child")
+
+
+def test_shared_batches_of_a_helper_that_dies_are_made_here(tmp_path: Any) -> None:
+    """A helper that ends after two batches without a word: the batches it had written
+    and the one it took when it died are all made here, in their turn."""
+    data, mine = _shared(tmp_path, 40, 1, die_after=2)
+    assert data == b"".join(f"{k}:here;".encode() for k in range(40))
+    assert mine == list(range(40))
+
+
+def test_shared_batches_alone_or_without_helpers_are_made_here(tmp_path: Any) -> None:
+    assert _shared(tmp_path, 1, 1)[1] == [0]
+    assert _shared(tmp_path, 5, 0) == (b"".join(f"{k}:here;".encode() for k in range(5)),
+                                       list(range(5)))
+
+
+def test_a_claim_is_not_held_by_a_helper_that_died_holding_it(tmp_path: Any) -> None:
+    """The batches' ends are changed under a POSIX lock, which the kernel releases when
+    its holder dies: a helper killed while it held it leaves nobody waiting."""
+    import fcntl
+    import tempfile
+
+    with tempfile.TemporaryFile() as f:
+        claims = forks.Claims(4, f)
+
+        def die_holding() -> None:
+            fcntl.lockf(f.fileno(), fcntl.LOCK_EX)
+            os._exit(1)
+
+        kid = forks.Child(die_holding)
+        with pytest.raises(forks.ForkError):
+            kid.result()
+        kid.close()
+        assert [claims.take(front=True), claims.take(front=False),
+                claims.take(front=True), claims.take(front=False)] == [1, 3, 2, None]

@@ -117,32 +117,32 @@ class _FirstComma:
 
 
 def _stream_events(doc: Source, put: Callable[[bytes], Any]) -> None:
-    """``doc``'s events as ``,``-led JSON into ``put``, a batch at a time: the rows cut into
-    one part per core, the parts after the first encoded in forked children at the same
-    time (:func:`traceforge.forks.write_in_order`), then ``flows`` and ``extra``."""
+    """``doc``'s events as ``,``-led JSON into ``put``, a batch at a time: the rows' batches
+    shared out among the cores (:func:`traceforge.forks.write_shared`: this process
+    writes from the front while forked children take batches from the back), then
+    ``flows`` and ``extra``."""
     import numpy as np
     import orjson
 
-    from traceforge.forks import part_cuts, write_in_order
+    from traceforge.forks import helpers_for, write_shared
     from traceforge.formats.source import paused_gc
 
     opt = orjson.OPT_SERIALIZE_NUMPY
 
-    def rows(lo: int, hi: int, out: Callable[[bytes], Any]) -> None:
-        for a in range(lo, hi, BATCH):
-            with paused_gc():  # (a batch's dicts are gone before it is back)
-                batch = doc.events(np.arange(a, min(a + BATCH, hi)))
-                data = b"," + _json(batch, opt)[1:-1] if batch else b""
-                del batch
-            if data:
-                out(data)
+    def rows(k: int, out: Callable[[bytes], Any]) -> None:
+        with paused_gc():  # (a batch's dicts are gone before it is back)
+            batch = doc.events(np.arange(k * BATCH, min(k * BATCH + BATCH, doc.n)))
+            data = b"," + _json(batch, opt)[1:-1] if batch else b""
+            del batch
+        if data:
+            out(data)
 
     def child(k: int, f: BinaryIO) -> None:
         with open(f.fileno(), "wb", closefd=False) as out:
-            rows(cuts[k], cuts[k + 1], out.write)
+            rows(k, out.write)
 
-    cuts = part_cuts(doc.n, PARALLEL_ROWS, BATCH)
-    write_in_order(len(cuts) - 1, lambda k: rows(cuts[k], cuts[k + 1], put), child, put)
+    write_shared(-(-doc.n // BATCH), helpers_for(doc.n, PARALLEL_ROWS),
+                 lambda k: rows(k, put), child, put)
     for a in range(0, len(doc.flows), BATCH):
         put(b"," + _json(doc.flows.dicts(a, a + BATCH), opt)[1:-1])
     for a in range(0, len(doc.extra), BATCH):

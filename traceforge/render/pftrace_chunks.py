@@ -5,11 +5,12 @@ Batches are independent but for the interning of event names: a name's id is its
 among the names in the order they are first used, and the packet that first uses it
 carries it. That order is worked out for the whole trace first (names are codes of the
 rows, or strings of the few other events), so any range of batches can be encoded with
-the ids of the names met before it. The trace is cut into one range per core: the first
-is written here as it is encoded, the others are encoded at the same time in forked
-children that read the trace this process holds (:func:`traceforge.forks.write_in_order`:
-each into a temporary file, copied in order; a child that cannot start, fails or dies
-has its range encoded here, so the bytes never depend on where a range ran).
+the ids of the names met before it. The batches are shared out among the cores: this
+process encodes them from the front and writes them as it goes, while forked children
+that read the trace this process holds take them from the back, each the next as it
+finishes one (:func:`traceforge.forks.write_shared`: into temporary files, copied in
+order; a batch whose child cannot start, fails or dies is encoded here, so the bytes
+never depend on where a batch ran).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 import msgspec
 import numpy as np
 
-from traceforge.forks import part_cuts, write_in_order
+from traceforge.forks import helpers_for, write_shared
 from traceforge.formats.source import paused_gc
 from traceforge.render.pftrace_packets import PacketEncoder
 from traceforge.render.pftrace_slices import SliceBatch
@@ -92,30 +93,41 @@ class Packets:
     _first: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def write(self, w: PacketEncoder) -> None:
-        """Encode every packet into ``w`` (whose sink gets them in order), the ranges after
-        the first in forked children where the trace is large enough."""
-        cuts = part_cuts(len(self.code), PARALLEL_PACKETS, CHUNK)
-        parts = len(cuts) - 1
-        if parts > 1:
+        """Encode every packet into ``w`` (whose sink gets them in order), a batch of
+        :data:`CHUNK` at a time, shared with forked children where the trace is large
+        enough (:func:`~traceforge.forks.write_shared`)."""
+        n = len(self.code)
+        count = -(-n // CHUNK)
+        helpers = helpers_for(n, PARALLEL_PACKETS)
+        if helpers:
             self._interning()
         batch = SliceBatch(w, self.flows_at)
+        after = [0]  # the batch ``w`` encoded last ends here: its names are those before
 
         def here(k: int) -> None:
-            w.names = self._names_before(cuts[k])
-            self.encode(w, batch, cuts[k], cuts[k + 1])
+            lo = k * CHUNK
+            if after[0] != lo:
+                w.names = self._names_before(lo)
+            self.encode(w, batch, lo, min(lo + CHUNK, n))
+            after[0] = min(lo + CHUNK, n)
 
-        write_in_order(parts, here, lambda k, f: self._encoded(f, cuts[k], cuts[k + 1]),
-                       w.write, w.flush_bytes, w.append if w.file is not None else None)
+        mine: list[tuple[PacketEncoder, SliceBatch]] = []  # a child's, made at its first
+
+        def child(k: int, f: BinaryIO) -> None:
+            if not mine:
+                cw = PacketEncoder()
+                cw.first = False
+                mine.append((cw, SliceBatch(cw, self.flows_at)))
+            cw, cb = mine[0]
+            with open(f.fileno(), "wb", closefd=False) as out:
+                cw.sink = out.write
+                cw.names = self._names_before(k * CHUNK)
+                self.encode(cw, cb, k * CHUNK, min(k * CHUNK + CHUNK, n))
+                cw.flush()
+
+        write_shared(count, helpers, here, child, w.write, w.flush_bytes,
+                     w.append if w.file is not None else None)
         w.flush()
-
-    def _encoded(self, f: BinaryIO, lo: int, hi: int) -> None:
-        """Packets ``lo:hi`` encoded into the file ``f`` (in a child)."""
-        with open(f.fileno(), "wb", closefd=False) as out:
-            w = PacketEncoder(out.write)
-            w.first = False
-            w.names = self._names_before(lo)
-            self.encode(w, SliceBatch(w, self.flows_at), lo, hi)
-            w.flush()
 
     def _interning(self) -> None:
         """The names in the order packets first use them, and those packets."""

@@ -94,15 +94,16 @@ class PacketEncoder:
             self.sink(bytes(self.buf))
             self.buf.clear()
 
-    def append(self, src: BinaryIO) -> None:
-        """Packets encoded into the file ``src`` (by a forked child), after those so far,
-        added to :attr:`file` by the kernel where it can."""
+    def append(self, src: BinaryIO, at: int = 0, size: int | None = None) -> None:
+        """Packets encoded into the file ``src`` (by a forked child: ``size`` bytes from
+        ``at``, all from there when None), after those so far, added to :attr:`file` by
+        the kernel where it can."""
         from traceforge.forks import append_file
 
         if self.file is None:
             raise ValueError("no file to add packets to")
         self.flush()
-        append_file(src, self.file, self.write, self.flush_bytes)
+        append_file(src, self.file, self.write, self.flush_bytes, at, size)
 
     def track(self, uuid: int, *, parent: int | None = None, name: str | None = None,
               process: tuple[int, str | None] | None = None,

@@ -403,11 +403,12 @@ def _children(monkeypatch: pytest.MonkeyPatch, *, fail: bool) -> list[int]:
 @pytest.mark.parametrize("child", ["runs", "fails"])
 def test_ranges_encoded_in_children_equal_one_process(child: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """A large trace is cut into one range of packets per core, the ranges after the first
-    encoded in forked children with the names interned before them: the bytes are those
-    of one process (and the oracle's), whether the children run or fail (their ranges
-    then encoded here), and written to a file, whether the children's files are added to
-    it by the kernel or, where it cannot, read and written here."""
+    """A large trace's batches of packets are shared between this process (from the
+    front) and forked children (from the back), each batch encoded with the names
+    interned before it: the bytes are those of one process (and the oracle's), whether
+    the children run or fail (their batches then encoded here), and written to a file,
+    whether the children's batches are added to it by the kernel or, where it cannot,
+    read and written here."""
     from tests.support.pftrace_reference import chrome_to_pftrace as reference
     from traceforge import forks
     from traceforge.render import pftrace_chunks
@@ -442,9 +443,9 @@ def test_ranges_encoded_in_children_equal_one_process(child: str, tmp_path: Path
 @pytest.mark.parametrize("child", ["runs", "fails"])
 def test_json_events_in_children_equal_one_dumps(child: str, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chrome JSON of a large trace: its rows cut into one part per core, the parts after
-    the first dumped in forked children: the bytes are ``orjson.dumps`` of the whole
-    document, plain and gzip, whether the children run or fail."""
+    """Chrome JSON of a large trace: its rows' batches shared between this process and
+    forked children: the bytes are ``orjson.dumps`` of the whole document, plain and
+    gzip, whether the children run or fail."""
     import gzip
 
     from traceforge import forks
