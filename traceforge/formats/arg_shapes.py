@@ -128,8 +128,8 @@ def _ints(text: bytes, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     # first digit zeroed; an index before the text's start wraps to its end, zeroed all
     # the same), read by Horner's rule in int64, the digits of a longer one before them
     # added after. (Not a product with the digits' place values: numpy hands that to
-    # BLAS, whose threads then spin on the other core, which the sibling part of a
-    # convert is using: a convert ran ~10% slower for it.)
+    # BLAS, whose other threads, where it runs several (a notebook; the CLI starts one),
+    # then spin on other cores: twice the CPU for the same wall.)
     d = buf[end[:, None] - _SHORT + np.arange(_SHORT)] - np.uint8(48)
     d[np.arange(_SHORT) < _SHORT - run[:, None]] = 0
     values = d[:, 0].astype(np.int64)
