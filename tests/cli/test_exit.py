@@ -97,29 +97,37 @@ def test_a_profiler_gets_its_profile(tmp_path: Path) -> None:
     assert prof.stat().st_size > 0
 
 
-def test_numpy_imported_by_the_program_starts_one_blas_thread() -> None:
-    """cli.one_blas_thread: numpy imported in the block starts no OpenBLAS threads (they
-    spin ~0.1 s of CPU at start), the variable is gone after it, and a user's own setting
-    or numpy already imported is left alone."""
+def test_numpy_imported_by_the_program_starts_one_blas_thread_without_huge_pages() -> None:
+    """cli.numpy_settings: numpy imported in the block starts no OpenBLAS threads (they
+    spin ~0.1 s of CPU at start) and asks for no huge pages (numpy reads
+    NUMPY_MADVISE_HUGEPAGE at import); the variables are gone after it, and a user's own
+    setting or numpy already imported is left alone."""
     code = (
         "import os, sys\n"
         "from traceforge import cli\n"
         "assert 'numpy' not in sys.modules\n"
-        "with cli.one_blas_thread():\n"
+        "with cli.numpy_settings():\n"
         "    assert os.environ['OPENBLAS_NUM_THREADS'] == '1'\n"
         "    import numpy\n"
-        "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))\n"
-        "with cli.one_blas_thread():\n"
+        "try:\n"
+        "    from numpy._core.multiarray import _get_madvise_hugepage\n"
+        "except ImportError:\n"
+        "    from numpy.core.multiarray import _get_madvise_hugepage\n"
+        "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'),\n"
+        "      _get_madvise_hugepage(), os.environ.get('NUMPY_MADVISE_HUGEPAGE'))\n"
+        "with cli.numpy_settings():\n"
         "    print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "NUMPY_MADVISE_HUGEPAGE")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout.split()
-    assert out == ["1", "None", "None"]
+    assert out == ["1", "None", "False", "None", "None"]
     env["OPENBLAS_NUM_THREADS"] = "3"
-    code = ("import os\nfrom traceforge import cli\nwith cli.one_blas_thread():\n"
-            "    print(os.environ['OPENBLAS_NUM_THREADS'])\n"
-            "print(os.environ['OPENBLAS_NUM_THREADS'])\n")
+    env["NUMPY_MADVISE_HUGEPAGE"] = "1"
+    code = ("import os\nfrom traceforge import cli\nwith cli.numpy_settings():\n"
+            "    print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['NUMPY_MADVISE_HUGEPAGE'])\n"
+            "print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['NUMPY_MADVISE_HUGEPAGE'])\n")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout.split()
-    assert out == ["3", "3"]
+    assert out == ["3", "1", "3", "1"]
