@@ -328,19 +328,28 @@ def helpers_for(n: int, least: int) -> int:
 class Claims:
     """Batches ``0 .. count - 1`` shared out between this process, which takes them from the
     front, and forked helpers, which take them from the back, until the two meet. The two
-    ends are 16 bytes of a temporary file, read and changed under a POSIX lock on it: a
+    ends are 16 bytes of an in-memory file, read and changed under a POSIX lock on it: a
     lock belongs to one process (a child does not inherit it) and the kernel releases it
     when its holder dies, so a helper that is killed cannot leave the others waiting."""
 
-    def __init__(self, count: int, f: BinaryIO) -> None:
-        self.fd = f.fileno()
-        os.pwrite(self.fd, struct.pack("<qq", 1, count), 0)  # batch 0: this process's
+    def __init__(self, count: int) -> None:
+        self.fd = _memory_file()
+        try:
+            os.pwrite(self.fd, struct.pack("<qq", 1, count), 0)  # batch 0: this process's
+        except OSError:
+            self.close()
+            raise
 
     def take(self, front: bool) -> int | None:
-        """The next batch from the front (or the back); None once every batch is taken."""
+        """The next batch from the front (or the back); None once every batch is taken,
+        or where the lock cannot be had (then no process takes more: the batches no
+        helper made are made by this process, :func:`write_shared`)."""
         import fcntl  # (POSIX only: claims are made where this process forks, on Linux)
 
-        fcntl.lockf(self.fd, fcntl.LOCK_EX)
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX)
+        except OSError:
+            return None
         try:
             lo, hi = struct.unpack("<qq", os.pread(self.fd, 16, 0))
             if lo >= hi:
@@ -349,8 +358,16 @@ class Claims:
             lo, hi = (lo + 1, hi) if front else (lo, hi - 1)
             os.pwrite(self.fd, struct.pack("<qq", lo, hi), 0)
             return k
+        except (OSError, struct.error):
+            return None
         finally:
-            fcntl.lockf(self.fd, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
+                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 def _helping(claims: Claims, child: Callable[[int, BinaryIO], None], f: BinaryIO
@@ -381,13 +398,17 @@ def write_shared(count: int, helpers: int, here: Callable[[int], None],
     could not start, failed, died or stalled is written here (``here(k)``) in its turn,
     so the output never depends on where a batch was made; ``here`` may thus be asked
     for a batch after one it did not write."""
-    if helpers < 1 or count < 2:
+    claims = None
+    if helpers >= 1 and count >= 2:
+        with contextlib.suppress(OSError):  # (no file to share them through: all here)
+            claims = Claims(count)
+    if claims is None:
         for k in range(count):
             here(k)
         return
     kids: list[tuple[Child[list[tuple[int, int, int]]], BinaryIO]] = []
     with contextlib.ExitStack() as stack:
-        claims = Claims(count, stack.enter_context(tempfile.TemporaryFile()))
+        stack.callback(claims.close)
         for _ in range(helpers):
             try:
                 f: BinaryIO = stack.enter_context(tempfile.TemporaryFile())

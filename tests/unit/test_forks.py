@@ -263,11 +263,11 @@ def test_append_file_adds_the_whole_file_after_what_was_written(
 
 
 def _shared(tmp_path: Any, count: int, helpers: int, *, die_after: int | None = None,
-            kernel_copy: bool = True) -> tuple[bytes, list[int]]:
+            kernel_copy: bool = True, wait: bool = True) -> tuple[bytes, list[int]]:
     """``write_shared`` of ``count`` batches, each ``b"<k>:here;"`` or ``b"<k>:child;"``:
-    the output, and which batches this process wrote. Its second batch waits (up to 10 s)
-    until a helper has begun one, so both make some. ``die_after``: a helper ends without
-    a word after that many batches."""
+    the output, and which batches this process wrote. Its second batch waits (up to 10 s;
+    unless not ``wait``) until a helper has begun one, so both make some. ``die_after``:
+    a helper ends without a word after that many batches."""
     parent = os.getpid()
     mine: list[int] = []
     done: list[int] = []  # (in each helper: its own copy)
@@ -278,7 +278,7 @@ def _shared(tmp_path: Any, count: int, helpers: int, *, die_after: int | None = 
         def here(k: int) -> None:
             mine.append(k)
             waited = 0.0
-            while k == 1 and not begun.exists() and waited < 10:
+            while wait and k == 1 and not begun.exists() and waited < 10:
                 time.sleep(0.01)
                 waited += 0.01
             time.sleep(0.002)
@@ -333,22 +333,36 @@ def test_shared_batches_alone_or_without_helpers_are_made_here(tmp_path: Any) ->
                                        list(range(5)))
 
 
-def test_a_claim_is_not_held_by_a_helper_that_died_holding_it(tmp_path: Any) -> None:
+def test_a_claim_is_not_held_by_a_helper_that_died_holding_it() -> None:
     """The batches' ends are changed under a POSIX lock, which the kernel releases when
     its holder dies: a helper killed while it held it leaves nobody waiting."""
     import fcntl
-    import tempfile
 
-    with tempfile.TemporaryFile() as f:
-        claims = forks.Claims(4, f)
+    claims = forks.Claims(4)
 
-        def die_holding() -> None:
-            fcntl.lockf(f.fileno(), fcntl.LOCK_EX)
-            os._exit(1)
+    def die_holding() -> None:
+        fcntl.lockf(claims.fd, fcntl.LOCK_EX)
+        os._exit(1)
 
-        kid = forks.Child(die_holding)
-        with pytest.raises(forks.ForkError):
-            kid.result()
-        kid.close()
-        assert [claims.take(front=True), claims.take(front=False),
-                claims.take(front=True), claims.take(front=False)] == [1, 3, 2, None]
+    kid = forks.Child(die_holding)
+    with pytest.raises(forks.ForkError):
+        kid.result()
+    kid.close()
+    assert [claims.take(front=True), claims.take(front=False),
+            claims.take(front=True), claims.take(front=False)] == [1, 3, 2, None]
+    claims.close()
+
+
+def test_shared_batches_where_no_lock_can_be_had_are_made_here(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system that refuses the lock: no process takes a batch after its first
+    try, and this process makes them all, in order."""
+    import fcntl
+
+    def refused(*a: Any) -> None:
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(fcntl, "lockf", refused)
+    data, mine = _shared(tmp_path, 12, 1, wait=False)
+    assert data == b"".join(f"{k}:here;".encode() for k in range(12))
+    assert mine == list(range(12))
