@@ -87,8 +87,6 @@ class _LazyGroup(click.Group):
         """A mistyped verb gets a did-you-mean; a trace named without a verb, the verbs
         that read one."""
         name = args[0] if args else ""
-        if name in TRACE_VERBS and "numpy" not in sys.modules:  # (the program: see below)
-            keep_freed_memory()
         with numpy_settings(name in TRACE_VERBS):
             if (name in TRACE_VERBS and not ctx.resilient_parsing
                     and not ctx.params.get("no_cache")):
@@ -129,38 +127,6 @@ def numpy_settings(wanted: bool = True) -> Iterator[None]:
     finally:
         for k in mine:
             os.environ.pop(k, None)
-
-
-#: glibc's ``mallopt`` parameters (``malloc.h``).
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
-
-
-def keep_freed_memory() -> bool:
-    """This process keeps the memory it frees for its own later allocations (glibc's
-    ``mallopt``: no block of its own mapping, the heap's top handed back only beyond
-    2 GiB free); whether it could. By default glibc maps each large block (a column, a
-    sort's order) on its own and unmaps it when freed, and hands the heap's free top
-    back: a verb that builds and drops such arrays one after another then has the
-    kernel zero and map fresh pages each time (the cached ``report`` of the 226 MB nsys
-    export: 4.0M page faults, 1.6M with it). A verb's process is short and ends at its
-    peak anyway. The program calls it for the verbs that read traces (not a notebook or
-    a test that calls :func:`main`: their process lives on), and not where the user
-    tunes glibc's malloc (``MALLOC_*``, ``GLIBC_TUNABLES``); forked workers inherit
-    it, programs a verb runs do not."""
-    if sys.platform != "linux" or "GLIBC_TUNABLES" in os.environ or any(
-            k.startswith("MALLOC_") for k in os.environ):
-        return False
-    try:
-        if not os.confstr("CS_GNU_LIBC_VERSION"):
-            return False
-        import ctypes
-
-        mallopt = ctypes.CDLL(None).mallopt
-    except (ValueError, OSError, AttributeError):  # not glibc
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_MMAP_MAX, 0)) & bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
 
 
 #: Verbs that read traces: a prefetch may start decoding theirs before their modules are
