@@ -67,7 +67,9 @@ def run(tree: Path, argv: list[str], out: Path) -> tuple[float, float, int]:
     cache = out.parent / "cache"
     shutil.rmtree(cache, ignore_errors=True)
     cache.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(tree), "TRACEFORGE_CACHE": str(cache)}
+    # (TRACEFORGE_DEBUG: an internal error leaves its traceback, printed below)
+    env = {**os.environ, "PYTHONPATH": str(tree), "TRACEFORGE_CACHE": str(cache),
+           "TRACEFORGE_DEBUG": "1"}
     for f in out.iterdir():
         f.unlink()
     t0 = time.perf_counter()
