@@ -118,14 +118,14 @@ class _FirstComma:
 
 def _stream_events(doc: Source, put: Callable[[bytes], Any]) -> None:
     """``doc``'s events as ``,``-led JSON into ``put``, a batch at a time: the rows' batches
-    shared out among the cores (:func:`traceforge.forks.write_shared`: this process
+    shared out among the cores (:func:`traceforge.render.shared_output.write_shared`: this process
     writes from the front while forked children take batches from the back), then
     ``flows`` and ``extra``."""
     import numpy as np
     import orjson
 
-    from traceforge.forks import helpers_for, write_shared
     from traceforge.formats.source import paused_gc
+    from traceforge.render.shared_output import helpers_for, write_shared
 
     opt = orjson.OPT_SERIALIZE_NUMPY
 

@@ -6,10 +6,11 @@ written in order, as if compressed inline (the 288 MB trace's 252 MB of JSON tak
 to deflate). The header holds no name and time 0: the same document gives the same file.
 
 The thread starts only once :data:`START_BYTES` have been written, past the point where
-a document's writer forks its encoding children (:func:`traceforge.forks.write_shared`
-starts them after the document's head), so no child is forked while it runs (one that
-were, and then waited on a lock the thread held, would be found stalled and its part
-written here, as for any thread: :mod:`traceforge.forks`). A failure
+a document's writer forks its encoding children
+(:func:`traceforge.render.shared_output.write_shared` starts them after the document's
+head), so no child is forked while it runs (one that were, and then waited on a lock the
+thread held, would be found stalled and its part written here, as for any thread:
+:mod:`traceforge.forks`). A failure
 on the thread (a full disk) is raised by the next :meth:`GzipOutput.write` or by
 :meth:`GzipOutput.close`.
 """

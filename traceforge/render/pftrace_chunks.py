@@ -8,7 +8,7 @@ rows, or strings of the few other events), so any range of batches can be encode
 the ids of the names met before it. The batches are shared out among the cores: this
 process encodes them from the front and writes them as it goes, while forked children
 that read the trace this process holds take them from the back, each the next as it
-finishes one (:func:`traceforge.forks.write_shared`: into temporary files, copied in
+finishes one (:func:`traceforge.render.shared_output.write_shared`: into temporary files, copied in
 order; a batch whose child cannot start, fails or dies is encoded here, so the bytes
 never depend on where a batch ran).
 """
@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 import msgspec
 import numpy as np
 
-from traceforge.forks import helpers_for, write_shared
 from traceforge.formats.source import paused_gc
 from traceforge.render.pftrace_packets import PacketEncoder
 from traceforge.render.pftrace_slices import SliceBatch
 from traceforge.render.pftrace_varints import U64_MASK, varint_pieces
+from traceforge.render.shared_output import helpers_for, write_shared
 from traceforge.render.slice_table import objects
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class Packets:
     def write(self, w: PacketEncoder) -> None:
         """Encode every packet into ``w`` (whose sink gets them in order), a batch of
         :data:`CHUNK` at a time, shared with forked children where the trace is large
-        enough (:func:`~traceforge.forks.write_shared`)."""
+        enough (:func:`~traceforge.render.shared_output.write_shared`)."""
         n = len(self.code)
         count = -(-n // CHUNK)
         helpers = helpers_for(n, PARALLEL_PACKETS)

@@ -98,7 +98,7 @@ class PacketEncoder:
         """Packets encoded into the file ``src`` (by a forked child: ``size`` bytes from
         ``at``, all from there when None), after those so far, added to :attr:`file` by
         the kernel where it can."""
-        from traceforge.forks import append_file
+        from traceforge.render.shared_output import append_file
 
         if self.file is None:
             raise ValueError("no file to add packets to")

@@ -258,7 +258,7 @@ def test_no_fork_or_memory_file_falls_back_to_one_piece(
     def refuse() -> int:
         raise OSError(24, "Too many open files")
 
-    monkeypatch.setattr(forks, "_memory_file", refuse)
+    monkeypatch.setattr(forks, "memory_file", refuse)
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": events(300)}))
     assert_same(chrome.read(p), one_piece(p))
