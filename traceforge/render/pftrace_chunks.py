@@ -111,14 +111,11 @@ class Packets:
             self.encode(w, batch, lo, min(lo + CHUNK, n))
             after[0] = min(lo + CHUNK, n)
 
-        mine: list[tuple[PacketEncoder, SliceBatch]] = []  # a child's, made at its first
+        cw = PacketEncoder()  # a helper's (each forked helper has its own copy)
+        cw.first = False
+        cb = SliceBatch(cw, self.flows_at)
 
         def child(k: int, f: BinaryIO) -> None:
-            if not mine:
-                cw = PacketEncoder()
-                cw.first = False
-                mine.append((cw, SliceBatch(cw, self.flows_at)))
-            cw, cb = mine[0]
             with open(f.fileno(), "wb", closefd=False) as out:
                 cw.sink = out.write
                 cw.names = self._names_before(k * CHUNK)
