@@ -435,14 +435,7 @@ def _node_by_node(dag: _Dag, w_in: np.ndarray, t_pos: int) -> np.ndarray:
     # The end with the longest distance, the first in topological order on ties.
     top = max(topo, key=dist.__getitem__) if topo else t_pos
     del topo, indptr, src, wt
-    path_pos = array("q")
-    cur: int | None = None
-    x = top
-    while cur != x:
-        path_pos.append(x)
-        cur = x
-        x = prev[x]
-    return np.array(np.frombuffer(path_pos, dtype=np.int64)[::-1])
+    return _path_back((np.asarray(prev, dtype=np.int64), top))
 
 
 def _keys(sp: StepGraph) -> tuple[int, np.ndarray, np.ndarray]:
