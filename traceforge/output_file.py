@@ -63,7 +63,7 @@ def stream(path: str | Path, fill: Callable[[BinaryIO], None]) -> Path:
     open temporary file, which then replaces ``path`` whole (or is removed on failure)."""
     p = check(path)
     try:
-        with outputs.replacing(p) as tmp, open(tmp, "wb") as f:
+        with outputs.replacing(p) as tmp, outputs.opened(tmp) as f:
             fill(f)
     except OSError as e:
         raise _fail(p, e.strerror or type(e).__name__) from None

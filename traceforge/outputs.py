@@ -11,18 +11,24 @@ the temporary file is removed and the final name keeps its previous content.
 
 A process killed outright (SIGKILL, power loss) may leave a ``.NAME.*.tmp`` file behind,
 never a truncated file under the final name.
+
+A file written a piece at a time (:func:`opened`: converted and annotated traces, hundreds
+of MB) is handed to the disk as it grows, so the flush before the rename has little left
+to wait for.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 def _mode(path: Path) -> int:
@@ -94,3 +100,73 @@ def write(path: str | Path, data: bytes | str) -> Path:
     with replacing(path) as tmp:
         tmp.write_bytes(raw)
     return Path(path)
+
+
+#: Bytes written between requests that the disk start writing what the file holds so far.
+WRITEBACK_BYTES = 32 << 20
+
+
+def opened(tmp: str | Path) -> BinaryIO:
+    """``tmp`` (the empty temporary file of :func:`replacing`) opened to be written a piece
+    at a time. It is not truncated (on ext4 a file truncated and written again is flushed
+    whole when it is closed: the close would wait for the disk), and every
+    :data:`WRITEBACK_BYTES` the disk is asked to start writing what is there
+    (``sync_file_range``, without waiting: the work a flush would do at the end is done
+    while the rest is made; where the call is missing, the flush does it all)."""
+    fd = os.open(tmp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    return io.BufferedWriter(_Written(fd, "w"))
+
+
+class _Written(io.FileIO):
+    """A file whose written pages are sent to the disk every :data:`WRITEBACK_BYTES`:
+    those written here, and those the kernel copied into it (its writer then moves the
+    position past them: :func:`traceforge.render.shared_output.append_file`)."""
+
+    sent = 0
+
+    def write(self, b: Any, /) -> int:
+        n: int = super().write(b)
+        self._written(self.tell())
+        return n
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET, /) -> int:
+        at = super().seek(pos, whence)
+        self._written(at)
+        return at
+
+    def _written(self, at: int) -> None:
+        if at - self.sent >= WRITEBACK_BYTES:
+            start_writeback(self.fileno(), self.sent, at - self.sent)
+            self.sent = at
+
+
+_sync_file_range: Any = None
+
+
+def start_writeback(fd: int, at: int, size: int) -> None:
+    """Ask the disk to start writing ``size`` bytes of ``fd`` from ``at``, not waiting for
+    it (Linux's ``sync_file_range(..., SYNC_FILE_RANGE_WRITE)``); nothing where the call
+    is missing or fails: the flush before the rename writes them."""
+    global _sync_file_range
+    if _sync_file_range is None:
+        _sync_file_range = _libc_call("sync_file_range") or False
+    if _sync_file_range:
+        _sync_file_range(fd, at, size, _SYNC_FILE_RANGE_WRITE)
+
+
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+def _libc_call(name: str) -> Any:
+    """The C library's function ``name`` (int, int64, int64, unsigned) -> int, or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        fn = getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError, ImportError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn

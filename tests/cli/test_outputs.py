@@ -131,3 +131,58 @@ def test_a_hard_link_to_the_input_is_refused(tmp_path: Path, verb: str) -> None:
     code, _, err = cli_main(*args)
     assert code == 2 and "name another output" in err and err.count("\n") == 1, err
     assert src.read_bytes() == before and src.stat().st_nlink == 2
+
+
+def test_a_streamed_output_is_sent_to_the_disk_as_it_grows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every WRITEBACK_BYTES written (by write, or by a kernel copy its writer then seeks
+    past) the disk is asked to start on them, each range once, in order; the bytes are
+    those written, and the file is not opened to be truncated (ext4 flushes such a file
+    whole when it is closed)."""
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(outputs, "WRITEBACK_BYTES", 1000)
+    monkeypatch.setattr(outputs, "start_writeback",
+                        lambda fd, at, size: sent.append((at, size)))
+    flags: list[int] = []
+    real_open = os.open
+
+    def spy(path: str, fl: int, *a: int) -> int:
+        flags.append(fl)
+        return real_open(path, fl, *a)
+
+    monkeypatch.setattr(outputs.os, "open", spy)
+    src = tmp_path / "part"
+    src.write_bytes(b"k" * 2500)
+    out = tmp_path / "out.bin"
+    with outputs.replacing(out) as tmp, outputs.opened(tmp) as f:
+        f.write(b"a" * 700)
+        f.write(b"b" * 700)  # (buffered: reaches the file with the next big write)
+        f.write(b"c" * 9000)
+        f.flush()
+        to = f.tell()
+        # (as append_file adds a helper's part: the kernel writes, the writer seeks past)
+        os.pwrite(f.fileno(), src.read_bytes(), to)
+        f.seek(to + 2500)
+        f.write(b"d" * 10)
+    assert out.read_bytes() == b"a" * 700 + b"b" * 700 + b"c" * 9000 + b"k" * 2500 + b"d" * 10
+    assert flags and not any(fl & os.O_TRUNC for fl in flags)
+    assert sent == [(0, 1400), (1400, 9000), (10400, 2500)]  # the copy too; the last 10 not
+
+
+def test_writeback_where_the_call_is_missing_or_refused(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No sync_file_range (not Linux): nothing asked, the bytes all there; a descriptor the
+    call refuses (a pipe) is no error."""
+    monkeypatch.setattr(outputs, "_sync_file_range", False)
+    monkeypatch.setattr(outputs, "WRITEBACK_BYTES", 10)
+    out = tmp_path / "o.bin"
+    with outputs.replacing(out) as tmp, outputs.opened(tmp) as f:
+        f.write(b"x" * 100)
+    assert out.read_bytes() == b"x" * 100
+    monkeypatch.setattr(outputs, "_sync_file_range", None)
+    r, w = os.pipe()
+    try:
+        outputs.start_writeback(w, 0, 100)
+    finally:
+        os.close(r)
+        os.close(w)
