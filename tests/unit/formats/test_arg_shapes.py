@@ -128,6 +128,20 @@ def test_shapes_are_numbered_by_first_row_and_kept_between_calls() -> None:
     assert _rows(again) == [msgspec.json.decode(t) for t in texts[::-1]]
 
 
+@pytest.mark.parametrize("sep", [":", ": "])
+def test_ints_of_every_length_rebuild_exactly(sep: str) -> None:
+    """Runs of 1 to 19 digits (8 are read as one word; 19 is more than a slot holds),
+    signed or not, at the end of an object, before a comma or a newline."""
+    texts = []
+    for n in range(1, 20):
+        for v in (int("9" * n), int("1" + "0" * (n - 1)), int("1234567890123456789"[:n])):
+            for sign in (1, -1):
+                texts.append(f'{{"a"{sep}{sign * v},"b"{sep}{v}\n,"c"{sep}0}}'.encode())
+    shapes = _check(texts)
+    assert (shapes.code >= 0).all()
+    assert sorted(set(map(len, shapes.slots))) == [1, 3]  # 19 digits: kept in the text
+
+
 _keys = st.sampled_from(["External id", "Ev Idx", "a", "b", "c:", "d\"", "e 5"])
 _values = st.recursive(
     st.one_of(st.integers(-2**63, 2**63 - 1), st.integers(-300, 300), st.booleans(),
