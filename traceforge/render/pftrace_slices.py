@@ -142,22 +142,24 @@ def _encoded_args(w: PacketEncoder, given: list[Any]) -> tuple[list[bytes], np.n
     """Each slice's args as annotation pieces (all slices' in order) and how many pieces
     each has: a dict's args encoded here, a ``bytes`` (a table's args, already encoded by
     :meth:`PacketEncoder.table_annotations`) one piece as it is."""
-    args: list[Any] = [a if type(a) is dict or type(a) is bytes else
-                       dict(a) if isinstance(a, Mapping) else {} for a in given]
-    ready = np.fromiter((type(a) is bytes for a in args), dtype=bool, count=len(args))
+    kind = np.fromiter(map(type, given), dtype=object, count=len(given))
+    ready = kind == bytes  # noqa: E721 (elementwise)
     own = np.flatnonzero(~ready)
-    dicts: list[dict[str, Any]] = [args[i] for i in own.tolist()] if ready.any() else args
+    if not len(own):  # (every slice's args already encoded: each one piece)
+        return given, np.ones(len(given), dtype=np.int64)
+    dicts: list[dict[str, Any]] = [a if type(a) is dict else dict(a) if isinstance(a, Mapping)
+                                   else {} for a in (given[i] for i in own.tolist())]
     n = np.fromiter(map(len, dicts), dtype=np.int64, count=len(dicts))
     mine = w.annotations(list(chain.from_iterable(dicts)),
                          list(chain.from_iterable(map(dict.values, dicts))))
     if not ready.any():
         return mine, n
     # The tables' bytes (one piece each) and the dicts' pieces, in the slices' order.
-    counts = np.ones(len(args), dtype=np.int64)
+    counts = np.ones(len(given), dtype=np.int64)
     counts[own] = n
     first = np.cumsum(counts) - counts
     encs = np.empty(int(counts.sum()), dtype=object)
-    encs[first[ready]] = objects([args[i] for i in np.flatnonzero(ready).tolist()])
+    encs[first[ready]] = objects(given)[ready]
     if mine:
         encs[np.repeat(first[own] - (np.cumsum(n) - n), n) + np.arange(len(mine))] = \
             objects(mine)
