@@ -23,12 +23,13 @@ import contextlib
 import io
 import os
 import signal
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from traceforge import libc
 
 
 def _mode(path: Path) -> int:
@@ -140,33 +141,13 @@ class _Written(io.FileIO):
             self.sent = at
 
 
-_sync_file_range: Any = None
-
-
 def start_writeback(fd: int, at: int, size: int) -> None:
     """Ask the disk to start writing ``size`` bytes of ``fd`` from ``at``, not waiting for
     it (Linux's ``sync_file_range(..., SYNC_FILE_RANGE_WRITE)``); nothing where the call
     is missing or fails: the flush before the rename writes them."""
-    global _sync_file_range
-    if _sync_file_range is None:
-        _sync_file_range = _libc_call("sync_file_range") or False
-    if _sync_file_range:
-        _sync_file_range(fd, at, size, _SYNC_FILE_RANGE_WRITE)
+    call = libc.function("sync_file_range", "c_int", "c_int64", "c_int64", "c_uint")
+    if call is not None:
+        call(fd, at, size, _SYNC_FILE_RANGE_WRITE)
 
 
 _SYNC_FILE_RANGE_WRITE = 2
-
-
-def _libc_call(name: str) -> Any:
-    """The C library's function ``name`` (int, int64, int64, unsigned) -> int, or None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        fn = getattr(ctypes.CDLL(None, use_errno=True), name)
-    except (OSError, AttributeError, ImportError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn

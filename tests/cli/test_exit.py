@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import FIXTURES, REPO
 
 EAGER = FIXTURES / "eager.pt.trace.json.gz"
@@ -131,3 +133,41 @@ def test_numpy_imported_by_the_program_starts_one_blas_thread_without_huge_pages
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout.split()
     assert out == ["3", "1", "3", "1"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
+def test_the_program_keeps_freed_memory_for_its_next_arrays() -> None:
+    """cli.keep_freed_memory: an 8 MB block freed and asked for again is not mapped and
+    zeroed afresh (glibc alone maps such a block on its own and unmaps it when freed);
+    one of 64 MB still is (no heap is asked for more than it holds); not where the user
+    tunes glibc's malloc."""
+    code = (
+        "import resource, sys\n"
+        "from traceforge import cli\n"
+        "kept = cli.keep_freed_memory() if sys.argv[1] == 'keep' else False\n"
+        "def faults():\n"
+        "    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "out = [kept]\n"
+        "for size in (8 << 20, 64 << 20):\n"
+        "    b = bytearray(size)\n"
+        "    del b\n"
+        "    before = faults()\n"
+        "    b = bytearray(size)\n"
+        "    del b\n"
+        "    out.append(faults() - before)\n"
+        "print(*out)\n"
+    )
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+
+    def run(mode: str, **extra: str) -> tuple[str, int, int]:
+        out = subprocess.run([sys.executable, "-c", code, mode], env={**env, **extra},
+                             capture_output=True, text=True, check=True).stdout.split()
+        return out[0], int(out[1]), int(out[2])
+
+    kept, small, big = run("keep")
+    if kept == "False":
+        pytest.skip("not glibc")
+    assert small < 200 and big > 8000
+    assert run("glibc")[1] > 1000  # (the oracle: glibc's own behaviour)
+    assert run("keep", MALLOC_TOP_PAD_="131072")[0] == "False"

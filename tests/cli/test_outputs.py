@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, cli_main
-from traceforge import outputs
+from traceforge import libc, outputs
 
 GOOD = b'{"traceEvents": []}  previous good output\n'
 
@@ -94,7 +94,7 @@ def test_sigterm_during_a_write_keeps_the_previous_output(tmp_path: Path, sig: s
     code = textwrap.dedent(f"""
         import os, signal
         signal.signal(signal.{sig}, signal.SIG_DFL)
-        from traceforge import outputs
+        from traceforge import libc, outputs
         with outputs.replacing({str(out)!r}) as tmp:
             tmp.write_bytes(b"half")
             os.kill(os.getpid(), signal.{sig})
@@ -173,13 +173,13 @@ def test_writeback_where_the_call_is_missing_or_refused(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """No sync_file_range (not Linux): nothing asked, the bytes all there; a descriptor the
     call refuses (a pipe) is no error."""
-    monkeypatch.setattr(outputs, "_sync_file_range", False)
+    monkeypatch.setattr(libc, "_found", {"sync_file_range": None})
     monkeypatch.setattr(outputs, "WRITEBACK_BYTES", 10)
     out = tmp_path / "o.bin"
     with outputs.replacing(out) as tmp, outputs.opened(tmp) as f:
         f.write(b"x" * 100)
     assert out.read_bytes() == b"x" * 100
-    monkeypatch.setattr(outputs, "_sync_file_range", None)
+    monkeypatch.setattr(libc, "_found", {})
     r, w = os.pipe()
     try:
         outputs.start_writeback(w, 0, 100)

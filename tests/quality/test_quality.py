@@ -45,8 +45,10 @@ ALLOWED = {
     # Work done in forked children (the reader's chunks, the report's critical path, the
     # critical path's steps on the available cores); none while background work runs.
     "forks": {"background"},
-    # Output files replaced whole or not at all (a leaf: every layer that writes uses it).
-    "outputs": set(),
+    # The C library's calls Python lacks (sync_file_range, mallopt), through ctypes.
+    "libc": set(),
+    # Output files replaced whole or not at all (every layer that writes uses it).
+    "outputs": {"libc"},
     "formats": {"model", "errors", "samples", "executables", "forks", "args_provider",
                 "background", "kinds"},
     "capture": {"model", "errors", "executables", "step_marks", "outputs", "step_time"},
@@ -76,7 +78,7 @@ ALLOWED = {
     # The CLI's memory guard (reads the one size syntax from formats.cache_settings).
     "limits": {"errors", "formats"},
     # (formats: the prefetch of a trace's chunks, started before the verb is imported)
-    "cli": {"errors", "commands", "version", "limits", "background", "formats"},
+    "cli": {"errors", "commands", "version", "limits", "background", "formats", "libc"},
     "__main__": {"cli"},
     "__init__": {"model", "errors", "samples", "formats", "capture", "analyzers", "report",
                  "render", "ui", "engine", "limits", "outputs", "run_loader",
