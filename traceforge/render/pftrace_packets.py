@@ -61,6 +61,10 @@ class PacketEncoder:
         self.keys: dict[Any, bytes] = {}
         self.cats: dict[str, bytes] = {}
         self.seen: dict[tuple[Any, ...], bytes] = {}
+        #: Arg keys numbered, and the cells of the args shapes met so far
+        #: (:mod:`traceforge.render.pftrace_shapes`).
+        self.shape_keys: dict[str, int] = {}
+        self.shape_cells: dict[int, tuple[Any, ...]] = {}
         self.first = True
         #: Bytes of packets gathered before they go to the sink.
         self.flush_bytes = FLUSH_BYTES

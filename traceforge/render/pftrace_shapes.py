@@ -15,7 +15,7 @@ varying slots (the key's bytes begin the piece after).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,28 @@ def shape_annotations(w: PacketEncoder, shapes: ArgShapes,
     return cells.joined()
 
 
+#: Shapes whose cells an encoder keeps (beyond it, they are worked out again).
+_SHAPES_KEPT = 1 << 14
+
+
+def _shape_cells(w: PacketEncoder, names: dict[str, int], args: dict[str, Any],
+                 slots: Sequence[int]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """One shape's cells: each arg's key number (``names``, numbering new keys), whether
+    it is a slot, the annotation of each that is not (b"" at the slots), and each key's
+    place."""
+    keys = list(args)
+    key = np.asarray([names.setdefault(k, len(names)) for k in keys], dtype=np.int64)
+    is_slot = np.zeros(len(keys), dtype=bool)
+    is_slot[list(slots)] = True
+    ann = np.full(len(keys), b"", dtype=object)
+    const = np.flatnonzero(~is_slot).tolist()
+    vals = list(args.values())
+    if const:
+        ann[const] = objects(w.annotations([keys[i] for i in const], [vals[i] for i in const]))
+    return key, is_slot, ann, {k: i for i, k in enumerate(keys)}
+
+
 class _Cells:
     """Every row's cells in output order (``slot``, ``key``, ``value``; ``cell``: the
     shape's cell, -1 for an id added after the row's args) and each row's variant."""
@@ -49,25 +71,28 @@ class _Cells:
     def __init__(self, w: PacketEncoder, shapes: ArgShapes, code: np.ndarray,
                  ids: Sequence[tuple[str, np.ndarray]], has: np.ndarray) -> None:
         self.w = w
-        names: dict[str, int] = {}
-        key: list[int] = []
-        first = np.zeros(len(shapes.args) + 1, dtype=np.int64)
-        const: list[int] = []
-        for s, (args, slots) in enumerate(zip(shapes.args, shapes.slots, strict=True)):
-            varies = set(slots)
-            const += [len(key) + i for i in range(len(args)) if i not in varies]
-            key += [names.setdefault(k, len(names)) for k in args]
-            first[s + 1] = len(key)
+        # Each shape's cells (key numbers, which are slots, the others' annotations),
+        # worked out the first time the encoder meets it: a shape's args are one object
+        # in every batch (arg_shapes keeps them by mask), kept here with its cells.
+        names = w.shape_keys
+        met = w.shape_cells
+        if len(met) > _SHAPES_KEPT:
+            met.clear()
+        cells: list[tuple[Any, ...]] = []
+        for args, slots in zip(shapes.args, shapes.slots, strict=True):
+            got = met.get(id(args))
+            if got is None or got[0] is not args:
+                got = met[id(args)] = (args, *_shape_cells(w, names, args, slots))
+            cells.append(got)
         for k, _ in ids:
             names.setdefault(k, len(names))
         self.keys = list(names)
-        vals = [v for a in shapes.args for v in a.values()]
-        #: The annotation of each of the shapes' cells that is no slot.
-        self.cell_ann = np.full(len(key), b"", dtype=object)
-        self.cell_ann[const] = objects(w.annotations([self.keys[key[i]] for i in const],
-                                                     [vals[i] for i in const]))
-        is_slot = np.ones(len(key), dtype=bool)
-        is_slot[const] = False
+        first = np.zeros(len(cells) + 1, dtype=np.int64)
+        first[1:] = np.cumsum([len(c[1]) for c in cells])
+        key: np.ndarray = np.concatenate([np.zeros(0, np.int64), *(c[1] for c in cells)])
+        is_slot = np.concatenate([np.zeros(0, bool), *(c[2] for c in cells)])
+        #: The annotation of each of the shapes' cells that is no slot (b"" at slots).
+        self.cell_ann = np.concatenate([np.zeros(0, object), *(c[3] for c in cells)])
         # The rows' own cells, row after row.
         count = (first[1:] - first[:-1])[code]
         start = np.cumsum(count) - count
@@ -77,7 +102,7 @@ class _Cells:
         slot = is_slot[cell]
         value = np.zeros(total, dtype=np.int64)
         value[slot] = shapes.values
-        k_of = np.asarray(key, dtype=np.int64)[cell] if key else np.zeros(0, np.int64)
+        k_of = key[cell]
         # The ids: in a row's cell where its shape has the key, else after its cells. A
         # row's variant: its shape and which ids it sets.
         variant = code.copy()
@@ -87,8 +112,7 @@ class _Cells:
             v = column[has]
             on = v >= 0
             variant = variant * 2 + on
-            where = np.asarray([list(a).index(k) if k in a else -1 for a in shapes.args],
-                               dtype=np.int64)
+            where = np.asarray([c[4].get(k, -1) for c in cells], dtype=np.int64)
             at = where[code] if len(where) else np.zeros(0, dtype=np.int64)
             mine = np.flatnonzero(on & (at >= 0))
             c = start[mine] + at[mine]
