@@ -10,7 +10,7 @@ as few pieces as its bytes allow) and the batch is joined once, so the per-packe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain, repeat
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,13 @@ from traceforge.render.pftrace_packets import (
     PacketEncoder,
     event_type,
 )
-from traceforge.render.pftrace_varints import lengths, prefix_table, prefixed, varint
+from traceforge.render.pftrace_varints import (
+    lengths,
+    prefix_table,
+    prefixed,
+    varint,
+    varint_lengths,
+)
 from traceforge.render.slice_table import objects
 
 #: A packet's frame and the field key of its timestamp, which comes first.
@@ -43,6 +49,11 @@ class SliceBatch:
         self.w, self.flows_at = w, flows_at
         self.tails: dict[tuple[Any, ...], bytes] = {}
         self.mids: dict[int, bytes] = {}
+        # Which slices have flows (by number; the last entry, False, stands for those
+        # past the largest): only theirs are looked up.
+        keys = np.fromiter(flows_at.keys(), dtype=np.int64, count=len(flows_at))
+        self.has_flows = np.zeros(int(keys.max()) + 2 if len(keys) else 1, dtype=bool)
+        self.has_flows[keys] = True
 
     def packets(self, code: np.ndarray, slice_no: np.ndarray, track: np.ndarray,
                 ts: list[bytes], ts_len: np.ndarray,
@@ -66,38 +77,43 @@ class SliceBatch:
         # Interning in packet order: the names not interned yet, and the other packets.
         iids: list[int | None] = list(map(w.names.get, names))
         interned = [b""] * len(names)
+        interned_len = np.zeros(len(names), dtype=np.int64)
         rest_bytes: list[bytes] = []
-        todo = sorted([(int(b[j]), j) for j, x in enumerate(iids) if x is None]
-                      + [(int(p), -1) for p in r.tolist()])
+        new = _nones(iids)
+        todo = sorted([*zip(b[new].tolist(), new.tolist(), strict=True),
+                       *((p, -1) for p in r.tolist())])
         for _, j in todo:
             if j < 0:
                 rest_bytes.append(rest[len(rest_bytes)]())
             else:
                 iids[j], interned[j] = w.interned(names[j])
+                interned_len[j] = len(interned[j])
         trk_b = track[b].tolist()
         tails: list[Any] = list(map(self.tails.get, zip(iids, trk_b, cats, strict=True)))
-        for j in [j for j, x in enumerate(tails) if x is None]:
+        for j in _nones(tails).tolist():
             tails[j] = self._tail(int(iids[j] or 0), trk_b[j], cats[j])
-        flows = list(map(self.flows_at.get, slice_no[b].tolist(), repeat(b"", len(b))))
+        flows, flow_len = self._flows(slice_no[b])
         encs, counts = _encoded_args(w, given)
         # Per slice begin: the args' bytes, then the rest of the track event.
         upto = np.concatenate([[0], np.cumsum(lengths(encs))]).astype(np.int64)
         cut = np.cumsum(counts)
-        te_len = upto[cut] - upto[cut - counts] + lengths(tails) + lengths(flows)
+        te_len = upto[cut] - upto[cut - counts] + lengths(tails) + flow_len
         heads = prefixed(_HEAD, EVENT_HEAD, te_len)
         flags = [_FLAGS] * len(b)
+        flag_len = np.full(len(b), len(_FLAGS), dtype=np.int64)
         mids: list[Any] = list(map(self.mids.get, track[e].tolist()))
-        for j in [j for j, x in enumerate(mids) if x is None]:
+        for j in _nones(mids).tolist():
             u = int(track[e[j]])
             mids[j] = self.mids[u] = w.end_tail(u) + _FLAGS
         if first:
             if code[0] == 0:
                 flags[0] = b"\x68" + varint(NEEDS_INCREMENTAL_STATE | 1)
+                flag_len[0] = len(flags[0])
             elif code[0] == 1:
                 mids[0] = w.end_tail(int(track[0])) + b"\x68" + varint(
                     NEEDS_INCREMENTAL_STATE | 1)
-        interned_len = lengths(interned)
-        pkt_b = 1 + ts_len[b] + lengths(heads) + te_len + interned_len + lengths(flags)
+        pkt_b = (1 + ts_len[b] + len(EVENT_HEAD) + varint_lengths(te_len) + te_len
+                 + interned_len + flag_len)
         pkt_e = 1 + ts_len[e] + lengths(mids)
         # The interning and the flags after the track event are one piece.
         for j in np.flatnonzero(interned_len).tolist():
@@ -129,6 +145,19 @@ class SliceBatch:
         pieces[start[r]] = objects(rest_bytes)
         return b"".join(pieces.tolist())
 
+    def _flows(self, slice_no: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+        """The flow fields of slices ``slice_no`` (b"" for those without) and their
+        lengths."""
+        has = self.has_flows
+        hit = np.flatnonzero(has[np.minimum(slice_no, len(has) - 1)])
+        flows = np.full(len(slice_no), b"", dtype=object)
+        length = np.zeros(len(slice_no), dtype=np.int64)
+        if len(hit):
+            got = list(map(self.flows_at.__getitem__, slice_no[hit].tolist()))
+            flows[hit], length[hit] = objects(got), lengths(got)
+        out: list[bytes] = flows.tolist()
+        return out, length
+
     def _tail(self, iid: int, track: int, cat: str) -> bytes:
         """What follows a slice begin's args in its track event: type, name, track, cat."""
         tail = event_type(SLICE_BEGIN) + b"\x50" + varint(iid) + b"\x58" + varint(track)
@@ -136,6 +165,11 @@ class SliceBatch:
             tail += self.w.category(cat)
         self.tails[(iid, track, cat)] = tail
         return tail
+
+
+def _nones(items: list[Any]) -> np.ndarray:
+    """The positions of the Nones among ``items`` (what a batch's lookups missed)."""
+    return np.flatnonzero(objects(items) == None)  # noqa: E711 (elementwise)
 
 
 def _encoded_args(w: PacketEncoder, given: list[Any]) -> tuple[list[bytes], np.ndarray]:

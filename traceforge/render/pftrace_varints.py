@@ -70,6 +70,17 @@ def varint_matrix(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return m, length
 
 
+def varint_lengths(ns: np.ndarray) -> np.ndarray:
+    """The length of the varint of each of ``ns`` (non-negative int64)."""
+    out = np.ones(len(ns), dtype=np.int64)
+    for k in range(1, 10):
+        big = ns >= (1 << (7 * k))
+        if not big.any():
+            break
+        out += big
+    return out
+
+
 def lengths(items: list[bytes] | np.ndarray) -> np.ndarray:
     """``len`` of each item, as int64."""
     return np.fromiter(map(len, items), dtype=np.int64, count=len(items))
