@@ -16,12 +16,16 @@ overflow track, google/perfetto#4280), so a partially overlapping slice goes to 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from traceforge.forks import beside
 from traceforge.model import lex_order, pair_codes
+from traceforge.render import pftrace_chunks
 from traceforge.render.pftrace_chunks import Packets, Rows
 from traceforge.render.pftrace_layout import FlowPoints, bind_flows, lanes_of
 from traceforge.render.pftrace_layout import ns as _ns
@@ -32,7 +36,7 @@ from traceforge.render.pftrace_packets import (
     SLICE_END,
     PacketEncoder,
 )
-from traceforge.render.pftrace_slices import flow_fields
+from traceforge.render.pftrace_slices import FlowFields, flow_fields
 
 _INT32 = 2**31
 
@@ -153,12 +157,28 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     end = start + np.maximum(dur, 0)
     n = len(start)
     thread_of = list(keys)
-    # The source's flows (columns) first, then the flows among the dicts: as written.
-    points = FlowPoints.of([e for e in other if e["ph"] in ("s", "t", "f")])
-    if rows is not None:
-        points = FlowPoints.joined([rows.flows.points(), points])
-    flows_at = flow_fields(*bind_flows(th, start, start + dur, keys, points))
+    # The slices' flows, worked out on another core while this one lays the packets out.
+    dict_points = FlowPoints.of([e for e in other if e["ph"] in ("s", "t", "f")])
+    with _beside(partial(_flow_fields, rows, dict_points, th, start, start + dur, keys),
+                 n) as flows_of:
+        order, track, code_all, ref_all, ts_all, rest = _laid_out(
+            th, start, end, dur, thread_of, tracks, other, base)
+        flows_at = flows_of()
+    del start, dur, end, th  # only what is written
+    Packets(code_all, ref_all, ts_all, order, track, rows, nr, xs, rest, base,
+            flows_at).write(w)
 
+
+def _laid_out(th: np.ndarray, start: np.ndarray, end: np.ndarray, dur: np.ndarray,
+              thread_of: list[tuple[Any, Any]], tracks: _Tracks,
+              other: list[Mapping[str, Any]], base: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                         list[tuple[Any, ...]]]:
+    """Where every packet after the track descriptors goes and in what order (the
+    threads' lane tracks made on ``tracks`` as they are first used): each slice's place
+    in its thread's order and its track, and per packet its code, ref and time
+    (:class:`~traceforge.render.pftrace_chunks.Packets`), and the other events' packets."""
+    n = len(start)
     # Each thread's slices by (start, longest first); the k-th of them all is seq k.
     order = lex_order((np.arange(n), -dur, start, th))
     s0, s1 = start[order], end[order]
@@ -192,9 +212,26 @@ def write_pftrace(doc: Mapping[str, Any] | list[Any] | Rows,
     emit = lex_order((np.concatenate(k2), np.concatenate(k1), ts_all))
     ts_all = ts_all[emit]
     code_all, ref_all = np.concatenate(code)[emit], np.concatenate(ref)[emit]
-    del k0, k1, k2, code, ref, start, dur, end, s0, s1, seq, pos, th  # only what is written
-    Packets(code_all, ref_all, ts_all, order, track, rows, nr, xs, rest, base,
-            flows_at).write(w)
+    return order, track, code_all, ref_all, ts_all, rest
+
+
+def _beside(work: Callable[[], FlowFields], n: int
+            ) -> contextlib.AbstractContextManager[Callable[[], FlowFields]]:
+    """``work`` done on another core (:func:`traceforge.forks.beside`) where the trace has
+    enough slices to pay for a fork (as many as the packets' batches need to be shared
+    out), else here when its result is asked for."""
+    if n >= pftrace_chunks.PARALLEL_PACKETS:
+        return beside(work)
+    return contextlib.nullcontext(work)
+
+
+def _flow_fields(rows: Rows | None, points: FlowPoints, th: np.ndarray, start: np.ndarray,
+                 stop: np.ndarray, keys: dict[tuple[Any, Any], int]) -> FlowFields:
+    """The slices' flow fields: the source's flows (columns) first, then ``points`` (those
+    among the dicts), as written."""
+    if rows is not None:
+        points = FlowPoints.joined([rows.flows.points(), points])
+    return flow_fields(*bind_flows(th, start, stop, keys, points))
 
 
 def _other(other: list[Mapping[str, Any]], tracks: _Tracks, base: int, n: int

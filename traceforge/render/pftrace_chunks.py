@@ -25,7 +25,7 @@ import numpy as np
 
 from traceforge.formats.source import paused_gc
 from traceforge.render.pftrace_packets import PacketEncoder
-from traceforge.render.pftrace_slices import SliceBatch
+from traceforge.render.pftrace_slices import FlowFields, SliceBatch
 from traceforge.render.pftrace_varints import U64_MASK, varint_pieces
 from traceforge.render.shared_output import helpers_for, write_shared
 from traceforge.render.slice_table import objects
@@ -88,7 +88,7 @@ class Packets:
     xs: list[Mapping[str, Any]]
     rest: list[tuple[Any, ...]]
     base: int
-    flows_at: Mapping[int, bytes]
+    flows_at: FlowFields
     _names: list[str] = field(default_factory=list)
     _first: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 

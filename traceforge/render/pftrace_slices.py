@@ -10,6 +10,7 @@ as few pieces as its bytes allow) and the batch is joined once, so the per-packe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
@@ -41,19 +42,12 @@ _FLAGS = b"\x68" + varint(NEEDS_INCREMENTAL_STATE)
 
 class SliceBatch:
     """Encodes batches of packets for one :class:`PacketEncoder` (whose interning and
-    encoded args it shares). ``flows_at``: slice number -> its flow fields
-    (:func:`flow_fields`)."""
+    encoded args it shares). ``flows_at``: the slices' flow fields (:func:`flow_fields`)."""
 
-    def __init__(self, w: PacketEncoder,
-                 flows_at: Mapping[int, bytes]) -> None:
+    def __init__(self, w: PacketEncoder, flows_at: FlowFields) -> None:
         self.w, self.flows_at = w, flows_at
         self.tails: dict[tuple[Any, ...], bytes] = {}
         self.mids: dict[int, bytes] = {}
-        # Which slices have flows (by number; the last entry, False, stands for those
-        # past the largest): only theirs are looked up.
-        keys = np.fromiter(flows_at.keys(), dtype=np.int64, count=len(flows_at))
-        self.has_flows = np.zeros(int(keys.max()) + 2 if len(keys) else 1, dtype=bool)
-        self.has_flows[keys] = True
 
     def packets(self, code: np.ndarray, slice_no: np.ndarray, track: np.ndarray,
                 ts: list[bytes], ts_len: np.ndarray,
@@ -92,7 +86,7 @@ class SliceBatch:
         tails: list[Any] = list(map(self.tails.get, zip(iids, trk_b, cats, strict=True)))
         for j in _nones(tails).tolist():
             tails[j] = self._tail(int(iids[j] or 0), trk_b[j], cats[j])
-        flows, flow_len = self._flows(slice_no[b])
+        flows, flow_len = self.flows_at.of(slice_no[b])
         encs, counts = _encoded_args(w, given)
         # Per slice begin: the args' bytes, then the rest of the track event.
         upto = np.concatenate([[0], np.cumsum(lengths(encs))]).astype(np.int64)
@@ -145,19 +139,6 @@ class SliceBatch:
         pieces[start[r]] = objects(rest_bytes)
         return b"".join(pieces.tolist())
 
-    def _flows(self, slice_no: np.ndarray) -> tuple[list[bytes], np.ndarray]:
-        """The flow fields of slices ``slice_no`` (b"" for those without) and their
-        lengths."""
-        has = self.has_flows
-        hit = np.flatnonzero(has[np.minimum(slice_no, len(has) - 1)])
-        flows = np.full(len(slice_no), b"", dtype=object)
-        length = np.zeros(len(slice_no), dtype=np.int64)
-        if len(hit):
-            got = list(map(self.flows_at.__getitem__, slice_no[hit].tolist()))
-            flows[hit], length[hit] = objects(got), lengths(got)
-        out: list[bytes] = flows.tolist()
-        return out, length
-
     def _tail(self, iid: int, track: int, cat: str) -> bytes:
         """What follows a slice begin's args in its track event: type, name, track, cat."""
         tail = event_type(SLICE_BEGIN) + b"\x50" + varint(iid) + b"\x58" + varint(track)
@@ -201,21 +182,48 @@ def _encoded_args(w: PacketEncoder, given: list[Any]) -> tuple[list[bytes], np.n
     return out, counts
 
 
-def flow_fields(slice_no: np.ndarray, fid: np.ndarray, end: np.ndarray) -> dict[int, bytes]:
-    """Slice number -> its TrackEvent's ``flow_ids`` and ``terminating_flow_ids`` fields,
-    from the flow points bound to slices (``pftrace_layout.bind_flows``: by slice, the
-    starts first)."""
+@dataclass(frozen=True)
+class FlowFields:
+    """Each slice's TrackEvent ``flow_ids`` and ``terminating_flow_ids`` fields, by slice
+    number: the numbers of the slices that have any (ascending), and their fields one
+    after another in ``data``, the k-th slice's from ``at[k]`` to ``at[k + 1]`` (arrays
+    and one bytes: cheap to send from the core that worked them out)."""
+
+    slices: np.ndarray
+    data: bytes
+    at: np.ndarray
+
+    @classmethod
+    def none(cls) -> FlowFields:
+        return cls(np.zeros(0, dtype=np.int64), b"", np.zeros(1, dtype=np.int64))
+
+    def of(self, slice_no: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+        """The fields of slices ``slice_no`` (b"" for one without any) and their
+        lengths."""
+        flows = np.full(len(slice_no), b"", dtype=object)
+        length = np.zeros(len(slice_no), dtype=np.int64)
+        if len(self.slices) and len(slice_no):
+            k = np.minimum(np.searchsorted(self.slices, slice_no), len(self.slices) - 1)
+            hit = np.flatnonzero(self.slices[k] == slice_no)
+            lo, hi = self.at[k[hit]], self.at[k[hit] + 1]
+            data = self.data
+            flows[hit] = objects([data[a:b] for a, b in zip(lo.tolist(), hi.tolist(),
+                                                            strict=True)])
+            length[hit] = hi - lo
+        out: list[bytes] = flows.tolist()
+        return out, length
+
+
+def flow_fields(slice_no: np.ndarray, fid: np.ndarray, end: np.ndarray) -> FlowFields:
+    """The flow fields of the slices, from the flow points bound to them
+    (``pftrace_layout.bind_flows``: by slice, the starts first)."""
     if not len(slice_no):
-        return {}
+        return FlowFields.none()
     # Each point is its field's key (two bytes, both fields) and its fixed64 id.
     keys = np.frombuffer(FLOW + TERMINATING_FLOW, dtype=np.uint8).reshape(2, -1)
     point = np.zeros(len(fid), dtype=[("key", "u1", (keys.shape[1],)), ("id", "<u8")])
     point["key"] = keys[end.astype(np.int64)]
     point["id"] = fid.astype(np.uint64)
-    whole = point.tobytes()
-    width = point.dtype.itemsize
-    cut = np.flatnonzero(np.diff(slice_no)) + 1
-    lo = (np.concatenate([[0], cut]) * width).tolist()
-    hi = (np.concatenate([cut, [len(slice_no)]]) * width).tolist()
-    return dict(zip(slice_no[np.concatenate([[0], cut])].tolist(),
-                    [whole[a:b] for a, b in zip(lo, hi, strict=True)], strict=True))
+    first = np.concatenate([[0], np.flatnonzero(np.diff(slice_no)) + 1]).astype(np.int64)
+    return FlowFields(slice_no[first].astype(np.int64), point.tobytes(),
+                      np.append(first, len(slice_no)) * point.dtype.itemsize)
