@@ -94,7 +94,7 @@ def test_sigterm_during_a_write_keeps_the_previous_output(tmp_path: Path, sig: s
     code = textwrap.dedent(f"""
         import os, signal
         signal.signal(signal.{sig}, signal.SIG_DFL)
-        from traceforge import libc, outputs
+        from traceforge import outputs
         with outputs.replacing({str(out)!r}) as tmp:
             tmp.write_bytes(b"half")
             os.kill(os.getpid(), signal.{sig})
